@@ -1,0 +1,142 @@
+//! The [`Backend`] trait: how a backend scores a request and serves it.
+
+use crate::error::{ErrorCode, HipFileCode};
+use crate::reason::{BackendKind, Verdict};
+use crate::request::{BufferFacts, ValidRequest};
+use crate::runtime::{FileIoError, RuntimeError};
+use hipfile_probe::FileFacts;
+use std::os::fd::BorrowedFd;
+
+/// Everything a backend may look at to score a request: the validated request, the file's
+/// facts (probed once at registration) and the buffer's.
+#[derive(Debug, Clone, Copy)]
+pub struct Submission<'a> {
+    /// The validated request.
+    pub request: &'a ValidRequest,
+    /// The file, as probed at registration.
+    pub file: &'a FileFacts,
+    /// The buffer.
+    pub buffer: &'a BufferFacts,
+}
+
+/// The descriptors a backend moves bytes through.
+#[derive(Debug, Clone, Copy)]
+pub struct IoTarget<'a> {
+    /// The `O_DIRECT` descriptor, when the file has a usable one.
+    pub direct: Option<BorrowedFd<'a>>,
+    /// A buffered descriptor.
+    pub buffered: BorrowedFd<'a>,
+}
+
+/// A backend's run-time failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// A system call (or the kernel driver behind the runtime) failed with `errno`.
+    #[error("{call}: {} (errno {errno})", errno_text(*errno))]
+    Os {
+        /// What failed, e.g. `pread` or `hipAmdFileRead`.
+        call: &'static str,
+        /// The errno.
+        errno: i32,
+    },
+    /// The GPU runtime failed.
+    #[error(transparent)]
+    Runtime(RuntimeError),
+    /// The backend cannot do this (yet, or on this build).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn errno_text(errno: i32) -> String {
+    std::io::Error::from_raw_os_error(errno).to_string()
+}
+
+impl BackendError {
+    /// The errno, for [`BackendError::Os`].
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            BackendError::Os { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// Whether a fastpath failure with this error may be retried on the fallback: only
+    /// `ENODEV` and `EREMOTEIO` (SPEC.md §1, Retry).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.errno(), Some(libc::ENODEV | libc::EREMOTEIO))
+    }
+
+    /// The runtime's error number, for [`BackendError::Runtime`].
+    pub fn hip_error(&self) -> Option<i32> {
+        match self {
+            BackendError::Runtime(e) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    /// The code a C caller would get.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BackendError::Os { errno, .. } => ErrorCode::Errno(*errno),
+            BackendError::Runtime(_) => ErrorCode::HipFile(HipFileCode::HipDriverError),
+            BackendError::Unsupported(_) => ErrorCode::HipFile(HipFileCode::IONotSupported),
+        }
+    }
+
+    /// Converts a failed AMD file-I/O call made as `call`.
+    pub fn from_file_io(call: &'static str, e: FileIoError) -> BackendError {
+        match e {
+            FileIoError::Errno(errno) => BackendError::Os { call, errno },
+            FileIoError::Runtime(r) => BackendError::Runtime(r),
+            FileIoError::Unavailable => {
+                BackendError::Unsupported(format!("{call}: the runtime has no AMD file I/O"))
+            }
+        }
+    }
+}
+
+/// A way to serve requests. Validation happened before either method is called: a backend
+/// trusts the [`Submission`].
+pub trait Backend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Whether and how eagerly this backend would serve `s`, with every reason if not.
+    fn score(&self, s: &Submission<'_>) -> Verdict;
+
+    /// Serves `s`, returning the bytes moved (short at end of file). Only called after
+    /// [`Backend::score`] accepted `s`. A negative count or one above the request's size is
+    /// a broken contract, which the caller reports as an internal error.
+    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_enodev_and_eremoteio_are_retryable() {
+        for errno in 1..200 {
+            let e = BackendError::Os { call: "x", errno };
+            assert_eq!(
+                e.is_retryable(),
+                errno == libc::ENODEV || errno == libc::EREMOTEIO,
+                "errno {errno}"
+            );
+        }
+        let hip = BackendError::Runtime(RuntimeError {
+            call: "h",
+            code: 100,
+            message: "no device".into(),
+        });
+        assert!(!hip.is_retryable());
+        assert!(!BackendError::Unsupported("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn file_io_errors_keep_the_errno() {
+        let e = BackendError::from_file_io("hipAmdFileRead", FileIoError::Errno(libc::EREMOTEIO));
+        assert_eq!(e.errno(), Some(libc::EREMOTEIO));
+        assert!(e.to_string().contains("hipAmdFileRead"));
+    }
+}

@@ -1,0 +1,461 @@
+//! The configuration: SPEC.md §2's variables, read once, overridable from code.
+//!
+//! This is the only module of hipfile that reads the environment (clippy's
+//! `disallowed-methods` enforces it elsewhere). Besides SPEC.md's four variables it reads the
+//! runtime-location variables that the loader needs: `HIPFILE_HIP_LIBRARY` (an explicit path
+//! to the HIP runtime) and `ROCM_PATH`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+/// `HIPFILE_ALLOW_COMPAT_MODE`: false disables the fallback (and so every retry).
+pub const ENV_ALLOW_COMPAT_MODE: &str = "HIPFILE_ALLOW_COMPAT_MODE";
+/// `HIPFILE_FORCE_COMPAT_MODE`: true disables the fastpath.
+pub const ENV_FORCE_COMPAT_MODE: &str = "HIPFILE_FORCE_COMPAT_MODE";
+/// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS`: true lets the fastpath take regular files on any
+/// filesystem.
+pub const ENV_UNSUPPORTED_FILE_SYSTEMS: &str = "HIPFILE_UNSUPPORTED_FILE_SYSTEMS";
+/// `HIPFILE_STATS_LEVEL`: 0 off, ≥ 1 counts bytes and operations per backend.
+pub const ENV_STATS_LEVEL: &str = "HIPFILE_STATS_LEVEL";
+/// `HIPFILE_HIP_LIBRARY`: an explicit path to the HIP runtime library.
+pub const ENV_HIP_LIBRARY: &str = "HIPFILE_HIP_LIBRARY";
+/// `ROCM_PATH`: the ROCm installation whose `lib/` is searched first.
+pub const ENV_ROCM_PATH: &str = "ROCM_PATH";
+
+/// The settled configuration of one driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Whether the fallback backend may serve requests (and retries).
+    pub allow_compat_mode: bool,
+    /// Whether the fastpath is disabled.
+    pub force_compat_mode: bool,
+    /// Whether the fastpath accepts regular files on filesystems other than ext4
+    /// `data=ordered` and xfs.
+    pub unsupported_file_systems: bool,
+    /// 0: no counters; ≥ 1: bytes and operations per backend.
+    pub stats_level: u32,
+    /// An explicit HIP runtime library to load instead of searching.
+    pub hip_library: Option<PathBuf>,
+    /// A ROCm installation to search first.
+    pub rocm_path: Option<PathBuf>,
+}
+
+impl Default for Config {
+    /// SPEC.md §2's defaults, without looking at the environment.
+    fn default() -> Self {
+        Config {
+            allow_compat_mode: true,
+            force_compat_mode: false,
+            unsupported_file_systems: false,
+            stats_level: 0,
+            hip_library: None,
+            rocm_path: None,
+        }
+    }
+}
+
+impl Config {
+    /// The configuration from the process environment, with the default for every invalid
+    /// value; each warning is written to stderr once per process.
+    pub fn from_env() -> Config {
+        ConfigBuilder::new().build_from_env()
+    }
+
+    /// Whether this configuration leaves no backend at all (`FORCE=true` with `ALLOW=false`).
+    pub fn leaves_no_backend(&self) -> bool {
+        self.force_compat_mode && !self.allow_compat_mode
+    }
+}
+
+/// A problem found while settling the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ConfigWarning {
+    /// A variable held a value that is not one of the accepted spellings; the default applies.
+    InvalidValue {
+        /// The variable's name.
+        variable: &'static str,
+        /// What it held.
+        value: String,
+        /// What was used instead, as text.
+        used: String,
+        /// The accepted spellings.
+        expected: &'static str,
+    },
+    /// `HIPFILE_FORCE_COMPAT_MODE` is true and `HIPFILE_ALLOW_COMPAT_MODE` is false: no
+    /// request can be served.
+    NoBackend,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigWarning::InvalidValue { variable, value, used, expected } => write!(
+                f,
+                "{variable}={value:?} is not valid (expected {expected}); using {used}"
+            ),
+            ConfigWarning::NoBackend => f.write_str(
+                "HIPFILE_FORCE_COMPAT_MODE=true disables the fastpath and HIPFILE_ALLOW_COMPAT_MODE=false \
+                 disables the fallback: no I/O can be served; unset one of them",
+            ),
+        }
+    }
+}
+
+const BOOL_SPELLINGS: &str = "true/false, 1/0, yes/no or on/off";
+
+/// Parses a boolean in any of SPEC.md §2's spellings, case-insensitively, ignoring
+/// surrounding whitespace. `None` for anything else.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// Programmatic settings, which win over the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigBuilder {
+    allow_compat_mode: Option<bool>,
+    force_compat_mode: Option<bool>,
+    unsupported_file_systems: Option<bool>,
+    stats_level: Option<u32>,
+    hip_library: Option<PathBuf>,
+    rocm_path: Option<PathBuf>,
+}
+
+impl ConfigBuilder {
+    /// No overrides: everything comes from the environment or the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Overrides `HIPFILE_ALLOW_COMPAT_MODE`.
+    pub fn allow_compat_mode(mut self, on: bool) -> Self {
+        self.allow_compat_mode = Some(on);
+        self
+    }
+
+    /// Overrides `HIPFILE_FORCE_COMPAT_MODE`.
+    pub fn force_compat_mode(mut self, on: bool) -> Self {
+        self.force_compat_mode = Some(on);
+        self
+    }
+
+    /// Overrides `HIPFILE_UNSUPPORTED_FILE_SYSTEMS`.
+    pub fn unsupported_file_systems(mut self, on: bool) -> Self {
+        self.unsupported_file_systems = Some(on);
+        self
+    }
+
+    /// Overrides `HIPFILE_STATS_LEVEL`.
+    pub fn stats_level(mut self, level: u32) -> Self {
+        self.stats_level = Some(level);
+        self
+    }
+
+    /// Overrides `HIPFILE_HIP_LIBRARY`.
+    pub fn hip_library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hip_library = Some(path.into());
+        self
+    }
+
+    /// Overrides `ROCM_PATH`.
+    pub fn rocm_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rocm_path = Some(path.into());
+        self
+    }
+
+    /// Settles the configuration from the process environment; warnings go to stderr, each
+    /// one once per process.
+    pub fn build_from_env(self) -> Config {
+        let (config, warnings) = self.build_with(read_process_env);
+        for w in &warnings {
+            warn_once(w);
+        }
+        config
+    }
+
+    /// Settles the configuration from `lookup` (a variable's name → its value), returning
+    /// every warning instead of printing it. Overrides win; a variable that is overridden is
+    /// not even parsed.
+    pub fn build_with(
+        self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> (Config, Vec<ConfigWarning>) {
+        let mut warnings = Vec::new();
+        let defaults = Config::default();
+        let mut boolean = |over: Option<bool>, variable: &'static str, default: bool| {
+            over.unwrap_or_else(|| match lookup(variable) {
+                None => default,
+                Some(v) => parse_bool(&v).unwrap_or_else(|| {
+                    warnings.push(ConfigWarning::InvalidValue {
+                        variable,
+                        value: v,
+                        used: default.to_string(),
+                        expected: BOOL_SPELLINGS,
+                    });
+                    default
+                }),
+            })
+        };
+        let allow_compat_mode = boolean(
+            self.allow_compat_mode,
+            ENV_ALLOW_COMPAT_MODE,
+            defaults.allow_compat_mode,
+        );
+        let force_compat_mode = boolean(
+            self.force_compat_mode,
+            ENV_FORCE_COMPAT_MODE,
+            defaults.force_compat_mode,
+        );
+        let unsupported_file_systems = boolean(
+            self.unsupported_file_systems,
+            ENV_UNSUPPORTED_FILE_SYSTEMS,
+            defaults.unsupported_file_systems,
+        );
+        let stats_level = self
+            .stats_level
+            .unwrap_or_else(|| match lookup(ENV_STATS_LEVEL) {
+                None => defaults.stats_level,
+                Some(v) => v.trim().parse::<u32>().unwrap_or_else(|_| {
+                    warnings.push(ConfigWarning::InvalidValue {
+                        variable: ENV_STATS_LEVEL,
+                        value: v,
+                        used: defaults.stats_level.to_string(),
+                        expected: "a non-negative integer",
+                    });
+                    defaults.stats_level
+                }),
+            });
+        let path = |over: Option<PathBuf>, variable: &str| {
+            over.or_else(|| {
+                lookup(variable)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+        };
+        let config = Config {
+            allow_compat_mode,
+            force_compat_mode,
+            unsupported_file_systems,
+            stats_level,
+            hip_library: path(self.hip_library, ENV_HIP_LIBRARY),
+            rocm_path: path(self.rocm_path, ENV_ROCM_PATH),
+        };
+        if config.leaves_no_backend() {
+            warnings.push(ConfigWarning::NoBackend);
+        }
+        (config, warnings)
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // The one place that reads the environment.
+fn read_process_env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+static WARNED: Mutex<Option<HashSet<ConfigWarning>>> = Mutex::new(None);
+
+/// Writes `warning` to stderr unless this process already wrote the same one. Returns whether
+/// it was written.
+pub fn warn_once(warning: &ConfigWarning) -> bool {
+    let mut guard = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
+    let first = guard
+        .get_or_insert_with(HashSet::new)
+        .insert(warning.clone());
+    if first {
+        eprintln!("hipfile: warning: {warning}");
+    }
+    first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_without_environment() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[]));
+        assert_eq!(c, Config::default());
+        assert!(c.allow_compat_mode && !c.force_compat_mode && !c.unsupported_file_systems);
+        assert_eq!(c.stats_level, 0);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn every_accepted_spelling() {
+        let truths = [
+            "true", "TRUE", "True", "1", "yes", "YES", "on", "On", " true ",
+        ];
+        let falses = [
+            "false",
+            "FALSE",
+            "False",
+            "0",
+            "no",
+            "NO",
+            "off",
+            "OFF",
+            "\tfalse\n",
+        ];
+        for var in [
+            ENV_ALLOW_COMPAT_MODE,
+            ENV_FORCE_COMPAT_MODE,
+            ENV_UNSUPPORTED_FILE_SYSTEMS,
+        ] {
+            for t in truths {
+                let (c, w) = ConfigBuilder::new().build_with(env(&[(var, t)]));
+                let got = match var {
+                    ENV_ALLOW_COMPAT_MODE => c.allow_compat_mode,
+                    ENV_FORCE_COMPAT_MODE => c.force_compat_mode,
+                    _ => c.unsupported_file_systems,
+                };
+                assert!(got, "{var}={t:?} must read as true");
+                assert!(
+                    w.iter().all(|w| *w == ConfigWarning::NoBackend),
+                    "{var}={t:?}: {w:?}"
+                );
+            }
+            for f in falses {
+                let (c, w) = ConfigBuilder::new().build_with(env(&[(var, f)]));
+                let got = match var {
+                    ENV_ALLOW_COMPAT_MODE => c.allow_compat_mode,
+                    ENV_FORCE_COMPAT_MODE => c.force_compat_mode,
+                    _ => c.unsupported_file_systems,
+                };
+                assert!(!got, "{var}={f:?} must read as false");
+                assert!(w.is_empty(), "{var}={f:?}: {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_values_fall_back_to_the_default_and_warn() {
+        for bad in ["ture", "", "2", "enable", "yess", "t", "-1"] {
+            let (c, w) = ConfigBuilder::new().build_with(env(&[
+                (ENV_ALLOW_COMPAT_MODE, bad),
+                (ENV_FORCE_COMPAT_MODE, bad),
+                (ENV_UNSUPPORTED_FILE_SYSTEMS, bad),
+            ]));
+            assert_eq!(c, Config::default(), "value {bad:?}");
+            assert_eq!(w.len(), 3, "one warning per variable for {bad:?}: {w:?}");
+            for (warning, var) in w.iter().zip([
+                ENV_ALLOW_COMPAT_MODE,
+                ENV_FORCE_COMPAT_MODE,
+                ENV_UNSUPPORTED_FILE_SYSTEMS,
+            ]) {
+                let text = warning.to_string();
+                assert!(
+                    text.contains(var) && text.contains(&format!("{bad:?}")),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn stats_level_parsing() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_STATS_LEVEL, "2")]));
+        assert_eq!((c.stats_level, w.len()), (2, 0));
+        let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_STATS_LEVEL, "lots")]));
+        assert_eq!(c.stats_level, 0);
+        assert!(matches!(
+            &w[..],
+            [ConfigWarning::InvalidValue {
+                variable: ENV_STATS_LEVEL,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn programmatic_settings_override_the_environment() {
+        let e = env(&[
+            (ENV_ALLOW_COMPAT_MODE, "false"),
+            (ENV_FORCE_COMPAT_MODE, "true"),
+            (ENV_UNSUPPORTED_FILE_SYSTEMS, "true"),
+            (ENV_STATS_LEVEL, "3"),
+            (ENV_HIP_LIBRARY, "/env/libamdhip64.so"),
+            (ENV_ROCM_PATH, "/env/rocm"),
+        ]);
+        let (c, w) = ConfigBuilder::new()
+            .allow_compat_mode(true)
+            .force_compat_mode(false)
+            .unsupported_file_systems(false)
+            .stats_level(1)
+            .hip_library("/code/lib.so")
+            .rocm_path("/code/rocm")
+            .build_with(e);
+        assert!(c.allow_compat_mode && !c.force_compat_mode && !c.unsupported_file_systems);
+        assert_eq!(c.stats_level, 1);
+        assert_eq!(
+            c.hip_library.as_deref(),
+            Some(std::path::Path::new("/code/lib.so"))
+        );
+        assert_eq!(
+            c.rocm_path.as_deref(),
+            Some(std::path::Path::new("/code/rocm"))
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn an_overridden_variable_is_not_parsed() {
+        let (c, w) = ConfigBuilder::new()
+            .force_compat_mode(true)
+            .build_with(env(&[(ENV_FORCE_COMPAT_MODE, "garbage")]));
+        assert!(c.force_compat_mode);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn paths_come_from_the_environment_and_empty_means_unset() {
+        let (c, _) = ConfigBuilder::new().build_with(env(&[
+            (ENV_HIP_LIBRARY, "/opt/x/libamdhip64.so.7"),
+            (ENV_ROCM_PATH, ""),
+        ]));
+        assert_eq!(
+            c.hip_library,
+            Some(PathBuf::from("/opt/x/libamdhip64.so.7"))
+        );
+        assert_eq!(c.rocm_path, None);
+    }
+
+    #[test]
+    fn no_backend_is_reported() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[
+            (ENV_ALLOW_COMPAT_MODE, "off"),
+            (ENV_FORCE_COMPAT_MODE, "on"),
+        ]));
+        assert!(c.leaves_no_backend());
+        assert_eq!(w, vec![ConfigWarning::NoBackend]);
+        assert!(w[0].to_string().contains("no I/O can be served"));
+        let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_FORCE_COMPAT_MODE, "on")]));
+        assert!(!c.leaves_no_backend() && w.is_empty());
+    }
+
+    #[test]
+    fn warnings_are_printed_once_per_process() {
+        let w = ConfigWarning::InvalidValue {
+            variable: ENV_STATS_LEVEL,
+            value: "unique-value-for-this-test".into(),
+            used: "0".into(),
+            expected: "a non-negative integer",
+        };
+        assert!(warn_once(&w));
+        assert!(!warn_once(&w));
+        assert!(!warn_once(&w.clone()));
+    }
+}

@@ -1,0 +1,304 @@
+//! hipfile's public error and the numeric codes kept for the C ABI (SPEC.md §4).
+
+use crate::backend::BackendError;
+use crate::reason::{BackendKind, Reason};
+use crate::request::{MemoryKind, Op};
+use crate::runtime::{DevicePtr, RuntimeError};
+use std::fmt;
+
+/// hipFile's operation error codes (`hipFileOpError_t`, base 5000; 5021 and 5032 unused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // The names are upstream's; `describe` gives each one's meaning.
+pub enum HipFileCode {
+    DriverNotInitialized = 5001,
+    DriverInvalidProps = 5002,
+    DriverUnsupportedLimit = 5003,
+    DriverVersionMismatch = 5004,
+    DriverVersionReadError = 5005,
+    DriverClosing = 5006,
+    PlatformNotSupported = 5007,
+    IONotSupported = 5008,
+    DeviceNotSupported = 5009,
+    DriverError = 5010,
+    HipDriverError = 5011,
+    HipPointerInvalid = 5012,
+    HipMemoryTypeInvalid = 5013,
+    HipPointerRangeError = 5014,
+    HipContextMismatch = 5015,
+    InvalidMappingSize = 5016,
+    InvalidMappingRange = 5017,
+    InvalidFileType = 5018,
+    InvalidFileOpenFlag = 5019,
+    DIONotSet = 5020,
+    InvalidValue = 5022,
+    MemoryAlreadyRegistered = 5023,
+    MemoryNotRegistered = 5024,
+    PermissionDenied = 5025,
+    DriverAlreadyOpen = 5026,
+    HandleNotRegistered = 5027,
+    HandleAlreadyRegistered = 5028,
+    DeviceNotFound = 5029,
+    InternalError = 5030,
+    GetNewFDFailed = 5031,
+    DriverSetupError = 5033,
+    IODisabled = 5034,
+    BatchSubmitFailed = 5035,
+    GPUMemoryPinningFailed = 5036,
+    BatchFull = 5037,
+    AsyncNotSupported = 5038,
+}
+
+impl HipFileCode {
+    /// The numeric value of the C ABI.
+    pub fn value(self) -> i32 {
+        self as i32
+    }
+
+    /// Upstream's description of the code.
+    pub fn describe(self) -> &'static str {
+        use HipFileCode::*;
+        match self {
+            DriverNotInitialized => "GPU IO driver is not loaded",
+            DriverInvalidProps => "invalid GPU IO driver property provided",
+            DriverUnsupportedLimit => "GPU IO driver property value is unsupported",
+            DriverVersionMismatch => "hipFile version does not match GPU IO driver version",
+            DriverVersionReadError => "unable to read the GPU IO driver version",
+            DriverClosing => "GPU IO driver is closing and not accepting new requests",
+            PlatformNotSupported => "hipFile is not supported on the current platform",
+            IONotSupported => "hipFile is not supported on the selected file",
+            DeviceNotSupported => "the selected GPU does not support hipFile",
+            DriverError => "GPU IO driver error",
+            HipDriverError => "GPU driver error",
+            HipPointerInvalid => "invalid GPU pointer",
+            HipMemoryTypeInvalid => "memory type backing pointer is incompatible with hipFile",
+            HipPointerRangeError => "pointer range exceeds allocated memory region",
+            HipContextMismatch => "GPU driver context mismatch",
+            InvalidMappingSize => "accessing memory beyond pinned memory buffer",
+            InvalidMappingRange => "accessing memory beyond mapped memory region",
+            InvalidFileType => "unsupported file type",
+            InvalidFileOpenFlag => "unsupported file open flags",
+            DIONotSet => "O_DIRECT flag not set",
+            InvalidValue => "one or more arguments have an invalid value",
+            MemoryAlreadyRegistered => "device pointer is already registered",
+            MemoryNotRegistered => "device pointer is not registered",
+            PermissionDenied => "permission error on device or file access",
+            DriverAlreadyOpen => "GPU IO driver is already open",
+            HandleNotRegistered => "file handle for GPU IO is not registered",
+            HandleAlreadyRegistered => "file handle for GPU IO is already registered",
+            DeviceNotFound => "selected device not found",
+            InternalError => "internal GPU IO library error",
+            GetNewFDFailed => "unable to obtain a new file descriptor",
+            DriverSetupError => "GPU IO driver initialization error",
+            IODisabled => "GPU IO config file prohibits GPU IO on specified file",
+            BatchSubmitFailed => "failed to submit request for batch operation",
+            GPUMemoryPinningFailed => "failed to allocate pinned device memory",
+            BatchFull => "batch operation queue is full",
+            AsyncNotSupported => "hipFile async IO is not supported",
+        }
+    }
+}
+
+/// What a C caller would see: an errno (with `-1` returned) or a hipFile code, plus the HIP
+/// error where one caused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// A system error: the call returns -1 and sets `errno`.
+    Errno(i32),
+    /// A hipFile error code.
+    HipFile(HipFileCode),
+}
+
+/// hipfile's public error: the operation, what went wrong, and enough to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An argument is invalid; nothing was transferred.
+    #[error("{}invalid argument: {what}", op_prefix(*op))]
+    InvalidValue {
+        /// The operation, when the error concerns a request.
+        op: Option<Op>,
+        /// What is wrong.
+        what: String,
+    },
+    /// Every backend refused the request.
+    #[error("{}", NoBackendDisplay { op: *op, verdicts, config_leaves_none: *config_leaves_none })]
+    NoBackend {
+        /// The operation.
+        op: Op,
+        /// Each backend with its reasons, in registration order.
+        verdicts: Vec<(BackendKind, Vec<Reason>)>,
+        /// The configuration itself leaves no backend (`FORCE=true`, `ALLOW=false`).
+        config_leaves_none: bool,
+    },
+    /// The backend that served the request failed.
+    #[error("{op} on the {backend} failed: {source}{}", retry_note(retried_from.as_deref(), retry_refused.as_deref()))]
+    Backend {
+        /// The operation.
+        op: Op,
+        /// The backend whose failure this is (the fallback, after a retry).
+        backend: BackendKind,
+        /// What went wrong.
+        #[source]
+        source: BackendError,
+        /// When the failure came from a retry: the fastpath failure that caused it.
+        retried_from: Option<Box<BackendError>>,
+        /// When a retryable fastpath failure could not be retried: the fallback's reasons.
+        retry_refused: Option<Vec<Reason>>,
+    },
+    /// A runtime call made while validating a buffer failed.
+    #[error("GPU runtime error: {0}")]
+    Runtime(#[source] RuntimeError),
+    /// A buffer to register is not device memory.
+    #[error("cannot register {ptr}: it is {} memory, not GPU device memory", memory.as_str())]
+    MemoryTypeInvalid {
+        /// The pointer.
+        ptr: DevicePtr,
+        /// What it is.
+        memory: MemoryKind,
+    },
+    /// A buffer range leaves its allocation.
+    #[error("buffer {ptr} + {len} bytes leaves its allocation {base} + {alloc_len} bytes")]
+    PointerRange {
+        /// The pointer.
+        ptr: DevicePtr,
+        /// The length asked for.
+        len: u64,
+        /// The allocation's base.
+        base: DevicePtr,
+        /// The allocation's length.
+        alloc_len: u64,
+    },
+    /// A fault inside hipfile or a backend that broke its contract.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn op_prefix(op: Option<Op>) -> String {
+    op.map(|o| format!("{o}: ")).unwrap_or_default()
+}
+
+fn retry_note(from: Option<&BackendError>, refused: Option<&[Reason]>) -> String {
+    match (from, refused) {
+        (Some(first), _) => format!(" (retried after the fastpath failed: {first})"),
+        (None, Some(reasons)) => format!(
+            " (not retried on the fallback, which refuses: {})",
+            join_reasons(reasons)
+        ),
+        (None, None) => String::new(),
+    }
+}
+
+fn join_reasons(reasons: &[Reason]) -> String {
+    reasons
+        .iter()
+        .map(|r| r.code())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+struct NoBackendDisplay<'a> {
+    op: Op,
+    verdicts: &'a [(BackendKind, Vec<Reason>)],
+    config_leaves_none: bool,
+}
+
+impl fmt::Display for NoBackendDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: no backend can serve this request", self.op)?;
+        for (backend, reasons) in self.verdicts {
+            write!(f, "; {backend} refuses: {}", join_reasons(reasons))?;
+        }
+        if self.config_leaves_none {
+            f.write_str(
+                " (HIPFILE_FORCE_COMPAT_MODE=true with HIPFILE_ALLOW_COMPAT_MODE=false leaves no backend)",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    /// The code a C caller would get.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidValue { .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
+            Error::NoBackend { .. } => ErrorCode::HipFile(HipFileCode::IONotSupported),
+            Error::Backend { source, .. } => source.code(),
+            Error::Runtime(_) => ErrorCode::HipFile(HipFileCode::HipDriverError),
+            Error::MemoryTypeInvalid { .. } => {
+                ErrorCode::HipFile(HipFileCode::HipMemoryTypeInvalid)
+            }
+            Error::PointerRange { .. } => ErrorCode::HipFile(HipFileCode::HipPointerRangeError),
+            Error::Internal(_) => ErrorCode::HipFile(HipFileCode::InternalError),
+        }
+    }
+
+    /// The errno, when the error is a system error.
+    pub fn errno(&self) -> Option<i32> {
+        match self.code() {
+            ErrorCode::Errno(e) => Some(e),
+            ErrorCode::HipFile(_) => None,
+        }
+    }
+
+    /// The runtime's error number, when a runtime call caused the error.
+    pub fn hip_error(&self) -> Option<i32> {
+        match self {
+            Error::Runtime(e) => Some(e.code),
+            Error::Backend { source, .. } => source.hip_error(),
+            _ => None,
+        }
+    }
+
+    /// For [`Error::NoBackend`]: each backend's reasons.
+    pub fn rejections(&self) -> &[(BackendKind, Vec<Reason>)] {
+        match self {
+            Error::NoBackend { verdicts, .. } => verdicts,
+            _ => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_keep_upstream_values() {
+        assert_eq!(HipFileCode::DriverNotInitialized.value(), 5001);
+        assert_eq!(HipFileCode::DriverClosing.value(), 5006);
+        assert_eq!(HipFileCode::IONotSupported.value(), 5008);
+        assert_eq!(HipFileCode::HipDriverError.value(), 5011);
+        assert_eq!(HipFileCode::HipMemoryTypeInvalid.value(), 5013);
+        assert_eq!(HipFileCode::HipPointerRangeError.value(), 5014);
+        assert_eq!(HipFileCode::InvalidValue.value(), 5022);
+        assert_eq!(HipFileCode::MemoryAlreadyRegistered.value(), 5023);
+        assert_eq!(HipFileCode::MemoryNotRegistered.value(), 5024);
+        assert_eq!(HipFileCode::HandleNotRegistered.value(), 5027);
+        assert_eq!(HipFileCode::HandleAlreadyRegistered.value(), 5028);
+        assert_eq!(HipFileCode::InternalError.value(), 5030);
+        assert_eq!(HipFileCode::DriverSetupError.value(), 5033);
+    }
+
+    #[test]
+    fn no_backend_names_every_reason() {
+        let e = Error::NoBackend {
+            op: Op::Read,
+            verdicts: vec![
+                (BackendKind::Fastpath, vec![Reason::ForceCompatMode]),
+                (BackendKind::Fallback, vec![Reason::CompatModeDisallowed]),
+            ],
+            config_leaves_none: true,
+        };
+        let text = e.to_string();
+        for needle in [
+            "read",
+            "fastpath refuses: force_compat_mode",
+            "fallback refuses: compat_mode_disallowed",
+            "leaves no backend",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from {text:?}");
+        }
+        assert_eq!(e.code(), ErrorCode::HipFile(HipFileCode::IONotSupported));
+        assert_eq!(e.rejections().len(), 2);
+    }
+}

@@ -1,0 +1,26 @@
+//! hipfile's decision engine: the configuration (the only place that reads the environment),
+//! request validation, the rejection reasons, the [`Backend`] trait, backend selection by
+//! score, and the retry rules of SPEC.md §1. It also states the narrow [`GpuRuntime`] trait
+//! that backends use to reach the GPU.
+//!
+//! It does no I/O of its own and loads no runtime: it must not depend on `hipfile-sys`, on
+//! either backend crate or on the facade. It may depend on `hipfile-probe` (file facts are
+//! its input). Backends, the facade and the tools depend on it.
+
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod reason;
+pub mod request;
+pub mod runtime;
+pub mod select;
+
+pub use backend::{Backend, BackendError, IoTarget, Submission};
+pub use config::{Config, ConfigBuilder, ConfigWarning};
+pub use error::{Error, ErrorCode, HipFileCode};
+pub use reason::{BackendKind, Reason, Verdict};
+pub use request::{BufferFacts, MAX_IO_SIZE, MemoryKind, Op, Request, ValidRequest};
+pub use runtime::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
+pub use select::{Decision, Outcome, decide, submit};

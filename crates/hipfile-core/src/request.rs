@@ -1,0 +1,263 @@
+//! Requests and their validation (SPEC.md §3): what is checked before any backend scores.
+
+use crate::error::Error;
+use crate::runtime::DevicePtr;
+use std::fmt;
+
+/// The most one call transfers: the kernel's `MAX_RW_COUNT`. Larger sizes are clamped to it
+/// and the call returns the (short) count actually moved, as `read(2)` does.
+pub const MAX_IO_SIZE: u64 = 0x7fff_f000;
+
+/// Direction of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// File → GPU buffer.
+    Read,
+    /// GPU buffer → file.
+    Write,
+}
+
+impl Op {
+    /// `read` or `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What kind of memory a buffer is, as the runtime's pointer attributes say, decoded
+/// independently of the runtime's ABI version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// GPU device memory (`hipMemoryTypeDevice`): the only kind either backend serves.
+    Device,
+    /// Pinned or registered host memory.
+    Host,
+    /// Managed (unified-addressing, migratable) memory.
+    Managed,
+    /// Plain host memory the runtime does not know.
+    Unregistered,
+    /// A HIP array.
+    Array,
+    /// Unified memory (ROCm's `hipMemoryTypeUnified`).
+    Unified,
+}
+
+impl MemoryKind {
+    /// Lower-case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryKind::Device => "device",
+            MemoryKind::Host => "host",
+            MemoryKind::Managed => "managed",
+            MemoryKind::Unregistered => "unregistered",
+            MemoryKind::Array => "array",
+            MemoryKind::Unified => "unified",
+        }
+    }
+}
+
+/// What is known about the GPU buffer of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferFacts {
+    /// The buffer's base address as the caller passed it (not necessarily the start of its
+    /// allocation).
+    pub base: DevicePtr,
+    /// Bytes usable from `base` (the registered length, or up to the end of the allocation
+    /// for an unregistered buffer).
+    pub len: u64,
+    /// The kind of memory.
+    pub memory: MemoryKind,
+    /// The device the memory belongs to (as the runtime reports it; negative for host memory).
+    pub device: i32,
+}
+
+/// A request as the caller made it, before validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Read or write.
+    pub op: Op,
+    /// Bytes to move.
+    pub size: u64,
+    /// Byte offset in the file.
+    pub file_offset: i64,
+    /// Byte offset into the buffer.
+    pub buffer_offset: i64,
+}
+
+/// A request that passed validation: offsets non-negative, the range inside the buffer and
+/// the file, size clamped to [`MAX_IO_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidRequest {
+    /// Read or write.
+    pub op: Op,
+    /// Bytes this call moves at most (the requested size clamped to [`MAX_IO_SIZE`]).
+    pub size: u64,
+    /// The size the caller asked for.
+    pub requested_size: u64,
+    /// Byte offset in the file.
+    pub file_offset: u64,
+    /// Byte offset into the buffer.
+    pub buffer_offset: u64,
+    /// The device address the transfer starts at: `base + buffer_offset`.
+    pub address: DevicePtr,
+}
+
+impl Request {
+    /// Checks the request against its buffer (SPEC.md §3). Violations are errors, never
+    /// partial I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming what is wrong: a negative offset, a buffer offset at or
+    /// past the end of the buffer, a size larger than what remains of the buffer, or a range
+    /// that overflows the file offset type.
+    pub fn validate(&self, buffer: &BufferFacts) -> Result<ValidRequest, Error> {
+        let invalid = |what: String| {
+            Err(Error::InvalidValue {
+                op: Some(self.op),
+                what,
+            })
+        };
+        let Ok(file_offset) = u64::try_from(self.file_offset) else {
+            return invalid(format!("file offset {} is negative", self.file_offset));
+        };
+        let Ok(buffer_offset) = u64::try_from(self.buffer_offset) else {
+            return invalid(format!("buffer offset {} is negative", self.buffer_offset));
+        };
+        if buffer_offset >= buffer.len {
+            return invalid(format!(
+                "buffer offset {buffer_offset} is not inside the buffer of {} bytes",
+                buffer.len
+            ));
+        }
+        let room = buffer.len - buffer_offset;
+        if self.size > room {
+            return invalid(format!(
+                "size {} is larger than the {room} bytes of the buffer after offset {buffer_offset}",
+                self.size
+            ));
+        }
+        let size = self.size.min(MAX_IO_SIZE);
+        if file_offset
+            .checked_add(size)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return invalid(format!(
+                "file range {file_offset} + {size} overflows the largest file offset"
+            ));
+        }
+        let Some(address) = buffer.base.0.checked_add(buffer_offset) else {
+            return invalid(format!(
+                "buffer address {:#x} + offset {buffer_offset} overflows",
+                buffer.base.0
+            ));
+        };
+        Ok(ValidRequest {
+            op: self.op,
+            size,
+            requested_size: self.size,
+            file_offset,
+            buffer_offset,
+            address: DevicePtr(address),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn buffer(len: u64) -> BufferFacts {
+        BufferFacts {
+            base: DevicePtr(0x7f00_0000_0000),
+            len,
+            memory: MemoryKind::Device,
+            device: 0,
+        }
+    }
+
+    fn req(size: u64, file_offset: i64, buffer_offset: i64) -> Request {
+        Request {
+            op: Op::Read,
+            size,
+            file_offset,
+            buffer_offset,
+        }
+    }
+
+    fn what(r: Result<ValidRequest, Error>) -> String {
+        match r {
+            Err(Error::InvalidValue { what, .. }) => what,
+            other => panic!("expected InvalidValue, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_a_request_inside_the_buffer() {
+        let v = req(4096, 8192, 4096).validate(&buffer(8192)).unwrap();
+        assert_eq!((v.size, v.file_offset, v.buffer_offset), (4096, 8192, 4096));
+        assert_eq!(v.address, DevicePtr(0x7f00_0000_1000));
+    }
+
+    #[test]
+    fn size_zero_is_valid() {
+        assert_eq!(req(0, 0, 0).validate(&buffer(1)).unwrap().size, 0);
+    }
+
+    #[test]
+    fn rejects_negative_offsets() {
+        assert!(what(req(1, -1, 0).validate(&buffer(10))).contains("file offset -1 is negative"));
+        assert!(what(req(1, 0, -5).validate(&buffer(10))).contains("buffer offset -5 is negative"));
+    }
+
+    #[test]
+    fn rejects_buffer_offset_at_or_past_the_end() {
+        assert!(what(req(0, 0, 10).validate(&buffer(10))).contains("not inside the buffer"));
+        assert!(what(req(0, 0, 11).validate(&buffer(10))).contains("not inside the buffer"));
+    }
+
+    #[test]
+    fn rejects_size_beyond_the_buffer() {
+        assert!(what(req(7, 0, 4).validate(&buffer(10))).contains("larger than the 6 bytes"));
+        assert!(req(6, 0, 4).validate(&buffer(10)).is_ok());
+    }
+
+    #[test]
+    fn clamps_to_max_rw_count() {
+        let big = 4 * MAX_IO_SIZE;
+        let v = req(big, 0, 0).validate(&buffer(big)).unwrap();
+        assert_eq!((v.size, v.requested_size), (MAX_IO_SIZE, big));
+        let v = req(MAX_IO_SIZE, 0, 0).validate(&buffer(big)).unwrap();
+        assert_eq!(v.size, MAX_IO_SIZE);
+    }
+
+    #[test]
+    fn rejects_file_range_overflow() {
+        assert!(what(req(2, i64::MAX - 1, 0).validate(&buffer(10))).contains("overflows"));
+        assert!(req(1, i64::MAX - 1, 0).validate(&buffer(10)).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn validation_is_exactly_the_rules(size in 0u64..1 << 40, fo in any::<i64>(), bo in -10i64..1 << 40, len in 1u64..1 << 40) {
+            let r = req(size, fo, bo).validate(&buffer(len));
+            let ok = fo >= 0 && bo >= 0 && (bo as u64) < len && size <= len - bo as u64
+                && (fo as u64).checked_add(size.min(MAX_IO_SIZE)).is_some_and(|e| e <= i64::MAX as u64);
+            prop_assert_eq!(r.is_ok(), ok);
+            if let Ok(v) = r {
+                prop_assert_eq!(v.size, size.min(MAX_IO_SIZE));
+                prop_assert!(v.buffer_offset + v.size <= len);
+            }
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The narrow seam between hipfile and a GPU runtime.
+//!
+//! # Contract
+//!
+//! [`GpuRuntime`] is all a backend may ask of the GPU: pointer attributes and allocation
+//! ranges, pinned host memory, host⇄device copies, streams and events, and AMD's file-I/O
+//! entry points as an optional capability. Implementations translate one call each and
+//! validate nothing: validation of requests and buffers happens once, in this crate, before a
+//! backend runs, and implementations may rely on it. Every method is callable from any
+//! thread. Runtime failures come back as [`RuntimeError`] (the runtime's own code and text);
+//! file-I/O failures as [`FileIoError`], keeping the kernel's errno apart from the runtime's
+//! error so that the retry rules can tell them apart.
+//!
+//! # Safety
+//!
+//! The methods that write or read memory through raw addresses are `unsafe fn`: the caller
+//! guarantees that the ranges are valid for the access. Queries (attributes, ranges) are safe
+//! to call with any address.
+
+#![allow(unsafe_code)]
+
+use crate::error::Error;
+use crate::request::{BufferFacts, MemoryKind};
+use std::fmt;
+use std::os::fd::RawFd;
+
+/// A device (or unified) address, as the runtime sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// Whether the address is null.
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// What the runtime says about an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PointerInfo {
+    /// The kind of memory, decoded for the runtime's ABI version.
+    pub memory: MemoryKind,
+    /// The device it belongs to (negative for host memory).
+    pub device: i32,
+}
+
+/// An opaque stream handle of the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamHandle(pub usize);
+
+/// An opaque event handle of the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventHandle(pub usize);
+
+/// A failed runtime call: which call, the runtime's numeric error and its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call} failed: {message} ({code})")]
+pub struct RuntimeError {
+    /// The runtime function that failed, e.g. `hipMemcpyAsync`.
+    pub call: &'static str,
+    /// The runtime's error number (`hipError_t` / `cudaError_t`).
+    pub code: i32,
+    /// The runtime's description of it.
+    pub message: String,
+}
+
+/// A failed AMD file-I/O call (`hipAmdFileRead`/`hipAmdFileWrite`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileIoError {
+    /// The kernel driver failed with this errno (the call's `status`, made positive).
+    #[error("the kernel driver failed with errno {0}")]
+    Errno(i32),
+    /// The runtime itself failed.
+    #[error(transparent)]
+    Runtime(RuntimeError),
+    /// The runtime has no AMD file I/O.
+    #[error("the runtime has no hipAmdFileRead/hipAmdFileWrite")]
+    Unavailable,
+}
+
+/// The GPU runtime as the backends see it. See the module documentation for the contract.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait GpuRuntime: Send + Sync {
+    /// Prepares the calling thread (`hipInit(0)` once per thread: older runtimes crash when a
+    /// file-I/O call is a thread's first HIP call).
+    fn thread_init(&self) -> Result<(), RuntimeError>;
+
+    /// The memory kind and device of `ptr`. A host pointer the runtime does not know is
+    /// `MemoryKind::Unregistered`, whatever the runtime's ABI says.
+    fn pointer_info(&self, ptr: DevicePtr) -> Result<PointerInfo, RuntimeError>;
+
+    /// The allocation containing `ptr`: its base and length.
+    fn address_range(&self, ptr: DevicePtr) -> Result<(DevicePtr, u64), RuntimeError>;
+
+    /// Whether `hipAmdFileRead` and `hipAmdFileWrite` are both available.
+    fn has_amd_file_io(&self) -> bool;
+
+    /// Allocates `len` bytes of page-locked host memory.
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError>;
+
+    /// Frees memory from [`GpuRuntime::alloc_pinned`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `alloc_pinned` of this runtime and is not used afterwards.
+    unsafe fn free_pinned(&self, ptr: *mut u8) -> Result<(), RuntimeError>;
+
+    /// Creates a non-blocking stream on the current device.
+    fn stream_create(&self) -> Result<StreamHandle, RuntimeError>;
+
+    /// Destroys a stream.
+    fn stream_destroy(&self, stream: StreamHandle) -> Result<(), RuntimeError>;
+
+    /// Waits until all work queued on `stream` is done.
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<(), RuntimeError>;
+
+    /// Creates an event.
+    fn event_create(&self) -> Result<EventHandle, RuntimeError>;
+
+    /// Records `event` on `stream`.
+    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<(), RuntimeError>;
+
+    /// Waits for `event`.
+    fn event_synchronize(&self, event: EventHandle) -> Result<(), RuntimeError>;
+
+    /// Destroys an event.
+    fn event_destroy(&self, event: EventHandle) -> Result<(), RuntimeError>;
+
+    /// Copies `len` bytes from host memory to the device, on `stream` (asynchronously) or
+    /// synchronously when `stream` is `None`.
+    ///
+    /// # Safety
+    ///
+    /// `src..src+len` is readable host memory and `dst..dst+len` is device memory of this
+    /// runtime, both valid until the copy completes.
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError>;
+
+    /// Copies `len` bytes from the device to host memory; see [`GpuRuntime::copy_to_device`].
+    ///
+    /// # Safety
+    ///
+    /// `dst..dst+len` is writable host memory and `src..src+len` is device memory of this
+    /// runtime, both valid until the copy completes.
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError>;
+
+    /// `hipAmdFileRead`: reads `size` bytes at `offset` of the `O_DIRECT` descriptor `fd`
+    /// straight into device memory. Returns the bytes copied, which may be short.
+    ///
+    /// # Safety
+    ///
+    /// `dst..dst+size` is device memory of this runtime, writable for the call's duration.
+    unsafe fn amd_file_read(
+        &self,
+        fd: RawFd,
+        dst: DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, FileIoError>;
+
+    /// `hipAmdFileWrite`: writes `size` bytes of device memory at `offset` of the `O_DIRECT`
+    /// descriptor `fd`. Returns the bytes copied, which may be short.
+    ///
+    /// # Safety
+    ///
+    /// `src..src+size` is device memory of this runtime, readable for the call's duration.
+    unsafe fn amd_file_write(
+        &self,
+        fd: RawFd,
+        src: DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, FileIoError>;
+}
+
+/// How a buffer reaches hipfile: registered once, or passed unregistered with each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferUse {
+    /// `hipFileBufRegister(ptr, len)`: must be device memory, wholly inside its allocation.
+    Register {
+        /// The length the caller registers.
+        len: u64,
+    },
+    /// An unregistered buffer: any memory kind is described (the backends then refuse what is
+    /// not device memory), and its usable length runs to the end of its allocation.
+    Unregistered,
+}
+
+/// Validates a buffer once (SPEC.md §3) and describes it for scoring.
+///
+/// # Errors
+///
+/// - a null pointer, or a zero registration length: [`Error::InvalidValue`];
+/// - the runtime cannot describe the pointer: [`Error::Runtime`];
+/// - registering memory that is not device memory: [`Error::MemoryTypeInvalid`];
+/// - a range that leaves its allocation: [`Error::PointerRange`].
+pub fn inspect_buffer(
+    runtime: &dyn GpuRuntime,
+    ptr: DevicePtr,
+    usage: BufferUse,
+) -> Result<BufferFacts, Error> {
+    if ptr.is_null() {
+        return Err(Error::InvalidValue {
+            op: None,
+            what: "the buffer pointer is null".into(),
+        });
+    }
+    let info = runtime.pointer_info(ptr).map_err(Error::Runtime)?;
+    match usage {
+        BufferUse::Register { len } => {
+            if len == 0 {
+                return Err(Error::InvalidValue {
+                    op: None,
+                    what: "a buffer cannot be registered with length 0".into(),
+                });
+            }
+            if info.memory != MemoryKind::Device {
+                return Err(Error::MemoryTypeInvalid {
+                    ptr,
+                    memory: info.memory,
+                });
+            }
+            let (base, alloc_len) = runtime.address_range(ptr).map_err(Error::Runtime)?;
+            let alloc_end = base.0.saturating_add(alloc_len);
+            let end = ptr.0.checked_add(len);
+            if ptr < base || end.is_none_or(|e| e > alloc_end) {
+                return Err(Error::PointerRange {
+                    ptr,
+                    len,
+                    base,
+                    alloc_len,
+                });
+            }
+            Ok(BufferFacts {
+                base: ptr,
+                len,
+                memory: info.memory,
+                device: info.device,
+            })
+        }
+        BufferUse::Unregistered => {
+            let len = if info.memory == MemoryKind::Device {
+                let (base, alloc_len) = runtime.address_range(ptr).map_err(Error::Runtime)?;
+                let alloc_end = base.0.saturating_add(alloc_len);
+                if ptr < base || ptr.0 >= alloc_end {
+                    return Err(Error::PointerRange {
+                        ptr,
+                        len: 1,
+                        base,
+                        alloc_len,
+                    });
+                }
+                alloc_end - ptr.0
+            } else {
+                // Nothing can be served from it; its length only matters for validation,
+                // which must not refuse before the backends give their reasons.
+                u64::MAX
+            };
+            Ok(BufferFacts {
+                base: ptr,
+                len,
+                memory: info.memory,
+                device: info.device,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mockall::predicate::eq;
+
+    const BASE: u64 = 0x7f00_0000_0000;
+
+    fn device_runtime(alloc_len: u64) -> MockGpuRuntime {
+        let mut rt = MockGpuRuntime::new();
+        rt.expect_pointer_info().returning(|_| {
+            Ok(PointerInfo {
+                memory: MemoryKind::Device,
+                device: 1,
+            })
+        });
+        rt.expect_address_range()
+            .returning(move |_| Ok((DevicePtr(BASE), alloc_len)));
+        rt
+    }
+
+    #[test]
+    fn registers_a_device_range_inside_its_allocation() {
+        let rt = device_runtime(1 << 20);
+        let b = inspect_buffer(
+            &rt,
+            DevicePtr(BASE + 4096),
+            BufferUse::Register {
+                len: (1 << 20) - 4096,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (b.base, b.len, b.memory, b.device),
+            (
+                DevicePtr(BASE + 4096),
+                (1 << 20) - 4096,
+                MemoryKind::Device,
+                1
+            )
+        );
+    }
+
+    #[test]
+    fn refuses_a_range_past_the_allocation() {
+        let rt = device_runtime(1 << 20);
+        let e = inspect_buffer(
+            &rt,
+            DevicePtr(BASE + 4096),
+            BufferUse::Register { len: 1 << 20 },
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::PointerRange { .. }), "{e:?}");
+        assert_eq!(
+            e.code(),
+            crate::ErrorCode::HipFile(crate::HipFileCode::HipPointerRangeError)
+        );
+    }
+
+    #[test]
+    fn refuses_null_and_zero_length() {
+        let rt = MockGpuRuntime::new();
+        assert!(matches!(
+            inspect_buffer(&rt, DevicePtr(0), BufferUse::Unregistered),
+            Err(Error::InvalidValue { .. })
+        ));
+        let rt = device_runtime(10);
+        assert!(matches!(
+            inspect_buffer(&rt, DevicePtr(BASE), BufferUse::Register { len: 0 }),
+            Err(Error::InvalidValue { .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_to_register_host_memory() {
+        for memory in [
+            MemoryKind::Host,
+            MemoryKind::Managed,
+            MemoryKind::Unregistered,
+        ] {
+            let mut rt = MockGpuRuntime::new();
+            rt.expect_pointer_info()
+                .returning(move |_| Ok(PointerInfo { memory, device: -2 }));
+            rt.expect_address_range().never();
+            let e =
+                inspect_buffer(&rt, DevicePtr(BASE), BufferUse::Register { len: 64 }).unwrap_err();
+            assert!(
+                matches!(e, Error::MemoryTypeInvalid { memory: m, .. } if m == memory),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unregistered_interior_pointer_runs_to_the_end_of_its_allocation() {
+        let mut rt = device_runtime(1 << 20);
+        rt.checkpoint();
+        rt.expect_pointer_info()
+            .with(eq(DevicePtr(BASE + 100)))
+            .returning(|_| {
+                Ok(PointerInfo {
+                    memory: MemoryKind::Device,
+                    device: 0,
+                })
+            });
+        rt.expect_address_range()
+            .returning(|_| Ok((DevicePtr(BASE), 1 << 20)));
+        let b = inspect_buffer(&rt, DevicePtr(BASE + 100), BufferUse::Unregistered).unwrap();
+        assert_eq!(b.len, (1 << 20) - 100);
+    }
+
+    #[test]
+    fn an_unregistered_host_buffer_is_described_not_refused() {
+        let mut rt = MockGpuRuntime::new();
+        rt.expect_pointer_info().returning(|_| {
+            Ok(PointerInfo {
+                memory: MemoryKind::Unregistered,
+                device: -2,
+            })
+        });
+        let b = inspect_buffer(&rt, DevicePtr(0x1000), BufferUse::Unregistered).unwrap();
+        assert_eq!(b.memory, MemoryKind::Unregistered);
+    }
+
+    #[test]
+    fn runtime_failures_are_reported() {
+        let mut rt = MockGpuRuntime::new();
+        rt.expect_pointer_info().returning(|_| {
+            Err(RuntimeError {
+                call: "hipPointerGetAttributes",
+                code: 1,
+                message: "invalid argument".into(),
+            })
+        });
+        let e = inspect_buffer(&rt, DevicePtr(0x1000), BufferUse::Unregistered).unwrap_err();
+        assert_eq!(
+            e.code(),
+            crate::ErrorCode::HipFile(crate::HipFileCode::HipDriverError)
+        );
+        assert!(e.to_string().contains("hipPointerGetAttributes"), "{e}");
+    }
+}

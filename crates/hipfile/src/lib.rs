@@ -1,0 +1,62 @@
+//! GPU direct storage for Rust: read files straight into GPU memory and write GPU memory to
+//! files, through the fastpath (no host copy) when the file, the buffer and the runtime allow
+//! it, and through the fallback (host staging) otherwise.
+//!
+//! This facade is one of the two public API boundaries (the other is `hipfile-sys`, for FFI
+//! reuse). It composes the layers: `hipfile-probe` (file facts), `hipfile-core` (configuration,
+//! scoring, retry), the two backends, and `hipfile-sys` (the runtime). It adds no policy of its
+//! own. Only tools and applications depend on it.
+//!
+//! Today it answers the question "which backend would serve this request, and why?"
+//! ([`explain`]) and reports on the runtime ([`inspect_runtime`]); the I/O API comes next.
+
+#![forbid(unsafe_code)]
+
+mod runtime;
+
+pub use hipfile_core as core;
+pub use hipfile_fallback::Fallback;
+pub use hipfile_fastpath::Fastpath;
+pub use hipfile_probe as probe;
+pub use hipfile_sys as sys;
+
+pub use hipfile_core::{
+    BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision, DevicePtr, Error,
+    ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
+};
+pub use runtime::{Platform, RuntimeReport, inspect_runtime};
+
+use hipfile_core::{Backend, Submission, decide};
+use hipfile_probe::FileFacts;
+
+/// The backends of a driver for `config`, in registration order (fastpath first).
+pub fn backends(config: &Config, amd_file_io: bool) -> (Fastpath, Fallback) {
+    (Fastpath::new(config, amd_file_io), Fallback::new(config))
+}
+
+/// Which backend would serve `request` on `file` into `buffer`, with every backend's
+/// verdict. `amd_file_io` says whether the runtime has `hipAmdFileRead`/`hipAmdFileWrite`.
+///
+/// # Errors
+///
+/// [`Error::InvalidValue`] when the request fails validation (SPEC.md §3); no backend is
+/// asked then.
+pub fn explain(
+    config: &Config,
+    amd_file_io: bool,
+    file: &FileFacts,
+    request: &Request,
+    buffer: &BufferFacts,
+) -> Result<Decision, Error> {
+    let valid = request.validate(buffer)?;
+    let (fast, slow) = backends(config, amd_file_io);
+    let list: [&dyn Backend; 2] = [&fast, &slow];
+    Ok(decide(
+        &list,
+        &Submission {
+            request: &valid,
+            file,
+            buffer,
+        },
+    ))
+}

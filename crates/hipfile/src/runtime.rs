@@ -1,0 +1,52 @@
+//! What the GPU runtime on this machine offers, as `hipfile check` reports it.
+
+use hipfile_core::Config;
+use std::path::PathBuf;
+
+/// Which GPU runtime was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    /// AMD's HIP runtime (`libamdhip64`).
+    Amd,
+    /// No runtime could be loaded.
+    None,
+}
+
+impl Platform {
+    /// `amd` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Amd => "amd",
+            Platform::None => "none",
+        }
+    }
+}
+
+/// The runtime as found on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeReport {
+    /// Which runtime.
+    pub platform: Platform,
+    /// The library that was loaded.
+    pub library: Option<PathBuf>,
+    /// The runtime's version (`major.minor.patch`), when it answered.
+    pub version: Option<String>,
+    /// Whether `hipAmdFileRead` and `hipAmdFileWrite` are both available.
+    pub amd_file_io: bool,
+    /// What went wrong, if anything: no library found (with what was tried), or the runtime's
+    /// own error (for example no device).
+    pub error: Option<String>,
+}
+
+/// Loads the runtime the way a driver would (`config`'s library path, `ROCM_PATH`, the usual
+/// places) and reports what it offers. Never fails: problems are in [`RuntimeReport::error`].
+pub fn inspect_runtime(config: &Config) -> RuntimeReport {
+    let _ = config;
+    RuntimeReport {
+        platform: Platform::None,
+        library: None,
+        version: None,
+        amd_file_io: false,
+        error: Some("runtime inspection is being wired".into()),
+    }
+}
