@@ -1,0 +1,472 @@
+//! Command-line parsing: the arguments become a [`Command`], or an [`ArgError`] that says what
+//! was wrong. No I/O here; help texts are constants that `main` prints.
+
+use hipfile::{MemoryKind, Op};
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::PathBuf;
+
+/// `hipfile --help`.
+pub const MAIN_HELP: &str = "\
+hipfile: GPU direct storage tools
+
+Usage: hipfile <COMMAND> [OPTIONS]
+
+Commands:
+  check    Explain which backend would serve a request on each file, and why
+
+Options:
+  -h, --help       Print this help
+  -V, --version    Print the version
+
+Run 'hipfile check --help' for the options of check.
+";
+
+/// `hipfile check --help`.
+pub const CHECK_HELP: &str = "\
+hipfile check: explain which backend would serve a request on each file, and why
+
+Usage: hipfile check [OPTIONS] PATH...
+
+For each PATH, hipfile opens the file (never creating or changing it), probes it, and asks
+both backends whether they would serve the request described by the options: the fastpath
+(storage <-> GPU memory with no host copy, score 100) and the fallback (POSIX I/O through
+host staging buffers, score 1). A backend that refuses scores -1 and gives every reason
+that applies.
+
+Options:
+      --json                 One JSON object per PATH, each on its own line
+      --op read|write        Direction of the request [default: read]
+      --size N               Bytes to transfer [default: 1MiB]
+      --offset N             Byte offset in the file [default: 0]
+      --buffer-offset N      Byte offset into the GPU buffer [default: 0]
+      --buffer-align N       The buffer's address is a multiple of N (N >= 1; need not be a
+                             power of two) [default: 4096]
+      --memory device|host|managed
+                             Kind of memory the buffer is [default: device]
+  -h, --help                 Print this help
+
+Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
+power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 4K, 1MiB.
+
+The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MODE and
+HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile.
+
+Exit status: 0 when a backend would serve the request on every PATH, 1 when no backend
+would on some PATH, 2 on bad arguments or a PATH that cannot be opened or probed.
+";
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Print [`MAIN_HELP`].
+    Help,
+    /// Print [`CHECK_HELP`].
+    CheckHelp,
+    /// Print the version.
+    Version,
+    /// Run `check`.
+    Check(CheckArgs),
+}
+
+/// The options of `hipfile check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckArgs {
+    /// JSON lines instead of a table.
+    pub json: bool,
+    /// Read or write.
+    pub op: Op,
+    /// Bytes to transfer.
+    pub size: u64,
+    /// Byte offset in the file.
+    pub file_offset: u64,
+    /// Byte offset into the buffer.
+    pub buffer_offset: u64,
+    /// The buffer's base address is a multiple of this (≥ 1).
+    pub buffer_align: u64,
+    /// The buffer's kind of memory.
+    pub memory: MemoryKind,
+    /// The files to check, in order (at least one).
+    pub paths: Vec<PathBuf>,
+}
+
+impl Default for CheckArgs {
+    fn default() -> Self {
+        CheckArgs {
+            json: false,
+            op: Op::Read,
+            size: 1 << 20,
+            file_offset: 0,
+            buffer_offset: 0,
+            buffer_align: 4096,
+            memory: MemoryKind::Device,
+            paths: Vec::new(),
+        }
+    }
+}
+
+/// A command line that cannot be run, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError {
+    /// What was wrong.
+    pub message: String,
+    /// The help to point at: `hipfile --help` or `hipfile check --help`.
+    pub help: &'static str,
+}
+
+impl ArgError {
+    fn main(message: String) -> ArgError {
+        ArgError {
+            message,
+            help: "hipfile --help",
+        }
+    }
+
+    fn check(message: String) -> ArgError {
+        ArgError {
+            message,
+            help: "hipfile check --help",
+        }
+    }
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}\nRun '{}' for usage.", self.message, self.help)
+    }
+}
+
+/// Parses the arguments that follow the program name.
+///
+/// # Errors
+///
+/// [`ArgError`] for an unknown command or option, a missing or bad value, or no PATH.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgError> {
+    let mut args = args.into_iter();
+    let Some(first) = args.next() else {
+        return Err(ArgError::main(
+            "no command given; the command is 'check'".into(),
+        ));
+    };
+    match first.to_str() {
+        Some("-h" | "--help" | "help") => Ok(Command::Help),
+        Some("-V" | "--version") => Ok(Command::Version),
+        Some("check") => parse_check(args),
+        _ => Err(ArgError::main(format!(
+            "unknown command {}; the command is 'check'",
+            quote(&first)
+        ))),
+    }
+}
+
+fn parse_check(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
+    let mut out = CheckArgs::default();
+    let mut only_paths = false;
+    while let Some(arg) = args.next() {
+        let bytes = arg.as_encoded_bytes();
+        if only_paths || bytes == b"-" || !bytes.starts_with(b"-") {
+            out.paths.push(PathBuf::from(arg));
+            continue;
+        }
+        if bytes == b"--" {
+            only_paths = true;
+            continue;
+        }
+        let Some(text) = arg.to_str() else {
+            return Err(ArgError::check(format!("unknown option {}", quote(&arg))));
+        };
+        let (name, inline) = match text.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
+            _ => (text, None),
+        };
+        match name {
+            "-h" | "--help" => return Ok(Command::CheckHelp),
+            "--json" => {
+                if inline.is_some() {
+                    return Err(ArgError::check("--json takes no value".into()));
+                }
+                out.json = true;
+            }
+            "--op" | "--size" | "--offset" | "--buffer-offset" | "--buffer-align" | "--memory" => {
+                let value = match inline {
+                    Some(v) => v,
+                    None => match args.next() {
+                        Some(v) => v.into_string().map_err(|v| {
+                            ArgError::check(format!("{name}: {} is not valid text", quote(&v)))
+                        })?,
+                        None => {
+                            return Err(ArgError::check(format!(
+                                "{name} needs a value ({})",
+                                expected(name)
+                            )));
+                        }
+                    },
+                };
+                set(&mut out, name, &value)?;
+            }
+            _ => return Err(ArgError::check(format!("unknown option {}", quote(&arg)))),
+        }
+    }
+    if out.paths.is_empty() {
+        return Err(ArgError::check("check needs at least one PATH".into()));
+    }
+    Ok(Command::Check(out))
+}
+
+fn expected(name: &str) -> &'static str {
+    match name {
+        "--op" => "read or write",
+        "--memory" => "device, host or managed",
+        "--buffer-align" => "a number of bytes, at least 1",
+        _ => "a number of bytes",
+    }
+}
+
+fn set(out: &mut CheckArgs, name: &str, value: &str) -> Result<(), ArgError> {
+    let bad = || {
+        ArgError::check(format!(
+            "{name}: {value:?} is not valid; expected {}",
+            expected(name)
+        ))
+    };
+    match name {
+        "--op" => {
+            out.op = match value {
+                "read" => Op::Read,
+                "write" => Op::Write,
+                _ => return Err(bad()),
+            }
+        }
+        "--memory" => {
+            out.memory = match value {
+                "device" => MemoryKind::Device,
+                "host" => MemoryKind::Host,
+                "managed" => MemoryKind::Managed,
+                _ => return Err(bad()),
+            }
+        }
+        _ => {
+            let n = parse_size(value).map_err(|why| {
+                ArgError::check(format!(
+                    "{name}: {value:?} is not a number of bytes ({why}); use a whole number, \
+                     optionally followed by K, KiB, M, MiB, G or GiB"
+                ))
+            })?;
+            match name {
+                "--size" => out.size = n,
+                "--offset" => out.file_offset = n,
+                "--buffer-offset" => out.buffer_offset = n,
+                _ if n == 0 => return Err(bad()),
+                _ => out.buffer_align = n,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses a byte count: ASCII digits, then optionally `K`/`KiB`, `M`/`MiB` or `G`/`GiB`
+/// (case-insensitive), each a power of 1024.
+///
+/// # Errors
+///
+/// Says why the text is not a byte count: empty, not digits, an unknown suffix, or too large.
+pub fn parse_size(text: &str) -> Result<u64, &'static str> {
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(if text.is_empty() {
+            "empty"
+        } else {
+            "not a whole number"
+        });
+    }
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err("unknown suffix"),
+    };
+    let n: u64 = digits.parse().map_err(|_| "too large")?;
+    n.checked_mul(1 << shift).ok_or("too large")
+}
+
+fn quote(s: &OsStr) -> String {
+    format!("{:?}", s.to_string_lossy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Command, ArgError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn check(args: &[&str]) -> CheckArgs {
+        let mut all = vec!["check"];
+        all.extend_from_slice(args);
+        match parse_strs(&all) {
+            Ok(Command::Check(c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn error(args: &[&str]) -> String {
+        match parse_strs(args) {
+            Err(e) => e.to_string(),
+            Ok(c) => panic!("{args:?} parsed as {c:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_a_1mib_device_read_at_offset_0() {
+        let c = check(&["f"]);
+        assert_eq!(
+            c,
+            CheckArgs {
+                paths: vec![PathBuf::from("f")],
+                ..CheckArgs::default()
+            }
+        );
+        assert_eq!(
+            (c.size, c.file_offset, c.buffer_offset, c.buffer_align),
+            (1 << 20, 0, 0, 4096)
+        );
+        assert_eq!(
+            (c.op, c.memory, c.json),
+            (Op::Read, MemoryKind::Device, false)
+        );
+    }
+
+    #[test]
+    fn every_option_with_separate_or_inline_values() {
+        let c = check(&[
+            "--json",
+            "a",
+            "--op",
+            "write",
+            "--size=4K",
+            "--offset",
+            "512",
+            "--buffer-offset=1",
+            "--buffer-align",
+            "3",
+            "--memory",
+            "managed",
+            "b",
+        ]);
+        assert!(c.json);
+        assert_eq!(c.op, Op::Write);
+        assert_eq!(
+            (c.size, c.file_offset, c.buffer_offset, c.buffer_align),
+            (4096, 512, 1, 3)
+        );
+        assert_eq!(c.memory, MemoryKind::Managed);
+        assert_eq!(c.paths, [PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(check(&["--memory=host", "x"]).memory, MemoryKind::Host);
+    }
+
+    #[test]
+    fn double_dash_ends_options() {
+        let c = check(&["--", "--json", "-"]);
+        assert!(!c.json);
+        assert_eq!(c.paths, [PathBuf::from("--json"), PathBuf::from("-")]);
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1mib"), Ok(1 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn bad_sizes_say_why() {
+        assert_eq!(parse_size(""), Err("empty"));
+        assert_eq!(parse_size("abc"), Err("not a whole number"));
+        assert_eq!(parse_size("-1"), Err("not a whole number"));
+        assert_eq!(parse_size("+1"), Err("not a whole number"));
+        assert_eq!(parse_size(" 1"), Err("not a whole number"));
+        assert_eq!(parse_size("1.5M"), Err("unknown suffix"));
+        assert_eq!(parse_size("1T"), Err("unknown suffix"));
+        assert_eq!(parse_size("1 K"), Err("unknown suffix"));
+        assert_eq!(parse_size("18446744073709551616"), Err("too large"));
+        assert_eq!(parse_size("17179869184G"), Err("too large"));
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse_strs(&["--help"]), Ok(Command::Help));
+        assert_eq!(parse_strs(&["-h"]), Ok(Command::Help));
+        assert_eq!(parse_strs(&["help"]), Ok(Command::Help));
+        assert_eq!(parse_strs(&["--version"]), Ok(Command::Version));
+        assert_eq!(parse_strs(&["-V"]), Ok(Command::Version));
+        assert_eq!(parse_strs(&["check", "--help"]), Ok(Command::CheckHelp));
+        assert_eq!(parse_strs(&["check", "x", "-h"]), Ok(Command::CheckHelp));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = error(&[]);
+        assert!(
+            e.contains("no command") && e.contains("hipfile --help"),
+            "{e}"
+        );
+        let e = error(&["chek"]);
+        assert!(e.contains("unknown command \"chek\""), "{e}");
+        let e = error(&["check", "--frobnicate", "x"]);
+        assert!(
+            e.contains("unknown option \"--frobnicate\"") && e.contains("hipfile check --help"),
+            "{e}"
+        );
+        let e = error(&["check", "-j", "x"]);
+        assert!(e.contains("unknown option \"-j\""), "{e}");
+        let e = error(&["check", "--size", "abc", "x"]);
+        assert!(e.contains("--size") && e.contains("\"abc\""), "{e}");
+        let e = error(&["check", "--memory", "gpu", "x"]);
+        assert!(
+            e.contains("--memory")
+                && e.contains("\"gpu\"")
+                && e.contains("device, host or managed"),
+            "{e}"
+        );
+        let e = error(&["check", "--op", "copy", "x"]);
+        assert!(
+            e.contains("--op") && e.contains("\"copy\"") && e.contains("read or write"),
+            "{e}"
+        );
+        let e = error(&["check", "x", "--offset"]);
+        assert!(e.contains("--offset needs a value"), "{e}");
+        let e = error(&["check", "--buffer-align", "0", "x"]);
+        assert!(
+            e.contains("--buffer-align") && e.contains("at least 1"),
+            "{e}"
+        );
+        let e = error(&["check", "--json=yes", "x"]);
+        assert!(e.contains("--json takes no value"), "{e}");
+        let e = error(&["check", "--json"]);
+        assert!(e.contains("at least one PATH"), "{e}");
+        let e = error(&["check"]);
+        assert!(e.contains("at least one PATH"), "{e}");
+    }
+
+    #[test]
+    fn non_utf8_paths_are_kept() {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = OsString::from_vec(vec![b'a', 0xff, b'b']);
+        let got = parse([OsString::from("check"), raw.clone()]).unwrap();
+        let Command::Check(c) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(c.paths, [PathBuf::from(raw)]);
+    }
+}

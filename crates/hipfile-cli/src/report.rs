@@ -1,0 +1,508 @@
+//! What `hipfile check` says about one path: the probe's facts and both backends' verdicts,
+//! gathered into a [`Report`], then written as a JSON line or as a row of a table.
+
+use crate::json::Value;
+use hipfile::probe::FileFacts;
+use hipfile::{BackendKind, Config, Decision, MemoryKind, Request, RuntimeReport, Verdict};
+use std::path::Path;
+
+/// What is the same for every path of one run: the configuration, the runtime, the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// `HIPFILE_ALLOW_COMPAT_MODE` as settled.
+    pub allow_compat_mode: bool,
+    /// `HIPFILE_FORCE_COMPAT_MODE` as settled.
+    pub force_compat_mode: bool,
+    /// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS` as settled.
+    pub unsupported_file_systems: bool,
+    /// The runtime as found.
+    pub runtime: RuntimeReport,
+    /// The request asked about.
+    pub request: Request,
+    /// The buffer's kind of memory.
+    pub memory: MemoryKind,
+}
+
+impl Context {
+    /// The context of a run.
+    pub fn new(
+        config: &Config,
+        runtime: RuntimeReport,
+        request: Request,
+        memory: MemoryKind,
+    ) -> Self {
+        Context {
+            allow_compat_mode: config.allow_compat_mode,
+            force_compat_mode: config.force_compat_mode,
+            unsupported_file_systems: config.unsupported_file_systems,
+            runtime,
+            request,
+            memory,
+        }
+    }
+
+    fn config_json(&self) -> Value {
+        Value::Object(vec![
+            ("allow_compat_mode", Value::Bool(self.allow_compat_mode)),
+            ("force_compat_mode", Value::Bool(self.force_compat_mode)),
+            (
+                "unsupported_file_systems",
+                Value::Bool(self.unsupported_file_systems),
+            ),
+        ])
+    }
+
+    fn runtime_json(&self) -> Value {
+        let r = &self.runtime;
+        Value::Object(vec![
+            ("platform", Value::str(r.platform.as_str())),
+            (
+                "library",
+                Value::opt_str(r.library.as_ref().map(|p| p.to_string_lossy())),
+            ),
+            ("version", Value::opt_str(r.version.as_deref())),
+            ("amd_file_io", Value::Bool(r.amd_file_io)),
+            ("error", Value::opt_str(r.error.as_deref())),
+        ])
+    }
+
+    fn request_json(&self) -> Value {
+        let q = &self.request;
+        Value::Object(vec![
+            ("op", Value::str(q.op.as_str())),
+            ("size", Value::UInt(q.size)),
+            ("file_offset", Value::Int(q.file_offset)),
+            ("buffer_offset", Value::Int(q.buffer_offset)),
+            ("memory", Value::str(self.memory.as_str())),
+        ])
+    }
+
+    /// The one line above the table: runtime, configuration and request.
+    pub fn header(&self) -> String {
+        let r = &self.runtime;
+        let mut runtime = r.platform.as_str().to_owned();
+        if let Some(v) = &r.version {
+            runtime.push(' ');
+            runtime.push_str(v);
+        }
+        if let Some(lib) = &r.library {
+            runtime.push_str(&format!(" ({})", lib.display()));
+        }
+        runtime.push_str(if r.amd_file_io {
+            ", AMD file I/O"
+        } else {
+            ", no AMD file I/O"
+        });
+        if let Some(e) = &r.error {
+            runtime.push_str(&format!(" [{}]", printable(e)));
+        }
+        let q = &self.request;
+        format!(
+            "runtime: {runtime}; config: allow_compat_mode={} force_compat_mode={} \
+             unsupported_file_systems={}; request: {} {} bytes at file offset {}, \
+             {} memory at buffer offset {}",
+            self.allow_compat_mode,
+            self.force_compat_mode,
+            self.unsupported_file_systems,
+            q.op,
+            q.size,
+            q.file_offset,
+            self.memory.as_str(),
+            q.buffer_offset,
+        )
+    }
+}
+
+/// One backend's verdict, as reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Score {
+    /// The eagerness score: the accepted score, or -1.
+    pub score: i32,
+    /// The codes of every reason it refuses for, in the backend's order; empty when it
+    /// accepts.
+    pub rejected_because: Vec<&'static str>,
+}
+
+impl Score {
+    fn of(verdict: Option<&Verdict>) -> Score {
+        match verdict {
+            Some(v) => Score {
+                score: v.score(),
+                rejected_because: v.reasons().iter().map(|r| r.code()).collect(),
+            },
+            // A backend that did not take part cannot serve the request.
+            None => Score {
+                score: Verdict::REJECTED,
+                rejected_because: Vec::new(),
+            },
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        Value::Object(vec![
+            ("score", Value::Int(i64::from(self.score))),
+            (
+                "rejected_because",
+                Value::Array(
+                    self.rejected_because
+                        .iter()
+                        .map(|c| Value::str(*c))
+                        .collect(),
+                ),
+            ),
+        ])
+    }
+
+    fn cell(&self) -> String {
+        if self.rejected_because.is_empty() {
+            self.score.to_string()
+        } else {
+            format!("{} {}", self.score, self.rejected_because.join(","))
+        }
+    }
+}
+
+/// What `hipfile check` reports about one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The path as given.
+    pub path: String,
+    /// `regular`, `block` or `other`.
+    pub kind: &'static str,
+    /// The mount type, when the filesystem is known.
+    pub filesystem: Option<String>,
+    /// The ext4 `data=` mode, for ext4 only.
+    pub ext4_journal: Option<&'static str>,
+    /// Whether the file has a usable `O_DIRECT` descriptor.
+    pub o_direct: bool,
+    /// Direct-I/O memory alignment; 0 without direct I/O.
+    pub dio_mem_align: u32,
+    /// Direct-I/O offset and size alignment; 0 without direct I/O.
+    pub dio_offset_align: u32,
+    /// The fastpath's verdict.
+    pub fastpath: Score,
+    /// The fallback's verdict.
+    pub fallback: Score,
+    /// The backend that would serve the request, if any.
+    pub selected: Option<&'static str>,
+}
+
+impl Report {
+    /// The report on `path`, whose facts are `file`, for `decision`.
+    pub fn new(path: &Path, file: &FileFacts, decision: &Decision) -> Report {
+        Report {
+            path: path.to_string_lossy().into_owned(),
+            kind: file.kind.as_str(),
+            filesystem: file.fs_type().map(str::to_owned),
+            ext4_journal: file.ext4_journal().map(|j| j.as_str()),
+            o_direct: file.has_direct_io(),
+            dio_mem_align: file.dio_mem_align(),
+            dio_offset_align: file.dio_offset_align(),
+            fastpath: Score::of(decision.verdict(BackendKind::Fastpath)),
+            fallback: Score::of(decision.verdict(BackendKind::Fallback)),
+            selected: decision.selected_kind().map(BackendKind::as_str),
+        }
+    }
+
+    /// The report as one JSON object (no newline).
+    pub fn to_json(&self, ctx: &Context) -> String {
+        Value::Object(vec![
+            ("path", Value::str(self.path.as_str())),
+            (
+                "file",
+                Value::Object(vec![
+                    ("kind", Value::str(self.kind)),
+                    ("filesystem", Value::opt_str(self.filesystem.as_deref())),
+                    ("ext4_journal", Value::opt_str(self.ext4_journal)),
+                    ("o_direct", Value::Bool(self.o_direct)),
+                    ("dio_mem_align", Value::UInt(u64::from(self.dio_mem_align))),
+                    (
+                        "dio_offset_align",
+                        Value::UInt(u64::from(self.dio_offset_align)),
+                    ),
+                ]),
+            ),
+            ("config", ctx.config_json()),
+            ("runtime", ctx.runtime_json()),
+            ("request", ctx.request_json()),
+            ("fastpath", self.fastpath.to_json()),
+            ("fallback", self.fallback.to_json()),
+            ("selected", Value::opt_str(self.selected)),
+        ])
+        .to_json()
+    }
+
+    fn cells(&self) -> [String; 7] {
+        let filesystem = match (&self.filesystem, self.ext4_journal) {
+            (Some(fs), Some(j)) => format!("{fs} data={j}"),
+            (Some(fs), None) => fs.clone(),
+            (None, _) => "unknown".into(),
+        };
+        let o_direct = if self.o_direct {
+            format!(
+                "yes mem={} off={}",
+                self.dio_mem_align, self.dio_offset_align
+            )
+        } else {
+            "no".into()
+        };
+        [
+            printable(&self.path),
+            self.kind.into(),
+            filesystem,
+            o_direct,
+            self.fastpath.cell(),
+            self.fallback.cell(),
+            self.selected.unwrap_or("none").into(),
+        ]
+    }
+}
+
+const COLUMNS: [&str; 7] = [
+    "PATH",
+    "KIND",
+    "FILESYSTEM",
+    "O_DIRECT",
+    "FASTPATH",
+    "FALLBACK",
+    "SELECTED",
+];
+
+/// The header line and an aligned table with one row per report, each line ending in a
+/// newline.
+pub fn table(ctx: &Context, reports: &[Report]) -> String {
+    let mut rows: Vec<[String; 7]> = vec![COLUMNS.map(String::from)];
+    rows.extend(reports.iter().map(Report::cells));
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = ctx.header();
+    out.push('\n');
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = w - cell.chars().count() + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `s` with control characters escaped, so that a path cannot break a line of the table.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipfile::probe::{
+        AlignSource, DirectIo, Ext4Journal, FileKind, Filesystem, NoDirectReason,
+    };
+    use hipfile::{BufferFacts, DevicePtr, Op, Platform};
+    use std::path::PathBuf;
+
+    fn facts(
+        kind: FileKind,
+        fs: Option<(&str, Option<Ext4Journal>)>,
+        direct: DirectIo,
+    ) -> FileFacts {
+        FileFacts {
+            kind,
+            mode: 0o100644,
+            dev: (7, 0),
+            rdev: (0, 0),
+            size: 1 << 20,
+            status_flags: 0,
+            filesystem: fs.map(|(t, j)| Filesystem {
+                fs_type: t.into(),
+                mount_point: PathBuf::from("/mnt"),
+                source: "/dev/loop0".into(),
+                super_options: vec!["rw".into()],
+                ext4_journal: j,
+            }),
+            statfs_magic: 0,
+            direct,
+        }
+    }
+
+    const DIRECT: DirectIo = DirectIo::Available {
+        mem_align: 512,
+        offset_align: 4096,
+        source: AlignSource::Statx,
+    };
+
+    fn ctx(config: &Config, memory: MemoryKind) -> Context {
+        let runtime = RuntimeReport {
+            platform: Platform::None,
+            library: None,
+            version: None,
+            amd_file_io: false,
+            error: Some("no \"library\"\nfound".into()),
+        };
+        let request = Request {
+            op: Op::Read,
+            size: 1 << 20,
+            file_offset: 0,
+            buffer_offset: 0,
+        };
+        Context::new(config, runtime, request, memory)
+    }
+
+    fn report(config: &Config, file: &FileFacts, memory: MemoryKind) -> Report {
+        let c = ctx(config, memory);
+        let buffer = BufferFacts {
+            base: DevicePtr(0x7f00_0000_1000),
+            len: 1 << 20,
+            memory,
+            device: 0,
+        };
+        let d = hipfile::explain(config, false, file, &c.request, &buffer).unwrap();
+        Report::new(Path::new("/mnt/f"), file, &d)
+    }
+
+    #[test]
+    fn json_has_exactly_the_documented_keys() {
+        let config = Config::default();
+        let file = facts(
+            FileKind::Regular,
+            Some(("ext4", Some(Ext4Journal::Ordered))),
+            DIRECT,
+        );
+        let r = report(&config, &file, MemoryKind::Device);
+        let v: serde_json::Value =
+            serde_json::from_str(&r.to_json(&ctx(&config, MemoryKind::Device))).unwrap();
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&v),
+            [
+                "config", "fallback", "fastpath", "file", "path", "request", "runtime", "selected"
+            ]
+        );
+        assert_eq!(
+            keys(&v["file"]),
+            [
+                "dio_mem_align",
+                "dio_offset_align",
+                "ext4_journal",
+                "filesystem",
+                "kind",
+                "o_direct"
+            ]
+        );
+        assert_eq!(
+            keys(&v["config"]),
+            [
+                "allow_compat_mode",
+                "force_compat_mode",
+                "unsupported_file_systems"
+            ]
+        );
+        assert_eq!(
+            keys(&v["runtime"]),
+            ["amd_file_io", "error", "library", "platform", "version"]
+        );
+        assert_eq!(
+            keys(&v["request"]),
+            ["buffer_offset", "file_offset", "memory", "op", "size"]
+        );
+        assert_eq!(keys(&v["fastpath"]), ["rejected_because", "score"]);
+        assert_eq!(v["file"]["ext4_journal"], "ordered");
+        assert_eq!(v["file"]["dio_mem_align"], 512);
+        assert_eq!(v["file"]["dio_offset_align"], 4096);
+        assert_eq!(v["fastpath"]["score"], -1);
+        assert_eq!(
+            v["fastpath"]["rejected_because"],
+            serde_json::json!(["runtime_lacks_amd_file_io"])
+        );
+        assert_eq!(v["fallback"]["score"], 1);
+        assert_eq!(v["selected"], "fallback");
+        assert_eq!(v["runtime"]["error"], "no \"library\"\nfound");
+        assert_eq!(v["runtime"]["library"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn no_backend_is_selected_for_host_memory() {
+        let config = Config::default();
+        let file = facts(
+            FileKind::Other,
+            None,
+            DirectIo::Unavailable(NoDirectReason::NotAttempted),
+        );
+        let r = report(&config, &file, MemoryKind::Host);
+        assert_eq!(r.selected, None);
+        assert_eq!(r.fallback.rejected_because, ["buffer_not_device_memory"]);
+        assert_eq!(
+            (r.o_direct, r.dio_mem_align, r.dio_offset_align),
+            (false, 0, 0)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&r.to_json(&ctx(&config, MemoryKind::Host))).unwrap();
+        assert_eq!(v["selected"], serde_json::Value::Null);
+        assert_eq!(v["file"]["filesystem"], serde_json::Value::Null);
+        assert_eq!(v["request"]["memory"], "host");
+    }
+
+    #[test]
+    fn table_is_aligned_and_names_reasons_and_selection() {
+        let config = Config::default();
+        let a = report(
+            &config,
+            &facts(FileKind::Regular, Some(("xfs", None)), DIRECT),
+            MemoryKind::Device,
+        );
+        let mut b = report(
+            &config,
+            &facts(
+                FileKind::Regular,
+                Some(("ext4", Some(Ext4Journal::Journal))),
+                DirectIo::Unavailable(NoDirectReason::AlignmentZero),
+            ),
+            MemoryKind::Device,
+        );
+        b.path = "/a\nlong/path".into();
+        let text = table(&ctx(&config, MemoryKind::Device), &[a, b]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].starts_with("runtime: none, no AMD file I/O [no \"library\"\\nfound]"),
+            "{text}"
+        );
+        assert!(lines[0].contains("force_compat_mode=false"), "{text}");
+        let col = |line: &str, name: &str| line.find(name).unwrap();
+        let fast = col(lines[1], "FASTPATH");
+        assert_eq!(&lines[2][fast..fast + 28], "-1 runtime_lacks_amd_file_io");
+        assert_eq!(
+            &lines[3][fast..fast + 43],
+            "-1 runtime_lacks_amd_file_io,no_o_direct_fd"
+        );
+        assert!(
+            lines[2].contains("yes mem=512 off=4096") && lines[2].ends_with("fallback"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("/a\\nlong/path") && lines[3].contains("ext4 data=journal"),
+            "{text}"
+        );
+    }
+}

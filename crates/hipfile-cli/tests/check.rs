@@ -1,0 +1,814 @@
+//! `hipfile check` run as a user runs it: the built binary, real files, real filesystems on
+//! loop devices (those tests need root and the mkfs tools, and say SKIP without them), the
+//! configuration in environment variables, output parsed as JSON.
+
+// Helpers too are test code: an unwrap that fails is a test failure with its location.
+#![allow(clippy::unwrap_used)]
+
+use hipfile_testfs::{Ext4Data, MountedFs, TempDir, fifo, loop_device, require};
+use serde_json::{Value, json};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG_VARS: [&str; 4] = [
+    "HIPFILE_ALLOW_COMPAT_MODE",
+    "HIPFILE_FORCE_COMPAT_MODE",
+    "HIPFILE_UNSUPPORTED_FILE_SYSTEMS",
+    "HIPFILE_STATS_LEVEL",
+];
+
+/// No run may take this long: a FIFO that blocked the open would hang forever.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Run {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+            .collect()
+    }
+
+    fn one(&self) -> Value {
+        let mut lines = self.lines();
+        assert_eq!(
+            lines.len(),
+            1,
+            "stdout: {}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        lines.remove(0)
+    }
+}
+
+/// Runs `hipfile` with `args`, with only the configuration variables in `env` set.
+fn hipfile<S: AsRef<OsStr>>(args: &[S], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipfile"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in CONFIG_VARS {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the hipfile binary runs");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut p) = pipe {
+                p.read_to_string(&mut text).expect("output is UTF-8");
+            }
+            text
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for hipfile") {
+            break s;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "hipfile {:?} did not finish within {DEADLINE:?}",
+                cmd.get_args().collect::<Vec<_>>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status: status.code().expect("hipfile exits normally"),
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// `hipfile check --json EXTRA... PATH` with `env`.
+fn check_json(path: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Value, Run) {
+    let mut args: Vec<&OsStr> = vec![OsStr::new("check"), OsStr::new("--json")];
+    args.extend(extra.iter().map(OsStr::new));
+    args.push(path.as_os_str());
+    let run = hipfile(&args, env);
+    let v = run.one();
+    assert_shape(&v);
+    assert_eq!(v["path"], path.to_str().unwrap());
+    (v, run)
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}
+
+/// The exact key set and the types of every value.
+fn assert_shape(v: &Value) {
+    assert_eq!(
+        keys(v),
+        [
+            "config", "fallback", "fastpath", "file", "path", "request", "runtime", "selected"
+        ],
+        "{v}"
+    );
+    let file = &v["file"];
+    assert_eq!(
+        keys(file),
+        [
+            "dio_mem_align",
+            "dio_offset_align",
+            "ext4_journal",
+            "filesystem",
+            "kind",
+            "o_direct"
+        ]
+    );
+    assert!(
+        ["regular", "block", "other"].contains(&file["kind"].as_str().unwrap()),
+        "{v}"
+    );
+    assert!(
+        file["filesystem"].is_string() || file["filesystem"].is_null(),
+        "{v}"
+    );
+    assert!(
+        file["ext4_journal"].is_null()
+            || ["ordered", "journal", "writeback", "unknown"]
+                .contains(&file["ext4_journal"].as_str().unwrap())
+    );
+    assert!(
+        file["o_direct"].is_boolean()
+            && file["dio_mem_align"].is_u64()
+            && file["dio_offset_align"].is_u64()
+    );
+    assert_eq!(
+        keys(&v["config"]),
+        [
+            "allow_compat_mode",
+            "force_compat_mode",
+            "unsupported_file_systems"
+        ]
+    );
+    assert!(
+        v["config"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(Value::is_boolean),
+        "{v}"
+    );
+    let rt = &v["runtime"];
+    assert_eq!(
+        keys(rt),
+        ["amd_file_io", "error", "library", "platform", "version"]
+    );
+    assert!(
+        ["amd", "none"].contains(&rt["platform"].as_str().unwrap()),
+        "{v}"
+    );
+    assert!(rt["amd_file_io"].is_boolean());
+    for k in ["library", "version", "error"] {
+        assert!(rt[k].is_string() || rt[k].is_null(), "{v}");
+    }
+    let q = &v["request"];
+    assert_eq!(
+        keys(q),
+        ["buffer_offset", "file_offset", "memory", "op", "size"]
+    );
+    assert!(["read", "write"].contains(&q["op"].as_str().unwrap()));
+    assert!(["device", "host", "managed"].contains(&q["memory"].as_str().unwrap()));
+    for (backend, accept) in [("fastpath", 100), ("fallback", 1)] {
+        let b = &v[backend];
+        assert_eq!(keys(b), ["rejected_because", "score"], "{v}");
+        let reasons = b["rejected_because"].as_array().unwrap();
+        let score = b["score"].as_i64().unwrap();
+        assert_eq!(score, if reasons.is_empty() { accept } else { -1 }, "{v}");
+    }
+    let selected = &v["selected"];
+    assert!(
+        selected.is_null() || ["fastpath", "fallback"].contains(&selected.as_str().unwrap()),
+        "{v}"
+    );
+}
+
+fn reasons(v: &Value, backend: &str) -> Vec<String> {
+    v[backend]["rejected_because"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What the fastpath says about the runtime first: nothing on a runtime with AMD file I/O,
+/// `runtime_lacks_amd_file_io` otherwise (every machine without ROCm 7.2 and its driver).
+fn runtime_reasons(v: &Value) -> Vec<String> {
+    if v["runtime"]["amd_file_io"].as_bool().unwrap() {
+        vec![]
+    } else {
+        vec!["runtime_lacks_amd_file_io".into()]
+    }
+}
+
+fn with(mut base: Vec<String>, more: &[&str]) -> Vec<String> {
+    base.extend(more.iter().map(|s| s.to_string()));
+    base
+}
+
+/// The status `hipfile check` must exit with for this one line.
+fn expected_status(v: &Value) -> i32 {
+    if v["selected"].is_null() { 1 } else { 0 }
+}
+
+/// A fresh temporary directory, removed on drop.
+fn temp_dir() -> TempDir {
+    TempDir::new("cli")
+}
+
+fn data_file(dir: &Path, name: &str, len: usize) -> PathBuf {
+    let path = dir.join(name);
+    let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+const MIB: usize = 1 << 20;
+
+// ---- Real filesystems (root, loop devices, mkfs) ----
+
+#[test]
+fn ext4_ordered_file_is_served_by_the_fallback_without_amd_file_io() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let path = data_file(fs.path(), "data", 4 * MIB);
+    let (v, run) = check_json(&path, &[], &[]);
+    let file = &v["file"];
+    assert_eq!(file["kind"], "regular");
+    assert_eq!(file["filesystem"], "ext4");
+    assert_eq!(file["ext4_journal"], "ordered");
+    assert_eq!(file["o_direct"], true);
+    assert!(
+        file["dio_mem_align"].as_u64().unwrap() > 0
+            && file["dio_offset_align"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v));
+    assert_eq!(v["fallback"]["score"], 1);
+    assert_eq!(
+        v["config"],
+        json!({"allow_compat_mode": true, "force_compat_mode": false, "unsupported_file_systems": false})
+    );
+    assert_eq!(
+        v["request"],
+        json!({"op": "read", "size": MIB, "file_offset": 0, "buffer_offset": 0, "memory": "device"})
+    );
+    if v["runtime"]["amd_file_io"] == false {
+        assert_eq!(v["fastpath"]["score"], -1);
+        assert_eq!(v["selected"], "fallback");
+    } else {
+        assert_eq!(v["selected"], "fastpath");
+    }
+    assert_eq!(run.status, 0, "{}", run.stderr);
+}
+
+#[test]
+fn ext4_data_journal_has_no_o_direct_descriptor_and_no_other_file_reason() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Journal, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    for extra in [&[][..], &["--offset", "1", "--size", "3"][..]] {
+        let (v, run) = check_json(&path, extra, &[]);
+        assert_eq!(v["file"]["filesystem"], "ext4");
+        assert_eq!(v["file"]["ext4_journal"], "journal");
+        assert_eq!(v["file"]["o_direct"], false);
+        assert_eq!(
+            (
+                v["file"]["dio_mem_align"].as_u64(),
+                v["file"]["dio_offset_align"].as_u64()
+            ),
+            (Some(0), Some(0))
+        );
+        assert_eq!(
+            reasons(&v, "fastpath"),
+            with(runtime_reasons(&v), &["no_o_direct_fd"]),
+            "{extra:?}"
+        );
+        assert_eq!(v["selected"], "fallback");
+        assert_eq!(run.status, 0);
+    }
+}
+
+#[test]
+fn ext4_data_writeback_is_an_unsupported_file_system_unless_allowed() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Writeback, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, _) = check_json(&path, &[], &[]);
+    assert_eq!(v["file"]["ext4_journal"], "writeback");
+    assert_eq!(v["file"]["o_direct"], true);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["unsupported_file_system"])
+    );
+
+    let (v, _) = check_json(&path, &[], &[("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true")]);
+    assert_eq!(v["config"]["unsupported_file_systems"], true);
+    assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v));
+}
+
+#[test]
+fn xfs_file_has_o_direct_and_no_journal_mode() {
+    let fs = require!(MountedFs::xfs(300));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, run) = check_json(&path, &[], &[]);
+    assert_eq!(v["file"]["kind"], "regular");
+    assert_eq!(v["file"]["filesystem"], "xfs");
+    assert_eq!(v["file"]["ext4_journal"], Value::Null);
+    assert_eq!(v["file"]["o_direct"], true);
+    assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v));
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn tmpfs_reasons_follow_what_the_probe_reports() {
+    let fs = require!(MountedFs::tmpfs(16));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, run) = check_json(&path, &[], &[]);
+    assert_eq!(v["file"]["filesystem"], "tmpfs");
+    assert_eq!(v["file"]["ext4_journal"], Value::Null);
+    let fast = reasons(&v, "fastpath");
+    if v["file"]["o_direct"] == true {
+        assert!(fast.contains(&"unsupported_file_system".to_owned()), "{v}");
+        assert!(!fast.contains(&"no_o_direct_fd".to_owned()), "{v}");
+    } else {
+        assert_eq!(fast, with(runtime_reasons(&v), &["no_o_direct_fd"]), "{v}");
+    }
+    assert_eq!(v["selected"], "fallback");
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn a_loop_device_used_directly_is_a_block_device_with_o_direct() {
+    let dev = require!(loop_device(16));
+    let (v, run) = check_json(dev.path(), &[], &[]);
+    assert_eq!(v["file"]["kind"], "block");
+    assert_eq!(v["file"]["o_direct"], true);
+    assert!(v["file"]["dio_offset_align"].as_u64().unwrap() > 0, "{v}");
+    let fast = reasons(&v, "fastpath");
+    assert!(!fast.contains(&"unsupported_file_system".to_owned()), "{v}");
+    assert_eq!(fast, runtime_reasons(&v));
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn misaligned_requests_on_ext4_give_each_alignment_reason() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, run) = check_json(
+        &path,
+        &["--offset", "512", "--size", "1000", "--buffer-offset", "1"],
+        &[],
+    );
+    assert_eq!(
+        v["request"],
+        json!({"op": "read", "size": 1000, "file_offset": 512, "buffer_offset": 1, "memory": "device"})
+    );
+    let offset_align = v["file"]["dio_offset_align"].as_u64().unwrap();
+    let mem_align = v["file"]["dio_mem_align"].as_u64().unwrap();
+    assert!(offset_align > 0 && mem_align > 0, "{v}");
+    // The buffer's base is a multiple of 4096 (the default --buffer-align) and no larger power
+    // of two, so base + 1 is misaligned for any memory alignment above 1.
+    let mut expected = runtime_reasons(&v);
+    if 512 % offset_align != 0 {
+        expected.push("file_offset_misaligned".into());
+    }
+    if 1000 % offset_align != 0 {
+        expected.push("size_misaligned".into());
+    }
+    if mem_align > 1 {
+        expected.push("buffer_address_misaligned".into());
+    }
+    assert!(expected.contains(&"size_misaligned".to_owned()), "{v}");
+    assert_eq!(reasons(&v, "fastpath"), expected, "{v}");
+    assert_eq!(v["selected"], "fallback");
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn buffer_alignment_below_the_memory_alignment_is_misaligned() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, _) = check_json(&path, &[], &[]);
+    let mem_align = v["file"]["dio_mem_align"].as_u64().unwrap();
+    if mem_align < 2 {
+        return;
+    }
+    let half = (mem_align / 2).to_string();
+    let (v, _) = check_json(&path, &["--buffer-align", &half], &[]);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["buffer_address_misaligned"]),
+        "{v}"
+    );
+    let exact = mem_align.to_string();
+    let (v, _) = check_json(&path, &["--buffer-align", &exact], &[]);
+    assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v), "{v}");
+}
+
+#[test]
+fn write_on_ext4_changes_nothing() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    assert_unchanged_by_write_check(&path);
+}
+
+// ---- Files anywhere (no root needed) ----
+
+#[test]
+fn host_memory_is_refused_by_both_backends() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    for memory in ["host", "managed"] {
+        let (v, run) = check_json(&path, &["--memory", memory], &[]);
+        assert_eq!(v["request"]["memory"], memory);
+        assert!(
+            reasons(&v, "fastpath").contains(&"buffer_not_device_memory".to_owned()),
+            "{v}"
+        );
+        assert_eq!(reasons(&v, "fallback"), ["buffer_not_device_memory"]);
+        assert_eq!(v["fallback"]["score"], -1);
+        assert_eq!(v["selected"], Value::Null);
+        assert_eq!(run.status, 1);
+    }
+}
+
+#[test]
+fn force_compat_mode_refuses_the_fastpath() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let (v, run) = check_json(&path, &[], &[("HIPFILE_FORCE_COMPAT_MODE", "true")]);
+    assert_eq!(v["config"]["force_compat_mode"], true);
+    assert_eq!(reasons(&v, "fastpath")[0], "force_compat_mode");
+    assert_eq!(v["selected"], "fallback");
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn force_without_allow_leaves_no_backend() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let env = [
+        ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+        ("HIPFILE_ALLOW_COMPAT_MODE", "false"),
+    ];
+    let (v, run) = check_json(&path, &[], &env);
+    assert_eq!(v["config"]["allow_compat_mode"], false);
+    assert!(
+        reasons(&v, "fastpath").contains(&"force_compat_mode".to_owned()),
+        "{v}"
+    );
+    assert_eq!(reasons(&v, "fallback"), ["compat_mode_disallowed"]);
+    assert_eq!(v["selected"], Value::Null);
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stderr.contains("no I/O can be served"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn allow_compat_mode_zero_disallows_the_fallback() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let (v, run) = check_json(&path, &[], &[("HIPFILE_ALLOW_COMPAT_MODE", "0")]);
+    assert_eq!(v["config"]["allow_compat_mode"], false);
+    assert_eq!(reasons(&v, "fallback"), ["compat_mode_disallowed"]);
+    assert_eq!(v["fallback"]["score"], -1);
+    assert_eq!(run.status, expected_status(&v));
+}
+
+#[test]
+fn an_invalid_boolean_warns_and_the_default_applies() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let (v, run) = check_json(&path, &[], &[("HIPFILE_FORCE_COMPAT_MODE", "ture")]);
+    assert!(
+        run.stderr.contains("HIPFILE_FORCE_COMPAT_MODE") && run.stderr.contains("ture"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("warning"), "{}", run.stderr);
+    assert_eq!(v["config"]["force_compat_mode"], false);
+    assert!(
+        !reasons(&v, "fastpath").contains(&"force_compat_mode".to_owned()),
+        "{v}"
+    );
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
+    let dir = temp_dir();
+    let pipe = fifo(dir.path());
+    for op in ["read", "write"] {
+        for path in [pipe.as_path(), dir.path()] {
+            let (v, run) = check_json(path, &["--op", op], &[]);
+            assert_eq!(v["file"]["kind"], "other", "{v}");
+            assert_eq!(v["file"]["o_direct"], false);
+            assert_eq!(
+                (
+                    v["file"]["dio_mem_align"].as_u64(),
+                    v["file"]["dio_offset_align"].as_u64()
+                ),
+                (Some(0), Some(0))
+            );
+            assert!(
+                reasons(&v, "fastpath").contains(&"no_o_direct_fd".to_owned()),
+                "{v}"
+            );
+            assert_eq!(v["fallback"]["score"], 1);
+            assert_eq!(v["selected"], "fallback");
+            assert_eq!(run.status, 0, "{}", run.stderr);
+        }
+    }
+}
+
+fn assert_unchanged_by_write_check(path: &Path) {
+    let before = std::fs::read(path).unwrap();
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    let (v, run) = check_json(path, &["--op", "write", "--size", "4K"], &[]);
+    assert_eq!(v["request"]["op"], "write");
+    assert_eq!(run.status, expected_status(&v));
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        before,
+        "the file's bytes changed"
+    );
+    assert_eq!(
+        std::fs::metadata(path).unwrap().modified().unwrap(),
+        mtime,
+        "the file's mtime changed"
+    );
+}
+
+#[test]
+fn write_checks_change_nothing_and_create_nothing() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 3 * MIB + 17);
+    assert_unchanged_by_write_check(&path);
+
+    let absent = dir.path().join("absent");
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--op"),
+            OsStr::new("write"),
+            absent.as_os_str(),
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 2);
+    assert!(!absent.exists(), "a write check created the file");
+}
+
+#[test]
+fn several_paths_one_line_each_in_order_and_a_missing_one_is_named() {
+    let dir = temp_dir();
+    let a = data_file(dir.path(), "a", 4096);
+    let b = data_file(dir.path(), "b", 8192);
+    let missing = dir.path().join("missing");
+    let args = [
+        OsStr::new("check"),
+        OsStr::new("--json"),
+        a.as_os_str(),
+        missing.as_os_str(),
+        dir.path().as_os_str(),
+        b.as_os_str(),
+    ];
+    let run = hipfile(&args, &[]);
+    let lines = run.lines();
+    let paths: Vec<&str> = lines.iter().map(|v| v["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            a.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+            b.to_str().unwrap()
+        ]
+    );
+    for v in &lines {
+        assert_shape(v);
+    }
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr.contains(missing.to_str().unwrap()),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("No such file or directory"),
+        "{}",
+        run.stderr
+    );
+
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--json"),
+            a.as_os_str(),
+            b.as_os_str(),
+        ],
+        &[],
+    );
+    assert_eq!(run.lines().len(), 2);
+    assert_eq!(run.status, 0);
+}
+
+#[test]
+fn a_path_that_cannot_be_opened_is_reported() {
+    let dir = temp_dir();
+    let missing = dir.path().join("nope");
+    let run = hipfile(&[OsStr::new("check"), missing.as_os_str()], &[]);
+    assert_eq!(run.status, 2);
+    assert!(
+        run.stderr.contains(missing.to_str().unwrap()) && run.stderr.contains("cannot open"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn json_strings_are_escaped() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "we\"ird\\name\twith\nnewline", 4096);
+    let (v, _) = check_json(&path, &[], &[]);
+    assert_eq!(v["path"], path.to_str().unwrap());
+}
+
+#[test]
+fn human_output_shows_reasons_and_the_selection() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let run = hipfile(
+        &[OsStr::new("check"), path.as_os_str()],
+        &[("HIPFILE_FORCE_COMPAT_MODE", "1")],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    assert!(
+        lines[0].starts_with("runtime: ") && lines[0].contains("force_compat_mode=true"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines[1].starts_with("PATH") && lines[1].contains("SELECTED"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines[2].starts_with(path.to_str().unwrap()),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines[2].contains("force_compat_mode") && lines[2].ends_with("fallback"),
+        "{}",
+        run.stdout
+    );
+
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--memory"),
+            OsStr::new("host"),
+            path.as_os_str(),
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stdout.contains("buffer_not_device_memory") && run.stdout.trim_end().ends_with("none"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_and_say_what_was_wrong() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let p = path.to_str().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["check", "--frobnicate", p],
+            &["--frobnicate", "hipfile check --help"],
+        ),
+        (&["check", "--size", "abc", p], &["--size", "abc"]),
+        (
+            &["check", "--memory", "gpu", p],
+            &["--memory", "gpu", "device, host or managed"],
+        ),
+        (
+            &["check", "--op", "copy", p],
+            &["--op", "copy", "read or write"],
+        ),
+        (&["check", p, "--offset"], &["--offset needs a value"]),
+        (&["check", "--buffer-align", "0", p], &["--buffer-align"]),
+        (&["check"], &["PATH"]),
+        (&["check", "--json"], &["PATH"]),
+        (&[], &["command"]),
+        (&["frobnicate"], &["frobnicate"]),
+        (
+            &["check", "--offset", "9223372036854775808", p],
+            &["--offset", "9223372036854775808"],
+        ),
+        (
+            &["check", "--offset", "9223372036854775807", p],
+            &["overflows"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let run = hipfile(args, &[]);
+        assert_eq!(run.status, 2, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stdout, "", "{args:?}");
+        for n in *needles {
+            assert!(
+                run.stderr.contains(n),
+                "{args:?}: stderr {:?} lacks {n:?}",
+                run.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn sizes_accept_binary_suffixes() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let (v, _) = check_json(
+        &path,
+        &["--size", "2MiB", "--offset=4K", "--buffer-offset", "1G"],
+        &[],
+    );
+    assert_eq!(v["request"]["size"], 2 * MIB);
+    assert_eq!(v["request"]["file_offset"], 4096);
+    assert_eq!(v["request"]["buffer_offset"], 1 << 30);
+}
+
+#[test]
+fn help_and_version() {
+    let run = hipfile(&["--help"], &[]);
+    assert_eq!(run.status, 0);
+    assert!(run.stdout.contains("check"), "{}", run.stdout);
+    let run = hipfile(&["check", "--help"], &[]);
+    assert_eq!(run.status, 0);
+    for option in [
+        "--json",
+        "--op",
+        "--size",
+        "--offset",
+        "--buffer-offset",
+        "--buffer-align",
+        "--memory",
+        "KiB",
+        "MiB",
+        "GiB",
+        "1024",
+    ] {
+        assert!(run.stdout.contains(option), "check --help lacks {option}");
+    }
+    let run = hipfile(&["--version"], &[]);
+    assert_eq!(run.status, 0);
+    assert_eq!(
+        run.stdout.trim(),
+        format!("hipfile {}", env!("CARGO_PKG_VERSION"))
+    );
+}
