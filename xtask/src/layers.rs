@@ -38,6 +38,7 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
         ]),
     ),
     ("hipfile-testfs", Some(&[])),
+    ("hipfile-emu", Some(&[])),
     ("hipfile-tests", None),
     ("xtask", Some(&[])),
 ];
