@@ -1,1 +1,48 @@
-//! Placeholder: this crate is being written.
+//! An emulated HIP runtime, for tests and development: `libhipfile_emu.so` exports the HIP
+//! runtime's C symbols that hipfile uses, so that hipfile runs end to end on a machine without
+//! a GPU, loaded by path (`dlopen`) exactly as a real runtime is. Device memory is host memory
+//! recorded in a table of allocations; `hipAmdFileRead`/`hipAmdFileWrite` (reachable only
+//! through `hipGetProcAddress`, as in ROCm ≥ 7.2) really `pread`/`pwrite` an `O_DIRECT`
+//! descriptor straight into it, so the kernel enforces the direct-I/O rules; faults can be
+//! injected per operation; the emulated ROCm version selects the memory-type ABI.
+//!
+//! What it does not do: run kernels, do real DMA or peer-to-peer transfers, run anything
+//! asynchronously (every copy, callback and event completes before its call returns), provide
+//! managed memory, or stand in for HIP on NVIDIA. It is never chosen silently: hipfile uses it
+//! only when it is given its path, and recognises it by `hipfileEmuVersion` to report
+//! `platform: emulated`.
+//!
+//! Who may depend on it: tests and tools only, and explicitly (by path or as a
+//! dev-dependency). No library crate of the workspace depends on it, and it depends on none.
+//!
+//! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`,
+//! `HIPFILE_EMU_DEVICES`, `HIPFILE_EMU_FAULT`. The rlib exposes the same functions as ordinary
+//! Rust functions, with the pure parts (fault parsing, pointer attributes under a given ABI,
+//! symbol lookup for a given version) separate from the global state, for unit tests.
+//!
+//! # Safety
+//!
+//! Every exported function is a C entry point that must not unwind: none panics (poisoned locks
+//! are recovered, arithmetic is checked), each checks its out-pointers for null, and memory is
+//! written only through the caller's out-pointers, inside allocations the table knows (checked
+//! before every copy and transfer), or in host ranges the caller passes outside every known
+//! entry. Nothing is freed unless the table says this runtime allocated it. The modules that
+//! hold unsafe code say more: [`memory`], [`fileio`].
+
+// The exported functions carry the C names of the HIP API.
+#![allow(non_snake_case)]
+
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod fault;
+pub mod fileio;
+pub mod hooks;
+pub mod memory;
+pub mod proc_address;
+pub mod stream;
+
+pub use config::{Config, RocmVersion};
+pub use fault::{Fault, FaultPlan, Op, parse_faults};
+pub use fileio::{HipAmdFileHandle, HipAmdFileIoFn};
+pub use memory::{HipPointerAttribute, MemoryAbi, MemoryType};

@@ -1,0 +1,289 @@
+//! The emulated runtime's configuration, from its own `HIPFILE_EMU_*` environment variables.
+//!
+//! This is the only module of the crate that reads the environment. The emulated runtime is a
+//! separate library loaded into the process under test, and like a real runtime (which reads
+//! `HIP_VISIBLE_DEVICES` and friends) it is configured by variables of its own, independently
+//! of hipfile's configuration.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `HIPFILE_EMU_ROCM_VERSION` | `7.2.0` | the ROCm version emulated: `MAJOR.MINOR[.PATCH]` |
+//! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 1 to 16 |
+//! | `HIPFILE_EMU_FAULT` | none | file-I/O faults to inject (see [`crate::fault`]) |
+//!
+//! The variables are read once, on the first call that needs them, and again by
+//! `hipfileEmuReset`. An invalid value is never ignored silently: it is reported on stderr
+//! when read, `hipInit` fails with `hipErrorInvalidValue`, and the file-I/O functions refuse
+//! to run; the other functions use the default for that variable.
+
+use crate::fault::{FaultPlan, parse_faults};
+use std::io::Write as _;
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// Selects the emulated ROCm version.
+pub const ROCM_VERSION_VAR: &str = "HIPFILE_EMU_ROCM_VERSION";
+/// Sets the number of emulated devices.
+pub const DEVICES_VAR: &str = "HIPFILE_EMU_DEVICES";
+/// Lists the file-I/O faults to inject.
+pub const FAULT_VAR: &str = "HIPFILE_EMU_FAULT";
+
+/// The most devices the runtime emulates.
+pub const MAX_DEVICES: i32 = 16;
+
+/// An emulated ROCm version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RocmVersion {
+    /// Major version (the soname major of `libamdhip64`).
+    pub major: u32,
+    /// Minor version, below 100.
+    pub minor: u32,
+    /// Patch level, below 100000.
+    pub patch: u32,
+}
+
+impl RocmVersion {
+    /// The version emulated by default: 7.2.0, the first with `hipAmdFileRead`.
+    pub const DEFAULT: RocmVersion = RocmVersion::new(7, 2, 0);
+
+    /// `major.minor.patch`.
+    pub const fn new(major: u32, minor: u32, patch: u32) -> RocmVersion {
+        RocmVersion {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// Parses `MAJOR.MINOR` or `MAJOR.MINOR.PATCH`.
+    ///
+    /// # Errors
+    ///
+    /// A message saying what is wrong, for a version that is not of that form or whose encoded
+    /// value would not fit `hipRuntimeGetVersion`'s `int`.
+    pub fn parse(text: &str) -> Result<RocmVersion, String> {
+        let fields: Vec<&str> = text.trim().split('.').collect();
+        let number = |s: &str, what: &str, below: u32| -> Result<u32, String> {
+            match s.parse::<u32>() {
+                Ok(n) if n < below => Ok(n),
+                Ok(n) => Err(format!("{what} {n} is not below {below}")),
+                Err(_) => Err(format!("{what} `{s}` is not a number")),
+            }
+        };
+        let (major, minor, patch) = match fields.as_slice() {
+            [major, minor] => (*major, *minor, "0"),
+            [major, minor, patch] => (*major, *minor, *patch),
+            _ => return Err(format!("`{text}` is not MAJOR.MINOR[.PATCH]")),
+        };
+        Ok(RocmVersion {
+            major: number(major, "major", 200)?,
+            minor: number(minor, "minor", 100)?,
+            patch: number(patch, "patch", 100_000)?,
+        })
+    }
+
+    /// The value `hipRuntimeGetVersion` reports: major·10⁷ + minor·10⁵ + patch.
+    pub const fn encoded(self) -> i32 {
+        // In u64 nothing overflows; a version too large for the C `int` saturates.
+        let value =
+            self.major as u64 * 10_000_000 + self.minor as u64 * 100_000 + self.patch as u64;
+        if value > i32::MAX as u64 {
+            i32::MAX
+        } else {
+            value as i32
+        }
+    }
+
+    /// Whether this version is `major.minor` or later.
+    pub fn at_least(self, major: u32, minor: u32) -> bool {
+        (self.major, self.minor) >= (major, minor)
+    }
+}
+
+/// The configuration of the emulated runtime.
+#[derive(Debug)]
+pub struct Config {
+    /// The emulated ROCm version.
+    pub version: RocmVersion,
+    /// The number of emulated devices.
+    pub devices: i32,
+    /// The faults to inject, with their counts so far.
+    pub faults: FaultPlan,
+    /// Each invalid setting, in words; empty when the configuration is valid.
+    pub problems: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config::from_values(None, None, None)
+    }
+}
+
+impl Config {
+    /// The configuration given the variables' values (`None`: unset). Empty values count as
+    /// unset. An invalid value leaves that setting at its default and adds a problem.
+    pub fn from_values(
+        version: Option<&str>,
+        devices: Option<&str>,
+        fault: Option<&str>,
+    ) -> Config {
+        let mut problems = Vec::new();
+        let version = match set(version).map(RocmVersion::parse) {
+            None => RocmVersion::DEFAULT,
+            Some(Ok(v)) => v,
+            Some(Err(why)) => {
+                problems.push(format!("{ROCM_VERSION_VAR}: {why}"));
+                RocmVersion::DEFAULT
+            }
+        };
+        let devices = match set(devices) {
+            None => 1,
+            Some(text) => match text.parse::<i32>() {
+                Ok(n) if (1..=MAX_DEVICES).contains(&n) => n,
+                _ => {
+                    problems.push(format!(
+                        "{DEVICES_VAR}: `{text}` is not a device count from 1 to {MAX_DEVICES}"
+                    ));
+                    1
+                }
+            },
+        };
+        let faults = match set(fault).map(parse_faults) {
+            None => FaultPlan::default(),
+            Some(Ok(faults)) => FaultPlan::new(faults),
+            Some(Err(why)) => {
+                problems.push(format!("{FAULT_VAR}: {why}"));
+                FaultPlan::default()
+            }
+        };
+        Config {
+            version,
+            devices,
+            faults,
+            problems,
+        }
+    }
+
+    /// Reads the configuration from the environment, reporting every problem on stderr.
+    fn from_environment() -> Config {
+        let mut problems = Vec::new();
+        let mut value = |name: &str| match read_variable(name) {
+            Ok(v) => v,
+            Err(why) => {
+                problems.push(why);
+                None
+            }
+        };
+        let version = value(ROCM_VERSION_VAR);
+        let devices = value(DEVICES_VAR);
+        let fault = value(FAULT_VAR);
+        let mut config =
+            Config::from_values(version.as_deref(), devices.as_deref(), fault.as_deref());
+        config.problems.append(&mut problems);
+        let mut stderr = std::io::stderr().lock();
+        for problem in &config.problems {
+            // A failed write to stderr has nowhere else to go; hipInit still fails.
+            let _ = writeln!(stderr, "hipfile-emu: invalid configuration: {problem}");
+        }
+        config
+    }
+}
+
+/// A value that counts as set: trimmed, not empty.
+fn set(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// One variable: `Ok(None)` when unset; an error for a value that is not UTF-8.
+// The runtime's own variables are read here and nowhere else (see the module documentation).
+#[allow(clippy::disallowed_methods)]
+fn read_variable(name: &str) -> Result<Option<String>, String> {
+    match std::env::var_os(name) {
+        None => Ok(None),
+        Some(value) => value
+            .into_string()
+            .map(Some)
+            .map_err(|v| format!("{name}: {v:?} is not UTF-8")),
+    }
+}
+
+/// The configuration in force; `None` until first needed.
+static CURRENT: RwLock<Option<Arc<Config>>> = RwLock::new(None);
+
+/// The configuration in force, read from the environment on first use.
+pub fn current() -> Arc<Config> {
+    if let Some(config) = CURRENT
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+    {
+        return Arc::clone(config);
+    }
+    let mut slot = CURRENT.write().unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(slot.get_or_insert_with(|| Arc::new(Config::from_environment())))
+}
+
+/// Reads the environment again and puts the result in force; returns it.
+pub fn reload() -> Arc<Config> {
+    let fresh = Arc::new(Config::from_environment());
+    *CURRENT.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&fresh));
+    fresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_encode() {
+        assert_eq!(
+            RocmVersion::parse("5.7").unwrap(),
+            RocmVersion::new(5, 7, 0)
+        );
+        assert_eq!(RocmVersion::parse("7.2.1").unwrap().encoded(), 70_200_001);
+        assert_eq!(RocmVersion::parse("6.0").unwrap().encoded(), 60_000_000);
+        assert_eq!(RocmVersion::DEFAULT.encoded(), 70_200_000);
+        assert_eq!(RocmVersion::new(199, 99, 99_999).encoded(), 1_999_999_999);
+        for bad in ["7", "7.x", "7.2.1.0", "", "7.100", "200.0", "-1.0"] {
+            assert!(RocmVersion::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions_compare() {
+        let v = RocmVersion::new(6, 2, 0);
+        assert!(v.at_least(6, 2));
+        assert!(v.at_least(5, 9));
+        assert!(!v.at_least(6, 3));
+        assert!(!v.at_least(7, 0));
+    }
+
+    #[test]
+    fn defaults_apply_when_unset_or_empty() {
+        let c = Config::from_values(None, Some(""), Some(" "));
+        assert_eq!(c.version, RocmVersion::DEFAULT);
+        assert_eq!(c.devices, 1);
+        assert_eq!(c.faults.faults().count(), 0);
+        assert!(c.problems.is_empty());
+    }
+
+    #[test]
+    fn values_are_used() {
+        let c = Config::from_values(Some("5.7"), Some("4"), Some("read:EIO"));
+        assert_eq!(c.version, RocmVersion::new(5, 7, 0));
+        assert_eq!(c.devices, 4);
+        assert_eq!(c.faults.faults().count(), 1);
+        assert!(c.problems.is_empty());
+    }
+
+    #[test]
+    fn every_bad_value_is_a_problem() {
+        let c = Config::from_values(Some("seven"), Some("17"), Some("read:EFOO"));
+        assert_eq!(c.problems.len(), 3, "{:?}", c.problems);
+        assert!(c.problems[0].starts_with(ROCM_VERSION_VAR));
+        assert!(c.problems[1].starts_with(DEVICES_VAR));
+        assert!(c.problems[2].contains("`read:EFOO`"));
+        assert_eq!(c.version, RocmVersion::DEFAULT);
+        assert_eq!(c.devices, 1);
+        assert!(Config::from_values(None, Some("0"), None).problems.len() == 1);
+    }
+}

@@ -1,0 +1,196 @@
+//! `hipError_t` codes and their text: `hipGetErrorName`, `hipGetErrorString`.
+//!
+//! Codes are plain `i32`s, as the C enum is a 4-byte int; the values are the HIP ones.
+
+use std::ffi::{CStr, c_char};
+
+/// `hipSuccess`.
+pub const SUCCESS: i32 = 0;
+/// `hipErrorInvalidValue`.
+pub const INVALID_VALUE: i32 = 1;
+/// `hipErrorOutOfMemory`.
+pub const OUT_OF_MEMORY: i32 = 2;
+/// `hipErrorNotInitialized`.
+pub const NOT_INITIALIZED: i32 = 3;
+/// `hipErrorDeinitialized`.
+pub const DEINITIALIZED: i32 = 4;
+/// `hipErrorInvalidDevicePointer`.
+pub const INVALID_DEVICE_POINTER: i32 = 17;
+/// `hipErrorInvalidMemcpyDirection`.
+pub const INVALID_MEMCPY_DIRECTION: i32 = 21;
+/// `hipErrorInsufficientDriver`.
+pub const INSUFFICIENT_DRIVER: i32 = 35;
+/// `hipErrorNoDevice`.
+pub const NO_DEVICE: i32 = 100;
+/// `hipErrorInvalidDevice`.
+pub const INVALID_DEVICE: i32 = 101;
+/// `hipErrorInvalidContext`.
+pub const INVALID_CONTEXT: i32 = 201;
+/// `hipErrorInvalidHandle`.
+pub const INVALID_HANDLE: i32 = 400;
+/// `hipErrorNotFound`.
+pub const NOT_FOUND: i32 = 500;
+/// `hipErrorNotReady`.
+pub const NOT_READY: i32 = 600;
+/// `hipErrorIllegalAddress`.
+pub const ILLEGAL_ADDRESS: i32 = 700;
+/// `hipErrorHostMemoryAlreadyRegistered`.
+pub const HOST_MEMORY_ALREADY_REGISTERED: i32 = 712;
+/// `hipErrorHostMemoryNotRegistered`.
+pub const HOST_MEMORY_NOT_REGISTERED: i32 = 713;
+/// `hipErrorLaunchFailure`.
+pub const LAUNCH_FAILURE: i32 = 719;
+/// `hipErrorNotSupported`.
+pub const NOT_SUPPORTED: i32 = 801;
+/// `hipErrorUnknown`.
+pub const UNKNOWN: i32 = 999;
+
+/// Every code this runtime knows: value, name, description (HIP's wording).
+const TABLE: &[(i32, &CStr, &CStr)] = &[
+    (SUCCESS, c"hipSuccess", c"no error"),
+    (INVALID_VALUE, c"hipErrorInvalidValue", c"invalid argument"),
+    (OUT_OF_MEMORY, c"hipErrorOutOfMemory", c"out of memory"),
+    (
+        NOT_INITIALIZED,
+        c"hipErrorNotInitialized",
+        c"initialization error",
+    ),
+    (
+        DEINITIALIZED,
+        c"hipErrorDeinitialized",
+        c"driver shutting down",
+    ),
+    (
+        INVALID_DEVICE_POINTER,
+        c"hipErrorInvalidDevicePointer",
+        c"invalid device pointer",
+    ),
+    (
+        INVALID_MEMCPY_DIRECTION,
+        c"hipErrorInvalidMemcpyDirection",
+        c"invalid copy direction for memcpy",
+    ),
+    (
+        INSUFFICIENT_DRIVER,
+        c"hipErrorInsufficientDriver",
+        c"driver version is insufficient for runtime version",
+    ),
+    (
+        NO_DEVICE,
+        c"hipErrorNoDevice",
+        c"no ROCm-capable device is detected",
+    ),
+    (
+        INVALID_DEVICE,
+        c"hipErrorInvalidDevice",
+        c"invalid device ordinal",
+    ),
+    (
+        INVALID_CONTEXT,
+        c"hipErrorInvalidContext",
+        c"invalid device context",
+    ),
+    (
+        INVALID_HANDLE,
+        c"hipErrorInvalidHandle",
+        c"invalid resource handle",
+    ),
+    (NOT_FOUND, c"hipErrorNotFound", c"named symbol not found"),
+    (NOT_READY, c"hipErrorNotReady", c"device not ready"),
+    (
+        ILLEGAL_ADDRESS,
+        c"hipErrorIllegalAddress",
+        c"an illegal memory access was encountered",
+    ),
+    (
+        HOST_MEMORY_ALREADY_REGISTERED,
+        c"hipErrorHostMemoryAlreadyRegistered",
+        c"part or all of the requested memory range is already mapped",
+    ),
+    (
+        HOST_MEMORY_NOT_REGISTERED,
+        c"hipErrorHostMemoryNotRegistered",
+        c"pointer does not correspond to a registered memory region",
+    ),
+    (
+        LAUNCH_FAILURE,
+        c"hipErrorLaunchFailure",
+        c"unspecified launch failure",
+    ),
+    (
+        NOT_SUPPORTED,
+        c"hipErrorNotSupported",
+        c"operation not supported",
+    ),
+    (UNKNOWN, c"hipErrorUnknown", c"unknown error"),
+];
+
+/// The name of `code` (`"hipErrorInvalidValue"`); unknown codes are named `hipErrorUnknown`,
+/// as HIP does.
+pub fn name(code: i32) -> &'static CStr {
+    lookup(code).0
+}
+
+/// The description of `code` (`"invalid argument"`); unknown codes read `unknown error`.
+pub fn description(code: i32) -> &'static CStr {
+    lookup(code).1
+}
+
+fn lookup(code: i32) -> (&'static CStr, &'static CStr) {
+    TABLE
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .map_or((c"hipErrorUnknown", c"unknown error"), |(_, n, d)| (n, d))
+}
+
+/// `const char* hipGetErrorName(hipError_t error)` — the code's name, a static NUL-terminated
+/// string that is never null.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetErrorName(error: i32) -> *const c_char {
+    name(error).as_ptr()
+}
+
+/// `const char* hipGetErrorString(hipError_t error)` — the code's description, a static
+/// NUL-terminated string that is never null.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetErrorString(error: i32) -> *const c_char {
+    description(error).as_ptr()
+}
+
+/// Turns an internal result into the `hipError_t` a C caller sees.
+pub(crate) fn code_of(result: Result<(), i32>) -> i32 {
+    result.err().unwrap_or(SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_descriptions_follow_hip() {
+        assert_eq!(name(INVALID_VALUE), c"hipErrorInvalidValue");
+        assert_eq!(description(INVALID_VALUE), c"invalid argument");
+        assert_eq!(
+            name(HOST_MEMORY_NOT_REGISTERED),
+            c"hipErrorHostMemoryNotRegistered"
+        );
+        assert_eq!(name(12345), c"hipErrorUnknown");
+        assert_eq!(description(-1), c"unknown error");
+    }
+
+    #[test]
+    fn every_code_has_one_entry() {
+        for (i, (code, _, _)) in TABLE.iter().enumerate() {
+            assert!(
+                TABLE[i + 1..].iter().all(|(c, _, _)| c != code),
+                "{code} twice"
+            );
+        }
+    }
+
+    #[test]
+    fn exported_strings_are_the_table_strings() {
+        assert_eq!(hipGetErrorName(NOT_FOUND), name(NOT_FOUND).as_ptr());
+        assert_eq!(hipGetErrorString(SUCCESS), description(SUCCESS).as_ptr());
+    }
+}

@@ -1,0 +1,1089 @@
+//! Emulated device memory and host memory, in one table of every allocation and registration.
+//!
+//! # Safety
+//!
+//! Device and pinned memory is host memory from the global allocator, 4096-aligned and zeroed,
+//! recorded in one table by base address; registrations record a caller's range without owning
+//! it. Entries never overlap. The table decides what may be freed (only what this runtime
+//! allocated, by its base address) and where a copy may write: a pointer declared device
+//! memory must lie, with its whole length, in one device allocation, and any pointer that falls
+//! into a known entry must fit in it. Host memory outside the table is the caller's promise.
+//!
+//! Copies and file I/O hold a gate (a read-write lock) shared from validation to the end of
+//! the transfer, and the functions that release memory hold it exclusively, so memory is never
+//! released under a running transfer (as `hipFree` synchronises the device first).
+
+use crate::config;
+use crate::device::current_device;
+use crate::error::{
+    HOST_MEMORY_ALREADY_REGISTERED, HOST_MEMORY_NOT_REGISTERED, INVALID_HANDLE,
+    INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_FOUND, OUT_OF_MEMORY, SUCCESS, UNKNOWN, code_of,
+};
+use crate::stream::{HipStream, stream_is_valid};
+use std::alloc::{self, Layout};
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The alignment of every allocation: a page, as the kernel's direct-I/O paths want.
+pub const ALLOCATION_ALIGN: usize = 4096;
+
+/// `hipHostMallocPortable | Mapped | WriteCombined | NumaUser | Coherent | NonCoherent`.
+const HOST_MALLOC_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
+/// `hipHostMallocCoherent | hipHostMallocNonCoherent`: contradictory together.
+const COHERENCE_FLAGS: c_uint = 0x4000_0000 | 0x8000_0000;
+/// `hipHostRegisterPortable | Mapped | IoMemory | ReadOnly`.
+const HOST_REGISTER_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x8;
+
+/// What a table entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `hipMalloc` memory of a device.
+    Device {
+        /// The device that was current when it was allocated.
+        device: i32,
+    },
+    /// `hipHostMalloc` memory.
+    Pinned,
+    /// A caller's range given to `hipHostRegister`.
+    Registered,
+}
+
+/// One entry of the table, as a lookup reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// The first byte.
+    pub base: usize,
+    /// The length in bytes, never 0.
+    pub len: usize,
+    /// What it is.
+    pub kind: Kind,
+    /// The flags it was allocated or registered with.
+    pub flags: c_uint,
+}
+
+impl Allocation {
+    /// Whether `addr..addr+len` lies inside the entry (`addr` must be inside it).
+    fn holds(&self, addr: usize, len: usize) -> bool {
+        addr >= self.base && len <= self.len - (addr - self.base)
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    len: usize,
+    kind: Kind,
+    flags: c_uint,
+}
+
+/// Every allocation and registration, by base address.
+static TABLE: Mutex<BTreeMap<usize, Entry>> = Mutex::new(BTreeMap::new());
+/// Shared by transfers, exclusive for releases (see the module documentation).
+static GATE: RwLock<()> = RwLock::new(());
+
+fn table() -> MutexGuard<'static, BTreeMap<usize, Entry>> {
+    TABLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held shared from the validation of a transfer to its end.
+pub(crate) fn transfer_gate() -> RwLockReadGuard<'static, ()> {
+    GATE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn release_gate() -> RwLockWriteGuard<'static, ()> {
+    GATE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn containing(table: &BTreeMap<usize, Entry>, addr: usize) -> Option<Allocation> {
+    let (&base, entry) = table.range(..=addr).next_back()?;
+    (addr - base < entry.len).then_some(Allocation {
+        base,
+        len: entry.len,
+        kind: entry.kind,
+        flags: entry.flags,
+    })
+}
+
+/// Whether `addr..addr+len` (`len > 0`) touches any entry.
+fn overlaps(table: &BTreeMap<usize, Entry>, addr: usize, len: usize) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return true;
+    };
+    containing(table, addr).is_some() || table.range(addr..end).next().is_some()
+}
+
+/// The entry containing `addr`, interior addresses included.
+pub fn lookup(addr: usize) -> Option<Allocation> {
+    containing(&table(), addr)
+}
+
+/// The device allocation holding all of `addr..addr+len`.
+pub fn device_range(addr: usize, len: usize) -> Option<Allocation> {
+    device_range_in(&table(), addr, len)
+}
+
+fn device_range_in(table: &BTreeMap<usize, Entry>, addr: usize, len: usize) -> Option<Allocation> {
+    containing(table, addr).filter(|a| matches!(a.kind, Kind::Device { .. }) && a.holds(addr, len))
+}
+
+/// Whether a host-side range is acceptable: inside the entry it starts in, or clear of every
+/// entry (memory the runtime does not know, the caller's business).
+fn host_range_ok(table: &BTreeMap<usize, Entry>, addr: usize, len: usize) -> bool {
+    match containing(table, addr) {
+        Some(a) => a.holds(addr, len),
+        None => !overlaps(table, addr, len),
+    }
+}
+
+/// The number of entries in the table (allocations and registrations).
+pub fn live_entries() -> usize {
+    table().len()
+}
+
+fn allocate(size: usize, kind: Kind, flags: c_uint) -> Result<*mut c_void, i32> {
+    let layout = Layout::from_size_align(size, ALLOCATION_ALIGN).map_err(|_| OUT_OF_MEMORY)?;
+    // SAFETY: the callers pass a non-zero size, so the layout is not zero-sized.
+    let ptr = unsafe { alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(OUT_OF_MEMORY);
+    }
+    table().insert(
+        ptr as usize,
+        Entry {
+            len: size,
+            kind,
+            flags,
+        },
+    );
+    Ok(ptr.cast())
+}
+
+/// Removes the entry based at `ptr` if `wanted` accepts it; deallocates it when `owned`.
+fn release(
+    ptr: *mut c_void,
+    wanted: fn(Kind) -> bool,
+    owned: bool,
+    missing: i32,
+) -> Result<(), i32> {
+    let _gate = release_gate();
+    let entry = {
+        let mut table = table();
+        match table.get(&(ptr as usize)) {
+            Some(entry) if wanted(entry.kind) => table.remove(&(ptr as usize)),
+            _ => None,
+        }
+    };
+    let Some(entry) = entry else {
+        return Err(missing);
+    };
+    if owned {
+        let layout = Layout::from_size_align(entry.len, ALLOCATION_ALIGN).map_err(|_| UNKNOWN)?;
+        // SAFETY: the entry proves that `allocate` returned `ptr` with this very layout, and
+        // removing it under the exclusive gate makes this the only release, with no transfer
+        // running.
+        unsafe { alloc::dealloc(ptr.cast(), layout) };
+    }
+    Ok(())
+}
+
+/// `hipError_t hipMalloc(void** ptr, size_t size)` — allocates `size` bytes of emulated device
+/// memory on the calling thread's current device, 4096-aligned and zeroed. A size of 0 gives a
+/// null pointer and success, as HIP does.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null `ptr`; `hipErrorOutOfMemory`.
+///
+/// # Safety
+///
+/// `ptr` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
+    if ptr.is_null() {
+        return INVALID_VALUE;
+    }
+    let result = if size == 0 {
+        Ok(std::ptr::null_mut())
+    } else {
+        allocate(
+            size,
+            Kind::Device {
+                device: current_device(),
+            },
+            0,
+        )
+    };
+    match result {
+        Ok(p) => {
+            // SAFETY: non-null and writable by the caller's promise.
+            unsafe { ptr.write(p) };
+            SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+/// `hipError_t hipFree(void* ptr)` — frees memory from `hipMalloc`; null is a no-op. Waits for
+/// running transfers first.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for anything but the base of a live `hipMalloc` allocation (interior
+/// pointers, pinned memory and foreign memory are refused, never freed).
+///
+/// # Safety
+///
+/// Nothing uses the memory afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> i32 {
+    if ptr.is_null() {
+        return SUCCESS;
+    }
+    code_of(release(
+        ptr,
+        |k| matches!(k, Kind::Device { .. }),
+        true,
+        INVALID_VALUE,
+    ))
+}
+
+/// `hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags)` — allocates `size`
+/// bytes of pinned host memory, 4096-aligned and zeroed; 0 gives null and success.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null `ptr`, unknown flags or both coherence flags;
+/// `hipErrorOutOfMemory`.
+///
+/// # Safety
+///
+/// `ptr` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> i32 {
+    if ptr.is_null()
+        || flags & !HOST_MALLOC_FLAGS != 0
+        || flags & COHERENCE_FLAGS == COHERENCE_FLAGS
+    {
+        return INVALID_VALUE;
+    }
+    let result = if size == 0 {
+        Ok(std::ptr::null_mut())
+    } else {
+        allocate(size, Kind::Pinned, flags)
+    };
+    match result {
+        Ok(p) => {
+            // SAFETY: non-null and writable by the caller's promise.
+            unsafe { ptr.write(p) };
+            SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+/// `hipError_t hipHostFree(void* ptr)` — frees memory from `hipHostMalloc`; null is a no-op.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for anything but the base of a live `hipHostMalloc` allocation.
+///
+/// # Safety
+///
+/// Nothing uses the memory afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> i32 {
+    if ptr.is_null() {
+        return SUCCESS;
+    }
+    code_of(release(ptr, |k| k == Kind::Pinned, true, INVALID_VALUE))
+}
+
+/// `hipError_t hipHostRegister(void* ptr, size_t size, unsigned int flags)` — records the
+/// caller's range as registered host memory. The memory is not touched.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null pointer, a zero size, a range that wraps or unknown flags;
+/// `hipErrorHostMemoryAlreadyRegistered` when the range overlaps a registration or an
+/// allocation of this runtime.
+///
+/// # Safety
+///
+/// None: the range is only recorded.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> i32 {
+    let addr = ptr as usize;
+    if ptr.is_null() || size == 0 || addr.checked_add(size).is_none() {
+        return INVALID_VALUE;
+    }
+    if flags & !HOST_REGISTER_FLAGS != 0 {
+        return INVALID_VALUE;
+    }
+    let mut table = table();
+    if overlaps(&table, addr, size) {
+        return HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    table.insert(
+        addr,
+        Entry {
+            len: size,
+            kind: Kind::Registered,
+            flags,
+        },
+    );
+    SUCCESS
+}
+
+/// `hipError_t hipHostUnregister(void* ptr)` — forgets a registration made at `ptr`.
+///
+/// # Errors
+///
+/// `hipErrorHostMemoryNotRegistered` unless `ptr` is the start of a registration.
+///
+/// # Safety
+///
+/// None: only the record is removed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipHostUnregister(ptr: *mut c_void) -> i32 {
+    code_of(release(
+        ptr,
+        |k| k == Kind::Registered,
+        false,
+        HOST_MEMORY_NOT_REGISTERED,
+    ))
+}
+
+/// Which `hipMemoryType` numbering a runtime uses (the ABI changed in ROCm 6.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryAbi {
+    /// ROCm 5: Host 0, Device 1, Array 2, Unified 3, and Managed 4 from 5.3 on. An unknown
+    /// pointer is `hipErrorInvalidValue`.
+    Rocm5 {
+        /// Whether the numbering has Managed (ROCm 5.3 to 5.7).
+        managed: bool,
+    },
+    /// ROCm 6 and later: Unregistered 0, Host 1, Device 2, Managed 3, Array 10, Unified 11.
+    /// An unknown pointer is success with type Unregistered and device -2.
+    Rocm6,
+}
+
+impl MemoryAbi {
+    /// The numbering of ROCm `version`.
+    pub fn of(version: config::RocmVersion) -> MemoryAbi {
+        if version.at_least(6, 0) {
+            MemoryAbi::Rocm6
+        } else {
+            MemoryAbi::Rocm5 {
+                managed: version.at_least(5, 3),
+            }
+        }
+    }
+}
+
+/// A `hipMemoryType`, independent of its numbering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryType {
+    /// Memory the runtime does not know (ROCm ≥ 6 only).
+    Unregistered,
+    /// Host memory: pinned or registered.
+    Host,
+    /// Device memory.
+    Device,
+    /// An array.
+    Array,
+    /// Unified memory.
+    Unified,
+    /// Managed memory (not in ROCm < 5.3).
+    Managed,
+}
+
+impl MemoryType {
+    /// The value of this type in `abi`'s numbering, `None` where it has none.
+    pub fn code(self, abi: MemoryAbi) -> Option<c_int> {
+        match (abi, self) {
+            (MemoryAbi::Rocm5 { .. }, MemoryType::Unregistered) => None,
+            (MemoryAbi::Rocm5 { .. }, MemoryType::Host) => Some(0),
+            (MemoryAbi::Rocm5 { .. }, MemoryType::Device) => Some(1),
+            (MemoryAbi::Rocm5 { .. }, MemoryType::Array) => Some(2),
+            (MemoryAbi::Rocm5 { .. }, MemoryType::Unified) => Some(3),
+            (MemoryAbi::Rocm5 { managed }, MemoryType::Managed) => managed.then_some(4),
+            (MemoryAbi::Rocm6, MemoryType::Unregistered) => Some(0),
+            (MemoryAbi::Rocm6, MemoryType::Host) => Some(1),
+            (MemoryAbi::Rocm6, MemoryType::Device) => Some(2),
+            (MemoryAbi::Rocm6, MemoryType::Managed) => Some(3),
+            (MemoryAbi::Rocm6, MemoryType::Array) => Some(10),
+            (MemoryAbi::Rocm6, MemoryType::Unified) => Some(11),
+        }
+    }
+}
+
+/// `hipPointerAttribute_t`: 32 bytes, the same offsets in ROCm 5, 6 and 7.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HipPointerAttribute {
+    /// `hipMemoryType`, numbered per the emulated version.
+    pub memory_type: c_int,
+    /// The device.
+    pub device: c_int,
+    /// The device address of the pointer (null for memory the device cannot reach).
+    pub device_pointer: *mut c_void,
+    /// The host address of the pointer (null for device memory).
+    pub host_pointer: *mut c_void,
+    /// Whether the memory is managed (never, here).
+    pub is_managed: c_int,
+    /// The flags of the allocation or registration.
+    pub allocation_flags: c_uint,
+}
+
+/// The device number ROCm ≥ 6 reports for memory it does not know.
+pub const UNREGISTERED_DEVICE: c_int = -2;
+
+/// What `hipPointerGetAttributes` reports for `ptr` under `abi`, with `current_device` as the
+/// device of host memory. Device memory: type Device, its device, `devicePointer = ptr`.
+/// Pinned and registered memory: type Host, the current device, both pointers `ptr` (HIP maps
+/// them into the device's address space at the same address). Unknown memory: ROCm 5
+/// `hipErrorInvalidValue`; ROCm ≥ 6 type Unregistered, device -2, null pointers.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null `ptr`, or (ROCm 5) an unknown one.
+pub fn pointer_attributes(
+    ptr: *const c_void,
+    abi: MemoryAbi,
+    current_device: c_int,
+) -> Result<HipPointerAttribute, i32> {
+    if ptr.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let code = |t: MemoryType| t.code(abi).ok_or(INVALID_VALUE);
+    let p = ptr.cast_mut();
+    match lookup(ptr as usize) {
+        Some(Allocation {
+            kind: Kind::Device { device },
+            flags,
+            ..
+        }) => Ok(HipPointerAttribute {
+            memory_type: code(MemoryType::Device)?,
+            device,
+            device_pointer: p,
+            host_pointer: std::ptr::null_mut(),
+            is_managed: 0,
+            allocation_flags: flags,
+        }),
+        Some(Allocation { flags, .. }) => Ok(HipPointerAttribute {
+            memory_type: code(MemoryType::Host)?,
+            device: current_device,
+            device_pointer: p,
+            host_pointer: p,
+            is_managed: 0,
+            allocation_flags: flags,
+        }),
+        None => match abi {
+            MemoryAbi::Rocm5 { .. } => Err(INVALID_VALUE),
+            MemoryAbi::Rocm6 => Ok(HipPointerAttribute {
+                memory_type: code(MemoryType::Unregistered)?,
+                device: UNREGISTERED_DEVICE,
+                device_pointer: std::ptr::null_mut(),
+                host_pointer: std::ptr::null_mut(),
+                is_managed: 0,
+                allocation_flags: 0,
+            }),
+        },
+    }
+}
+
+/// `hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr)` —
+/// describes the allocation containing `ptr` (see [`pointer_attributes`]), numbered as the
+/// emulated ROCm version numbers memory types.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null argument, or under ROCm 5 a pointer the runtime does not
+/// know.
+///
+/// # Safety
+///
+/// `attributes` is null or writable for 32 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipPointerGetAttributes(
+    attributes: *mut HipPointerAttribute,
+    ptr: *const c_void,
+) -> i32 {
+    if attributes.is_null() {
+        return INVALID_VALUE;
+    }
+    let abi = MemoryAbi::of(config::current().version);
+    match pointer_attributes(ptr, abi, current_device()) {
+        Ok(a) => {
+            // SAFETY: non-null and writable by the caller's promise.
+            unsafe { attributes.write(a) };
+            SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+/// `hipError_t hipMemGetAddressRange(void** base, size_t* size, void* ptr)` — the base and
+/// length of the allocation or registration containing `ptr`.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null argument; `hipErrorNotFound` for memory the runtime does
+/// not know (as HIP).
+///
+/// # Safety
+///
+/// `base` and `size` are null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMemGetAddressRange(
+    base: *mut *mut c_void,
+    size: *mut usize,
+    ptr: *mut c_void,
+) -> i32 {
+    if base.is_null() || size.is_null() || ptr.is_null() {
+        return INVALID_VALUE;
+    }
+    let Some(a) = lookup(ptr as usize) else {
+        return NOT_FOUND;
+    };
+    // Derived from the caller's pointer, so that it keeps the caller's provenance.
+    let start = ptr
+        .cast::<u8>()
+        .wrapping_sub(ptr as usize - a.base)
+        .cast::<c_void>();
+    // SAFETY: both non-null and writable by the caller's promise.
+    unsafe {
+        base.write(start);
+        size.write(a.len);
+    }
+    SUCCESS
+}
+
+/// Checks a copy of `len > 0` bytes against the table (see the module documentation).
+///
+/// # Errors
+///
+/// `hipErrorInvalidMemcpyDirection` for a kind outside 0..=4; `hipErrorInvalidValue` for a
+/// null pointer or a range the kind or the table forbids.
+pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<(), i32> {
+    let (dst_device, src_device) = match kind {
+        0 | 4 => (false, false),
+        1 => (true, false),
+        2 => (false, true),
+        3 => (true, true),
+        _ => return Err(INVALID_MEMCPY_DIRECTION),
+    };
+    if dst == 0 || src == 0 {
+        return Err(INVALID_VALUE);
+    }
+    let table = table();
+    for (addr, device) in [(dst, dst_device), (src, src_device)] {
+        let ok = if device {
+            device_range_in(&table, addr, len).is_some()
+        } else {
+            host_range_ok(&table, addr, len)
+        };
+        if !ok {
+            return Err(INVALID_VALUE);
+        }
+    }
+    Ok(())
+}
+
+/// The copy of `hipMemcpy`/`hipMemcpyAsync`, checked, under the transfer gate.
+///
+/// # Safety
+///
+/// Host-side ranges outside the table are valid for the copy.
+unsafe fn copy(dst: *mut c_void, src: *const c_void, len: usize, kind: c_int) -> Result<(), i32> {
+    if !(0..=4).contains(&kind) {
+        return Err(INVALID_MEMCPY_DIRECTION);
+    }
+    if len == 0 {
+        return Ok(());
+    }
+    let _gate = transfer_gate();
+    check_copy(dst as usize, src as usize, len, kind)?;
+    // SAFETY: both ranges are valid: those in the table were just checked to fit their
+    // entries, which the gate keeps alive; the others are the caller's promise. `copy` allows
+    // overlap.
+    unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
+    Ok(())
+}
+
+/// `hipError_t hipMemcpy(void* dst, const void* src, size_t size, hipMemcpyKind kind)` —
+/// copies `size` bytes, checked against the table first: a device side must lie in one device
+/// allocation, every side that falls into a known entry must fit in it (`hipMemcpyDefault`
+/// checks only that). Size 0 is a no-op.
+///
+/// # Errors
+///
+/// `hipErrorInvalidMemcpyDirection` for an unknown kind; `hipErrorInvalidValue` for a null
+/// pointer or a range the checks refuse (nothing is copied).
+///
+/// # Safety
+///
+/// Host memory outside this runtime's table is valid for `size` bytes (readable at `src`,
+/// writable at `dst`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> i32 {
+    // SAFETY: the caller's promise is `copy`'s.
+    code_of(unsafe { copy(dst, src, size, kind) })
+}
+
+/// `hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, hipMemcpyKind kind,
+/// hipStream_t stream)` — [`hipMemcpy`] on a stream. The copy is done before the call
+/// returns: streams here have no queue, so stream order holds trivially.
+///
+/// # Errors
+///
+/// As [`hipMemcpy`]; `hipErrorInvalidHandle` for a stream that is not null or live.
+///
+/// # Safety
+///
+/// As [`hipMemcpy`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    stream: HipStream,
+) -> i32 {
+    if !stream_is_valid(stream) {
+        return INVALID_HANDLE;
+    }
+    // SAFETY: the caller's promise is `copy`'s.
+    code_of(unsafe { copy(dst, src, size, kind) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::set_device;
+    use std::mem::{offset_of, size_of};
+    use std::ptr::null_mut;
+
+    const ROCM5: MemoryAbi = MemoryAbi::Rocm5 { managed: true };
+
+    fn device_alloc(len: usize) -> *mut u8 {
+        let mut p = null_mut();
+        // SAFETY: `p` is writable.
+        assert_eq!(unsafe { hipMalloc(&mut p, len) }, SUCCESS);
+        p.cast()
+    }
+
+    fn pinned_alloc(len: usize) -> *mut u8 {
+        let mut p = null_mut();
+        // SAFETY: `p` is writable.
+        assert_eq!(unsafe { hipHostMalloc(&mut p, len, 0) }, SUCCESS);
+        p.cast()
+    }
+
+    fn free(p: *mut u8) {
+        // SAFETY: the tests free only their own allocations, once.
+        assert_eq!(unsafe { hipFree(p.cast()) }, SUCCESS);
+    }
+
+    #[test]
+    fn attribute_layout_matches_the_abi() {
+        assert_eq!(size_of::<HipPointerAttribute>(), 32);
+        assert_eq!(std::mem::align_of::<HipPointerAttribute>(), 8);
+        assert_eq!(offset_of!(HipPointerAttribute, memory_type), 0);
+        assert_eq!(offset_of!(HipPointerAttribute, device), 4);
+        assert_eq!(offset_of!(HipPointerAttribute, device_pointer), 8);
+        assert_eq!(offset_of!(HipPointerAttribute, host_pointer), 16);
+        assert_eq!(offset_of!(HipPointerAttribute, is_managed), 24);
+        assert_eq!(offset_of!(HipPointerAttribute, allocation_flags), 28);
+    }
+
+    #[test]
+    fn memory_type_numbering_follows_the_version() {
+        use config::RocmVersion as V;
+        assert_eq!(
+            MemoryAbi::of(V::new(5, 2, 0)),
+            MemoryAbi::Rocm5 { managed: false }
+        );
+        assert_eq!(
+            MemoryAbi::of(V::new(5, 7, 0)),
+            MemoryAbi::Rocm5 { managed: true }
+        );
+        assert_eq!(MemoryAbi::of(V::new(6, 0, 0)), MemoryAbi::Rocm6);
+        assert_eq!(MemoryAbi::of(V::new(7, 2, 1)), MemoryAbi::Rocm6);
+        assert_eq!(MemoryType::Device.code(ROCM5), Some(1));
+        assert_eq!(MemoryType::Host.code(ROCM5), Some(0));
+        assert_eq!(MemoryType::Managed.code(ROCM5), Some(4));
+        assert_eq!(
+            MemoryType::Managed.code(MemoryAbi::Rocm5 { managed: false }),
+            None
+        );
+        assert_eq!(MemoryType::Unregistered.code(ROCM5), None);
+        assert_eq!(MemoryType::Unregistered.code(MemoryAbi::Rocm6), Some(0));
+        assert_eq!(MemoryType::Host.code(MemoryAbi::Rocm6), Some(1));
+        assert_eq!(MemoryType::Device.code(MemoryAbi::Rocm6), Some(2));
+        assert_eq!(MemoryType::Managed.code(MemoryAbi::Rocm6), Some(3));
+        assert_eq!(MemoryType::Array.code(MemoryAbi::Rocm6), Some(10));
+        assert_eq!(MemoryType::Unified.code(MemoryAbi::Rocm6), Some(11));
+    }
+
+    #[test]
+    fn malloc_is_aligned_zeroed_and_recorded() {
+        let p = device_alloc(10_000);
+        assert_eq!(p as usize % ALLOCATION_ALIGN, 0);
+        // SAFETY: the allocation is 10000 bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(p, 10_000) };
+        assert!(bytes.iter().all(|&b| b == 0));
+        let a = lookup(p as usize + 9_999).unwrap();
+        assert_eq!(
+            (a.base, a.len, a.kind),
+            (p as usize, 10_000, Kind::Device { device: 0 })
+        );
+        assert!(lookup(p as usize + 10_000).is_none_or(|a| a.base != p as usize));
+        free(p);
+    }
+
+    #[test]
+    fn zero_sized_allocations_are_null() {
+        let mut p = std::ptr::dangling_mut::<c_void>();
+        // SAFETY: `p` is writable.
+        assert_eq!(unsafe { hipMalloc(&mut p, 0) }, SUCCESS);
+        assert!(p.is_null());
+        p = std::ptr::dangling_mut::<c_void>();
+        // SAFETY: `p` is writable.
+        assert_eq!(unsafe { hipHostMalloc(&mut p, 0, 0) }, SUCCESS);
+        assert!(p.is_null());
+        // SAFETY: null pointers are no-ops.
+        assert_eq!(unsafe { hipFree(null_mut()) }, SUCCESS);
+        // SAFETY: as above.
+        assert_eq!(unsafe { hipHostFree(null_mut()) }, SUCCESS);
+    }
+
+    #[test]
+    fn null_out_pointers_are_invalid() {
+        // SAFETY: null out-pointers are refused before use.
+        unsafe {
+            assert_eq!(hipMalloc(null_mut(), 8), INVALID_VALUE);
+            assert_eq!(hipHostMalloc(null_mut(), 8, 0), INVALID_VALUE);
+            assert_eq!(
+                hipPointerGetAttributes(null_mut(), 8usize as *const c_void),
+                INVALID_VALUE
+            );
+            let mut size = 0;
+            let p = 4096usize as *mut c_void;
+            assert_eq!(
+                hipMemGetAddressRange(null_mut(), &mut size, p),
+                INVALID_VALUE
+            );
+            let mut base = null_mut();
+            assert_eq!(
+                hipMemGetAddressRange(&mut base, null_mut(), p),
+                INVALID_VALUE
+            );
+        }
+    }
+
+    #[test]
+    fn free_refuses_what_it_did_not_allocate() {
+        let p = device_alloc(8192);
+        let pinned = pinned_alloc(4096);
+        let mut foreign = vec![0u8; 64];
+        // SAFETY: each call is refused before anything is freed.
+        unsafe {
+            assert_eq!(hipFree(p.add(4096).cast()), INVALID_VALUE);
+            assert_eq!(hipFree(foreign.as_mut_ptr().cast()), INVALID_VALUE);
+            assert_eq!(hipFree(pinned.cast()), INVALID_VALUE);
+            assert_eq!(hipHostFree(p.cast()), INVALID_VALUE);
+        }
+        free(p);
+        // SAFETY: the test's own pinned allocation, freed once.
+        assert_eq!(unsafe { hipHostFree(pinned.cast()) }, SUCCESS);
+    }
+
+    #[test]
+    fn host_malloc_flags_are_checked() {
+        let mut p = null_mut();
+        // SAFETY: `p` is writable.
+        unsafe {
+            assert_eq!(hipHostMalloc(&mut p, 64, 0x10), INVALID_VALUE);
+            assert_eq!(hipHostMalloc(&mut p, 64, COHERENCE_FLAGS), INVALID_VALUE);
+            assert_eq!(hipHostMalloc(&mut p, 64, 0x2 | 0x4000_0000), SUCCESS);
+        }
+        assert_eq!(lookup(p as usize).unwrap().flags, 0x2 | 0x4000_0000);
+        // SAFETY: the test's own allocation.
+        assert_eq!(unsafe { hipHostFree(p) }, SUCCESS);
+    }
+
+    #[test]
+    fn registration_records_refuses_overlap_and_unregisters() {
+        let mut buf = vec![0u8; 3 * 4096];
+        let p = buf.as_mut_ptr();
+        // SAFETY: registration only records ranges of `buf`, which outlives them.
+        unsafe {
+            assert_eq!(hipHostRegister(p.cast(), 4096, 0), SUCCESS);
+            assert_eq!(
+                hipHostRegister(p.add(100).cast(), 10, 0),
+                HOST_MEMORY_ALREADY_REGISTERED
+            );
+            assert_eq!(hipHostRegister(p.add(8192).cast(), 4096, 0x2), SUCCESS);
+            // Spans the gap and touches the second registration.
+            assert_eq!(
+                hipHostRegister(p.add(4096).cast(), 4097, 0),
+                HOST_MEMORY_ALREADY_REGISTERED
+            );
+            assert_eq!(hipHostRegister(p.add(4096).cast(), 4096, 0), SUCCESS);
+            assert_eq!(hipHostRegister(null_mut(), 4096, 0), INVALID_VALUE);
+            assert_eq!(hipHostRegister(p.cast(), 0, 0), INVALID_VALUE);
+            assert_eq!(
+                hipHostRegister(usize::MAX as *mut c_void, 2, 0),
+                INVALID_VALUE
+            );
+            assert_eq!(hipHostRegister(p.cast(), 1, 0x10), INVALID_VALUE);
+            assert_eq!(
+                hipHostUnregister(p.add(1).cast()),
+                HOST_MEMORY_NOT_REGISTERED
+            );
+            for off in [0, 4096, 8192] {
+                assert_eq!(hipHostUnregister(p.add(off).cast()), SUCCESS);
+            }
+            assert_eq!(hipHostUnregister(p.cast()), HOST_MEMORY_NOT_REGISTERED);
+        }
+        let d = device_alloc(4096);
+        // SAFETY: refused: device memory of this runtime is not the caller's to register.
+        let r = unsafe { hipHostRegister(d.cast(), 16, 0) };
+        assert_eq!(r, HOST_MEMORY_ALREADY_REGISTERED);
+        // SAFETY: not a registration.
+        let r = unsafe { hipHostUnregister(d.cast()) };
+        assert_eq!(r, HOST_MEMORY_NOT_REGISTERED);
+        free(d);
+    }
+
+    #[test]
+    fn device_pointer_attributes() {
+        let p = device_alloc(8192);
+        let interior = p.wrapping_add(5000).cast::<c_void>();
+        for (abi, code) in [(ROCM5, 1), (MemoryAbi::Rocm6, 2)] {
+            let a = pointer_attributes(interior, abi, 7).unwrap();
+            assert_eq!(a.memory_type, code);
+            assert_eq!(a.device, 0, "the allocating device, not the current one");
+            assert_eq!(a.device_pointer, interior);
+            assert!(a.host_pointer.is_null());
+            assert_eq!(a.is_managed, 0);
+        }
+        free(p);
+    }
+
+    #[test]
+    fn host_pointer_attributes() {
+        let pinned = pinned_alloc(4096);
+        let mut buf = vec![0u8; 4096];
+        let reg = buf.as_mut_ptr();
+        // SAFETY: only recorded; unregistered below while `buf` lives.
+        assert_eq!(unsafe { hipHostRegister(reg.cast(), 4096, 0x2) }, SUCCESS);
+        for (p, flags) in [(pinned, 0), (reg.wrapping_add(4095), 0x2)] {
+            for (abi, code) in [(ROCM5, 0), (MemoryAbi::Rocm6, 1)] {
+                let a = pointer_attributes(p.cast(), abi, 3).unwrap();
+                assert_eq!(a.memory_type, code);
+                assert_eq!(a.device, 3, "host memory reports the current device");
+                assert_eq!(a.host_pointer, p.cast());
+                assert_eq!(a.device_pointer, p.cast());
+                assert_eq!(a.allocation_flags, flags);
+            }
+        }
+        // SAFETY: the test's own allocation and registration.
+        unsafe {
+            assert_eq!(hipHostUnregister(reg.cast()), SUCCESS);
+            assert_eq!(hipHostFree(pinned.cast()), SUCCESS);
+        }
+    }
+
+    #[test]
+    fn unknown_pointer_attributes_depend_on_the_abi() {
+        let local = [0u8; 16];
+        let p = local.as_ptr().cast::<c_void>();
+        assert_eq!(pointer_attributes(p, ROCM5, 0), Err(INVALID_VALUE));
+        assert_eq!(
+            pointer_attributes(p, MemoryAbi::Rocm5 { managed: false }, 0),
+            Err(INVALID_VALUE)
+        );
+        let a = pointer_attributes(p, MemoryAbi::Rocm6, 0).unwrap();
+        assert_eq!((a.memory_type, a.device), (0, UNREGISTERED_DEVICE));
+        assert!(a.device_pointer.is_null() && a.host_pointer.is_null());
+        assert_eq!(
+            pointer_attributes(std::ptr::null(), MemoryAbi::Rocm6, 0),
+            Err(INVALID_VALUE)
+        );
+    }
+
+    #[test]
+    fn exported_pointer_attributes_use_the_configured_abi() {
+        let p = device_alloc(64);
+        let mut a = HipPointerAttribute {
+            memory_type: -1,
+            device: -1,
+            device_pointer: null_mut(),
+            host_pointer: null_mut(),
+            is_managed: -1,
+            allocation_flags: 0,
+        };
+        // SAFETY: `a` is writable.
+        let r = unsafe { hipPointerGetAttributes(&mut a, p.cast()) };
+        assert_eq!(r, SUCCESS);
+        let abi = MemoryAbi::of(config::current().version);
+        assert_eq!(Some(a.memory_type), MemoryType::Device.code(abi));
+        free(p);
+    }
+
+    #[test]
+    fn address_ranges() {
+        let p = device_alloc(12_288);
+        let (mut base, mut size) = (null_mut(), 0usize);
+        // SAFETY: out-pointers are writable.
+        unsafe {
+            assert_eq!(
+                hipMemGetAddressRange(&mut base, &mut size, p.add(12_287).cast()),
+                SUCCESS
+            );
+            assert_eq!((base.cast::<u8>(), size), (p, 12_288));
+            let mut buf = vec![0u8; 100];
+            let r = buf.as_mut_ptr();
+            assert_eq!(
+                hipMemGetAddressRange(&mut base, &mut size, r.add(50).cast()),
+                NOT_FOUND
+            );
+            assert_eq!(hipHostRegister(r.add(10).cast(), 80, 0), SUCCESS);
+            assert_eq!(
+                hipMemGetAddressRange(&mut base, &mut size, r.add(50).cast()),
+                SUCCESS
+            );
+            assert_eq!((base.cast::<u8>(), size), (r.add(10), 80));
+            assert_eq!(hipHostUnregister(r.add(10).cast()), SUCCESS);
+        }
+        free(p);
+    }
+
+    #[test]
+    fn memcpy_round_trips_through_device_memory() {
+        let d = device_alloc(4096);
+        let d2 = device_alloc(4096);
+        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        let mut back = vec![0u8; 4096];
+        // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
+        unsafe {
+            assert_eq!(hipMemcpy(d.cast(), src.as_ptr().cast(), 4096, 1), SUCCESS);
+            assert_eq!(hipMemcpy(d2.cast(), d.cast(), 4096, 3), SUCCESS);
+            assert_eq!(
+                hipMemcpyAsync(back.as_mut_ptr().cast(), d2.cast(), 4096, 2, null_mut()),
+                SUCCESS
+            );
+        }
+        assert_eq!(back, src);
+        free(d);
+        free(d2);
+    }
+
+    #[test]
+    fn memcpy_refuses_out_of_allocation_writes() {
+        let d = device_alloc(4096);
+        let d2 = device_alloc(4096);
+        let mut host = vec![0xAAu8; 8192];
+        let h = host.as_mut_ptr();
+        // SAFETY: every call here is refused before copying.
+        unsafe {
+            // Past the end of the device allocation.
+            assert_eq!(hipMemcpy(d.add(1).cast(), h.cast(), 4096, 1), INVALID_VALUE);
+            assert_eq!(
+                hipMemcpy(h.cast(), d.add(4000).cast(), 97, 2),
+                INVALID_VALUE
+            );
+            // Host memory declared device memory.
+            assert_eq!(
+                hipMemcpy(h.cast(), h.add(4096).cast(), 16, 1),
+                INVALID_VALUE
+            );
+            assert_eq!(
+                hipMemcpy(h.cast(), h.add(4096).cast(), 16, 3),
+                INVALID_VALUE
+            );
+            // A host side that runs from one entry past its end, or into an entry.
+            assert_eq!(
+                hipMemcpy(d.add(4000).cast(), h.cast(), 200, 0),
+                INVALID_VALUE
+            );
+            assert_eq!(
+                hipMemcpy(d.add(4000).cast(), h.cast(), 200, 4),
+                INVALID_VALUE
+            );
+            assert_eq!(
+                hipMemcpy(h.cast(), d2.add(4095).cast(), 2, 4),
+                INVALID_VALUE
+            );
+            // Null pointers and unknown kinds.
+            assert_eq!(hipMemcpy(null_mut(), h.cast(), 1, 4), INVALID_VALUE);
+            assert_eq!(hipMemcpy(d.cast(), std::ptr::null(), 1, 1), INVALID_VALUE);
+            assert_eq!(
+                hipMemcpy(d.cast(), h.cast(), 1, 5),
+                INVALID_MEMCPY_DIRECTION
+            );
+            assert_eq!(
+                hipMemcpy(d.cast(), h.cast(), 0, -1),
+                INVALID_MEMCPY_DIRECTION
+            );
+            // A stream that does not exist.
+            assert_eq!(
+                hipMemcpyAsync(d.cast(), h.cast(), 1, 1, 8usize as HipStream),
+                INVALID_HANDLE
+            );
+        }
+        assert!(host.iter().all(|&b| b == 0xAA));
+        // SAFETY: size 0 copies nothing, whatever the pointers.
+        let r = unsafe { hipMemcpy(null_mut(), std::ptr::null(), 0, 1) };
+        assert_eq!(r, SUCCESS);
+        // SAFETY: in bounds, kind Default.
+        let r = unsafe { hipMemcpy(d.add(4095).cast(), h.cast(), 1, 4) };
+        assert_eq!(r, SUCCESS);
+        free(d);
+        free(d2);
+    }
+
+    #[test]
+    fn allocations_remember_their_device() {
+        // A thread of its own, so that no other test sees its current device.
+        std::thread::spawn(|| {
+            let mut ptrs = Vec::new();
+            for device in [2, 0, 3] {
+                assert_eq!(set_device(device, 4), Ok(()));
+                ptrs.push((device, device_alloc(64)));
+            }
+            for (device, p) in ptrs {
+                let a = pointer_attributes(p.cast(), MemoryAbi::Rocm6, 1).unwrap();
+                assert_eq!(a.device, device);
+                free(p);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn free_waits_for_running_transfers() {
+        let d = device_alloc(4096);
+        let gate = transfer_gate();
+        let addr = d as usize;
+        let freer = std::thread::spawn(move || {
+            // SAFETY: the test's own allocation, freed once.
+            unsafe { hipFree(addr as *mut c_void) }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            lookup(addr).is_some_and(|a| a.base == addr),
+            "freed under a transfer"
+        );
+        drop(gate);
+        assert_eq!(freer.join().unwrap(), SUCCESS);
+    }
+}
