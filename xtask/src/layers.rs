@@ -22,6 +22,7 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-core",
             "hipfile-probe",
             "hipfile-sys",
+            "hipfile-runtime",
             "hipfile-fastpath",
             "hipfile-fallback",
         ]),
@@ -33,18 +34,24 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-core",
             "hipfile-probe",
             "hipfile-sys",
+            "hipfile-runtime",
             "hipfile-fastpath",
             "hipfile-fallback",
         ]),
     ),
     ("hipfile-testfs", Some(&[])),
     ("hipfile-emu", Some(&[])),
+    (
+        "hipfile-runtime",
+        Some(&["hipfile-core", "hipfile-probe", "hipfile-sys"]),
+    ),
     ("hipfile-tests", None),
     ("xtask", Some(&[])),
 ];
 
-/// What dev-dependencies may add to a crate's allowed set.
-pub const DEV_EXTRA: &[&str] = &["hipfile-testfs"];
+/// What dev-dependencies may add to a crate's allowed set: the test fixtures and the
+/// emulated runtime (a library loaded at run time, never linked into library code).
+pub const DEV_EXTRA: &[&str] = &["hipfile-testfs", "hipfile-emu"];
 
 /// Runs `cargo metadata` for the workspace.
 pub fn workspace_metadata() -> Result<Value, String> {

@@ -101,6 +101,17 @@ pub trait GpuRuntime: Send + Sync {
     /// Whether `hipAmdFileRead` and `hipAmdFileWrite` are both available.
     fn has_amd_file_io(&self) -> bool;
 
+    /// Allocates `len` bytes of device memory on the current device.
+    fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError>;
+
+    /// Frees memory from [`GpuRuntime::alloc_device`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `alloc_device` of this runtime, no transfer uses it, and it is not
+    /// used afterwards.
+    unsafe fn free_device(&self, ptr: DevicePtr) -> Result<(), RuntimeError>;
+
     /// Allocates `len` bytes of page-locked host memory.
     fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError>;
 

@@ -1,6 +1,7 @@
 //! What the GPU runtime on this machine offers, as `hipfile check` reports it.
 
 use hipfile_core::Config;
+use hipfile_sys::{Hip, LoadOptions, RuntimeVersion};
 use std::path::PathBuf;
 
 /// Which GPU runtime was found.
@@ -41,12 +42,43 @@ pub struct RuntimeReport {
 /// Loads the runtime the way a driver would (`config`'s library path, `ROCM_PATH`, the usual
 /// places) and reports what it offers. Never fails: problems are in [`RuntimeReport::error`].
 pub fn inspect_runtime(config: &Config) -> RuntimeReport {
-    let _ = config;
+    let options = LoadOptions {
+        explicit_path: config.hip_library.clone(),
+        rocm_path: config.rocm_path.clone(),
+    };
+    let hip = match Hip::load(&options) {
+        Ok(hip) => hip,
+        Err(e) => {
+            return RuntimeReport {
+                platform: Platform::None,
+                library: None,
+                version: None,
+                amd_file_io: false,
+                error: Some(e.to_string()),
+            };
+        }
+    };
+    let version = hip
+        .runtime_version()
+        .ok()
+        .map(|v| RuntimeVersion(v).to_string());
+    let error = match hip.device_count() {
+        Ok(n) if n > 0 => None,
+        Ok(_) => Some("the runtime reports no GPU device".to_string()),
+        Err(e) => {
+            let text = hip.error_string(e);
+            Some(if text.is_empty() || text == hip.error_name(e) {
+                format!("hipGetDeviceCount failed: {e}")
+            } else {
+                format!("hipGetDeviceCount failed: {e}: {text}")
+            })
+        }
+    };
     RuntimeReport {
-        platform: Platform::None,
-        library: None,
-        version: None,
-        amd_file_io: false,
-        error: Some("runtime inspection is being wired".into()),
+        platform: Platform::Amd,
+        library: Some(hip.library_path().to_path_buf()),
+        version,
+        amd_file_io: hip.has_amd_file_io(),
+        error,
     }
 }

@@ -1,0 +1,313 @@
+//! [`GpuRuntime`] over a loaded HIP runtime.
+//!
+//! # Safety
+//!
+//! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime`
+//! method already upholds (the same ranges, the same ownership), or hands the runtime
+//! pointers to valid locals.
+
+#![allow(unsafe_code)]
+
+use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
+use hipfile_sys::{
+    AmdFileIoError, Hip, HipError, LoadError, LoadOptions, MemoryType, hipAmdFileHandle_t,
+    hipEvent_t, hipStream_t, host_malloc_flags, memcpy_kind, stream_flags,
+};
+use std::ffi::c_void;
+use std::os::fd::RawFd;
+use std::path::Path;
+
+/// What kind of HIP-ABI library was loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// AMD's runtime.
+    Amd,
+    /// `hipfile-emu`, recognised by its `hipfileEmuVersion` marker symbol.
+    Emulated,
+}
+
+/// A loaded HIP runtime as a [`GpuRuntime`].
+pub struct HipRuntime {
+    hip: Hip,
+    version: i32,
+    kind: RuntimeKind,
+}
+
+impl std::fmt::Debug for HipRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HipRuntime")
+            .field("library", &self.hip.library_path())
+            .field("version", &self.version)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl HipRuntime {
+    /// Searches for and loads the runtime (see `hipfile_sys::candidates`).
+    ///
+    /// # Errors
+    ///
+    /// The loader's error, naming every path tried.
+    pub fn load(options: &LoadOptions) -> Result<HipRuntime, LoadError> {
+        Hip::load(options).map(HipRuntime::new)
+    }
+
+    /// Loads the runtime at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The loader's error.
+    pub fn load_path(path: &Path) -> Result<HipRuntime, LoadError> {
+        Hip::load_path(path).map(HipRuntime::new)
+    }
+
+    /// Wraps an already loaded runtime.
+    pub fn new(hip: Hip) -> HipRuntime {
+        // A runtime that cannot say its version is treated as the newest ABI: ROCm 5 is the
+        // exception, and it answers.
+        let version = hip.runtime_version().unwrap_or(i32::MAX);
+        let kind = if hip.has_symbol(c"hipfileEmuVersion") {
+            RuntimeKind::Emulated
+        } else {
+            RuntimeKind::Amd
+        };
+        HipRuntime { hip, version, kind }
+    }
+
+    /// The raw `hipRuntimeGetVersion` value (`i32::MAX` when the runtime would not say).
+    pub fn version(&self) -> i32 {
+        self.version
+    }
+
+    /// AMD's runtime or the emulated one.
+    pub fn kind(&self) -> RuntimeKind {
+        self.kind
+    }
+
+    /// The loaded runtime's raw FFI layer.
+    pub fn hip(&self) -> &Hip {
+        &self.hip
+    }
+
+    fn error(&self, call: &'static str, e: HipError) -> RuntimeError {
+        RuntimeError {
+            call,
+            code: e.0,
+            message: self.hip.error_string(e),
+        }
+    }
+}
+
+fn kind_of(t: MemoryType) -> MemoryKind {
+    match t {
+        MemoryType::Device => MemoryKind::Device,
+        MemoryType::Host => MemoryKind::Host,
+        MemoryType::Managed => MemoryKind::Managed,
+        MemoryType::Array => MemoryKind::Array,
+        MemoryType::Unified => MemoryKind::Unified,
+        // An unknown value is not device memory as far as hipfile can tell.
+        _ => MemoryKind::Unregistered,
+    }
+}
+
+fn ptr(p: DevicePtr) -> *mut c_void {
+    p.0 as usize as *mut c_void
+}
+
+fn file_io(e: AmdFileIoError, rt: &HipRuntime, call: &'static str) -> FileIoError {
+    match e {
+        AmdFileIoError::Status(errno) => FileIoError::Errno(errno),
+        AmdFileIoError::Hip(h) => FileIoError::Runtime(rt.error(call, h)),
+        AmdFileIoError::Unavailable => FileIoError::Unavailable,
+    }
+}
+
+impl GpuRuntime for HipRuntime {
+    fn thread_init(&self) -> Result<(), RuntimeError> {
+        self.hip.init().map_err(|e| self.error("hipInit", e))
+    }
+
+    fn pointer_info(&self, p: DevicePtr) -> Result<PointerInfo, RuntimeError> {
+        match self.hip.pointer_attributes(ptr(p)) {
+            Ok(a) => Ok(PointerInfo {
+                memory: kind_of(a.memory_type(self.version)),
+                device: a.device,
+            }),
+            // ROCm 5 answers hipErrorInvalidValue for memory it does not know; ROCm >= 6
+            // reports it as Unregistered. Both mean the same here.
+            Err(HipError::INVALID_VALUE) if self.version < 60_000_000 => Ok(PointerInfo {
+                memory: MemoryKind::Unregistered,
+                device: -2,
+            }),
+            Err(e) => Err(self.error("hipPointerGetAttributes", e)),
+        }
+    }
+
+    fn address_range(&self, p: DevicePtr) -> Result<(DevicePtr, u64), RuntimeError> {
+        let (base, len) = self
+            .hip
+            .mem_get_address_range(ptr(p))
+            .map_err(|e| self.error("hipMemGetAddressRange", e))?;
+        Ok((DevicePtr(base as usize as u64), len as u64))
+    }
+
+    fn has_amd_file_io(&self) -> bool {
+        self.hip.has_amd_file_io()
+    }
+
+    fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {
+        // SAFETY: the memory is owned by the caller, who frees it through `free_device`.
+        let p = unsafe { self.hip.malloc(len) }.map_err(|e| self.error("hipMalloc", e))?;
+        Ok(DevicePtr(p as usize as u64))
+    }
+
+    unsafe fn free_device(&self, p: DevicePtr) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees `p` came from `alloc_device` and is unused.
+        unsafe { self.hip.free(ptr(p)) }.map_err(|e| self.error("hipFree", e))
+    }
+
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        // SAFETY: the memory is owned by the caller, who frees it through `free_pinned`.
+        let p = unsafe { self.hip.host_malloc(len, host_malloc_flags::PORTABLE) }
+            .map_err(|e| self.error("hipHostMalloc", e))?;
+        Ok(p.cast())
+    }
+
+    unsafe fn free_pinned(&self, p: *mut u8) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
+        unsafe { self.hip.host_free(p.cast()) }.map_err(|e| self.error("hipHostFree", e))
+    }
+
+    fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
+        // SAFETY: the stream is owned by the caller, who destroys it through `stream_destroy`.
+        let s = unsafe { self.hip.stream_create(stream_flags::NON_BLOCKING) }
+            .map_err(|e| self.error("hipStreamCreateWithFlags", e))?;
+        Ok(StreamHandle(s.0 as usize))
+    }
+
+    fn stream_destroy(&self, s: StreamHandle) -> Result<(), RuntimeError> {
+        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
+        unsafe { self.hip.stream_destroy(hipStream_t(s.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipStreamDestroy", e))
+    }
+
+    fn stream_synchronize(&self, s: StreamHandle) -> Result<(), RuntimeError> {
+        // SAFETY: as for `stream_destroy`.
+        unsafe { self.hip.stream_synchronize(hipStream_t(s.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipStreamSynchronize", e))
+    }
+
+    fn event_create(&self) -> Result<EventHandle, RuntimeError> {
+        // SAFETY: the event is owned by the caller, who destroys it through `event_destroy`.
+        let e = unsafe { self.hip.event_create() }.map_err(|e| self.error("hipEventCreate", e))?;
+        Ok(EventHandle(e.0 as usize))
+    }
+
+    fn event_record(&self, event: EventHandle, s: StreamHandle) -> Result<(), RuntimeError> {
+        // SAFETY: handles only come from `event_create`/`stream_create`.
+        unsafe {
+            self.hip.event_record(
+                hipEvent_t(event.0 as *mut c_void),
+                hipStream_t(s.0 as *mut c_void),
+            )
+        }
+        .map_err(|e| self.error("hipEventRecord", e))
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> Result<(), RuntimeError> {
+        // SAFETY: as for `event_record`.
+        unsafe {
+            self.hip
+                .event_synchronize(hipEvent_t(event.0 as *mut c_void))
+        }
+        .map_err(|e| self.error("hipEventSynchronize", e))
+    }
+
+    fn event_destroy(&self, event: EventHandle) -> Result<(), RuntimeError> {
+        // SAFETY: as for `event_record`.
+        unsafe { self.hip.event_destroy(hipEvent_t(event.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipEventDestroy", e))
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees both ranges until the copy completes.
+        unsafe {
+            match stream {
+                None => self
+                    .hip
+                    .memcpy(ptr(dst), src.cast(), len, memcpy_kind::HOST_TO_DEVICE),
+                Some(s) => self.hip.memcpy_async(
+                    ptr(dst),
+                    src.cast(),
+                    len,
+                    memcpy_kind::HOST_TO_DEVICE,
+                    hipStream_t(s.0 as *mut c_void),
+                ),
+            }
+        }
+        .map_err(|e| self.error("hipMemcpy", e))
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees both ranges until the copy completes.
+        unsafe {
+            match stream {
+                None => self
+                    .hip
+                    .memcpy(dst.cast(), ptr(src), len, memcpy_kind::DEVICE_TO_HOST),
+                Some(s) => self.hip.memcpy_async(
+                    dst.cast(),
+                    ptr(src),
+                    len,
+                    memcpy_kind::DEVICE_TO_HOST,
+                    hipStream_t(s.0 as *mut c_void),
+                ),
+            }
+        }
+        .map_err(|e| self.error("hipMemcpy", e))
+    }
+
+    unsafe fn amd_file_read(
+        &self,
+        fd: RawFd,
+        dst: DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, FileIoError> {
+        // SAFETY: the caller guarantees the device range; `fd` is an open descriptor.
+        unsafe {
+            self.hip
+                .amd_file_read(hipAmdFileHandle_t::from_fd(fd), ptr(dst), size, offset)
+        }
+        .map_err(|e| file_io(e, self, "hipAmdFileRead"))
+    }
+
+    unsafe fn amd_file_write(
+        &self,
+        fd: RawFd,
+        src: DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, FileIoError> {
+        // SAFETY: the caller guarantees the device range; `fd` is an open descriptor.
+        unsafe {
+            self.hip
+                .amd_file_write(hipAmdFileHandle_t::from_fd(fd), ptr(src), size, offset)
+        }
+        .map_err(|e| file_io(e, self, "hipAmdFileWrite"))
+    }
+}

@@ -1,0 +1,25 @@
+//! hipfile's GPU runtimes: implementations of `hipfile-core`'s [`GpuRuntime`] over the
+//! runtimes `hipfile-sys` loads. [`HipRuntime`] serves AMD's `libamdhip64` and any library
+//! with the same ABI (the emulated runtime of `hipfile-emu` among them).
+//!
+//! Each method translates one call: the ABI-dependent parts (memory-type numbering by
+//! runtime version, ROCm 5's error for unknown host pointers) are decoded here so that the
+//! layers above see one meaning. It validates nothing (core does) and decides nothing (the
+//! backends do). It depends on `hipfile-core` and `hipfile-sys`; only the facade and tools
+//! depend on it.
+//!
+//! # Safety
+//!
+//! The `unsafe` here forwards `GpuRuntime`'s `unsafe fn`s to the matching `hipfile-sys`
+//! wrappers under the same contract, and converts opaque handles to and from integers.
+
+#![deny(unsafe_code)]
+
+mod hip;
+
+pub use hip::{HipRuntime, RuntimeKind};
+
+use hipfile_core::GpuRuntime;
+
+/// Marker for documentation: every runtime here is a [`GpuRuntime`].
+pub fn is_gpu_runtime<T: GpuRuntime>(_: &T) {}
