@@ -23,6 +23,20 @@ pub const ENV_STATS_LEVEL: &str = "HIPFILE_STATS_LEVEL";
 pub const ENV_HIP_LIBRARY: &str = "HIPFILE_HIP_LIBRARY";
 /// `ROCM_PATH`: the ROCm installation whose `lib/` is searched first.
 pub const ENV_ROCM_PATH: &str = "ROCM_PATH";
+/// `HIP_PLATFORM`: HIP's own switch, `amd` or `nvidia`; unset means try AMD, then NVIDIA.
+pub const ENV_HIP_PLATFORM: &str = "HIP_PLATFORM";
+
+/// Which GPU platform to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PlatformChoice {
+    /// AMD's runtime if one loads, else NVIDIA's.
+    #[default]
+    Auto,
+    /// Only AMD's HIP runtime (or a library with its ABI, such as the emulated one).
+    Amd,
+    /// Only NVIDIA's CUDA runtime.
+    Nvidia,
+}
 
 /// The settled configuration of one driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +54,8 @@ pub struct Config {
     pub hip_library: Option<PathBuf>,
     /// A ROCm installation to search first.
     pub rocm_path: Option<PathBuf>,
+    /// Which platform to load.
+    pub platform: PlatformChoice,
 }
 
 impl Default for Config {
@@ -52,6 +68,7 @@ impl Default for Config {
             stats_level: 0,
             hip_library: None,
             rocm_path: None,
+            platform: PlatformChoice::Auto,
         }
     }
 }
@@ -124,6 +141,7 @@ pub struct ConfigBuilder {
     stats_level: Option<u32>,
     hip_library: Option<PathBuf>,
     rocm_path: Option<PathBuf>,
+    platform: Option<PlatformChoice>,
 }
 
 impl ConfigBuilder {
@@ -165,6 +183,12 @@ impl ConfigBuilder {
     /// Overrides `ROCM_PATH`.
     pub fn rocm_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.rocm_path = Some(path.into());
+        self
+    }
+
+    /// Overrides `HIP_PLATFORM`.
+    pub fn platform(mut self, platform: PlatformChoice) -> Self {
+        self.platform = Some(platform);
         self
     }
 
@@ -237,6 +261,23 @@ impl ConfigBuilder {
                     .map(PathBuf::from)
             })
         };
+        let platform = self.platform.unwrap_or_else(|| match lookup(ENV_HIP_PLATFORM) {
+            None => PlatformChoice::Auto,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" => PlatformChoice::Auto,
+                "amd" | "hcc" => PlatformChoice::Amd,
+                "nvidia" | "nvcc" => PlatformChoice::Nvidia,
+                _ => {
+                    warnings.push(ConfigWarning::InvalidValue {
+                        variable: ENV_HIP_PLATFORM,
+                        value: v,
+                        used: "automatic (AMD, then NVIDIA)".into(),
+                        expected: "amd or nvidia",
+                    });
+                    PlatformChoice::Auto
+                }
+            },
+        });
         let config = Config {
             allow_compat_mode,
             force_compat_mode,
@@ -244,6 +285,7 @@ impl ConfigBuilder {
             stats_level,
             hip_library: path(self.hip_library, ENV_HIP_LIBRARY),
             rocm_path: path(self.rocm_path, ENV_ROCM_PATH),
+            platform,
         };
         if config.leaves_no_backend() {
             warnings.push(ConfigWarning::NoBackend);
@@ -431,6 +473,21 @@ mod tests {
             Some(PathBuf::from("/opt/x/libamdhip64.so.7"))
         );
         assert_eq!(c.rocm_path, None);
+    }
+
+    #[test]
+    fn hip_platform() {
+        let p = |v: &str| ConfigBuilder::new().build_with(env(&[(ENV_HIP_PLATFORM, v)]));
+        assert_eq!(p("amd").0.platform, PlatformChoice::Amd);
+        assert_eq!(p("NVIDIA").0.platform, PlatformChoice::Nvidia);
+        assert_eq!(p("").0.platform, PlatformChoice::Auto);
+        let (c, w) = p("intel");
+        assert_eq!(c.platform, PlatformChoice::Auto);
+        assert!(w[0].to_string().contains("HIP_PLATFORM"));
+        let (c, _) = ConfigBuilder::new()
+            .platform(PlatformChoice::Amd)
+            .build_with(env(&[(ENV_HIP_PLATFORM, "nvidia")]));
+        assert_eq!(c.platform, PlatformChoice::Amd);
     }
 
     #[test]

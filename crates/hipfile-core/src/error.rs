@@ -167,6 +167,44 @@ pub enum Error {
         /// The allocation's length.
         alloc_len: u64,
     },
+    /// Registering a file failed: its facts could not be read or a descriptor not opened.
+    #[error("cannot register the file: {0}")]
+    Probe(#[source] hipfile_probe::ProbeError),
+    /// This file descriptor is already registered.
+    #[error("file descriptor {fd} is already registered; deregister it first")]
+    HandleAlreadyRegistered {
+        /// The descriptor.
+        fd: i32,
+    },
+    /// The file handle was deregistered.
+    #[error("the file handle is not registered (it was deregistered)")]
+    HandleNotRegistered,
+    /// This buffer is already registered.
+    #[error("buffer {ptr} is already registered")]
+    MemoryAlreadyRegistered {
+        /// The buffer's address.
+        ptr: DevicePtr,
+    },
+    /// Deregistering a buffer that is not registered.
+    #[error("buffer {ptr} is not registered")]
+    MemoryNotRegistered {
+        /// The buffer's address.
+        ptr: DevicePtr,
+    },
+    /// Deregistration refused while I/O uses the file or buffer.
+    #[error("cannot deregister the {what} while {count} I/O request(s) use it; retry when they finish")]
+    InUse {
+        /// `file` or `buffer`.
+        what: &'static str,
+        /// Requests in flight.
+        count: usize,
+    },
+    /// No GPU runtime could be loaded, or the driver could not be opened.
+    #[error("cannot open the hipfile driver: {0}")]
+    DriverOpen(String),
+    /// A driver with another configuration is already open in this process.
+    #[error("the hipfile driver is already open with another configuration; close every handle first or use Driver::open()")]
+    DriverAlreadyOpen,
     /// A fault inside hipfile or a backend that broke its contract.
     #[error("internal error: {0}")]
     Internal(String),
@@ -229,6 +267,21 @@ impl Error {
             }
             Error::PointerRange { .. } => ErrorCode::HipFile(HipFileCode::HipPointerRangeError),
             Error::Internal(_) => ErrorCode::HipFile(HipFileCode::InternalError),
+            Error::Probe(p) => match p.errno() {
+                Some(e) => ErrorCode::Errno(e),
+                None => ErrorCode::HipFile(HipFileCode::InternalError),
+            },
+            Error::HandleAlreadyRegistered { .. } => {
+                ErrorCode::HipFile(HipFileCode::HandleAlreadyRegistered)
+            }
+            Error::HandleNotRegistered => ErrorCode::HipFile(HipFileCode::HandleNotRegistered),
+            Error::MemoryAlreadyRegistered { .. } => {
+                ErrorCode::HipFile(HipFileCode::MemoryAlreadyRegistered)
+            }
+            Error::MemoryNotRegistered { .. } => ErrorCode::HipFile(HipFileCode::MemoryNotRegistered),
+            Error::InUse { .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
+            Error::DriverOpen(_) => ErrorCode::HipFile(HipFileCode::DriverNotInitialized),
+            Error::DriverAlreadyOpen => ErrorCode::HipFile(HipFileCode::DriverAlreadyOpen),
         }
     }
 
