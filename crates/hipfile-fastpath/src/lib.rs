@@ -1,35 +1,68 @@
 //! hipfile's fastpath backend: storage ⇄ GPU memory with no host copy, through the runtime's
 //! `hipAmdFileRead`/`hipAmdFileWrite` on the file's `O_DIRECT` descriptor.
 //!
-//! It decides only whether it can serve a request ([`Fastpath::score`], SPEC.md §1 rules
-//! 1–7); selection, validation and retry belong to `hipfile-core`. It reaches the GPU only
-//! through `hipfile-core`'s `GpuRuntime` trait, never through `hipfile-sys`, and does not
-//! depend on the fallback. The facade and tools depend on it.
+//! It decides whether it can serve a request ([`Fastpath::score`], SPEC.md §1 rules 1–7)
+//! and serves it with one runtime call ([`Fastpath::io`]); selection, validation and retry
+//! belong to `hipfile-core`. It does not split, align or retry requests: the kernel driver
+//! decides what a transfer may be, and its errno goes back to core unchanged (`ENODEV` and
+//! `EREMOTEIO` are what core retries on the fallback). It reaches the GPU only through
+//! `hipfile-core`'s `GpuRuntime` trait, never through `hipfile-sys`, and does not depend on
+//! the fallback. The facade and tools depend on it.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+
+mod io;
 
 use hipfile_core::{
-    Backend, BackendError, BackendKind, Config, IoTarget, MemoryKind, Reason, Submission, Verdict,
+    Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, Reason,
+    Submission, Verdict,
 };
 use hipfile_probe::{Ext4Journal, FileFacts, FileKind};
+use std::fmt;
+use std::sync::Arc;
 
 /// The fastpath backend.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Fastpath {
     force_compat_mode: bool,
     unsupported_file_systems: bool,
     amd_file_io: bool,
+    /// `None` for a fastpath that only scores.
+    io: Option<io::AmdFileIo>,
 }
 
 impl Fastpath {
-    /// A fastpath for `config`, on a runtime that does (or does not) expose both
-    /// `hipAmdFileRead` and `hipAmdFileWrite`.
+    /// A fastpath for `config` that only scores, on a runtime that does (or does not) expose
+    /// both `hipAmdFileRead` and `hipAmdFileWrite`. Its [`Backend::io`] fails with
+    /// [`BackendError::Unsupported`]: it has no runtime to move bytes with.
     pub fn new(config: &Config, amd_file_io: bool) -> Self {
         Fastpath {
             force_compat_mode: config.force_compat_mode,
             unsupported_file_systems: config.unsupported_file_systems,
             amd_file_io,
+            io: None,
         }
+    }
+
+    /// A fastpath for `config` that serves requests through `runtime`; whether the runtime
+    /// has AMD file I/O is asked once, here.
+    pub fn with_runtime(config: &Config, runtime: Arc<dyn GpuRuntime>) -> Self {
+        Fastpath {
+            amd_file_io: runtime.has_amd_file_io(),
+            io: Some(io::AmdFileIo::new(runtime)),
+            ..Fastpath::new(config, false)
+        }
+    }
+}
+
+impl fmt::Debug for Fastpath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fastpath")
+            .field("force_compat_mode", &self.force_compat_mode)
+            .field("unsupported_file_systems", &self.unsupported_file_systems)
+            .field("amd_file_io", &self.amd_file_io)
+            .field("has_runtime", &self.io.is_some())
+            .finish()
     }
 }
 
@@ -91,10 +124,23 @@ impl Backend for Fastpath {
         Verdict::from_reasons(Verdict::FASTPATH_SCORE, reasons)
     }
 
-    fn io(&self, s: &Submission<'_>, _target: &IoTarget<'_>) -> Result<i64, BackendError> {
-        Err(BackendError::Unsupported(format!(
-            "the fastpath's {} is not built yet in this version of hipfile",
-            s.request.op
-        )))
+    /// One `hipAmdFileRead`/`hipAmdFileWrite` on the `O_DIRECT` descriptor, after `hipInit`
+    /// once per thread. Returns the count the runtime reports, which may be short; size 0
+    /// returns 0 without calling the runtime.
+    ///
+    /// # Errors
+    ///
+    /// - a fastpath made with [`Fastpath::new`] (no runtime), or a file without an `O_DIRECT`
+    ///   descriptor: [`BackendError::Unsupported`];
+    /// - the kernel driver's errno: [`BackendError::Os`] with the call's name;
+    /// - the runtime's own failure, also of `hipInit`: [`BackendError::Runtime`].
+    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError> {
+        let Some(io) = &self.io else {
+            return Err(BackendError::Unsupported(format!(
+                "the fastpath cannot {}: it was made for scoring only, without a GPU runtime",
+                s.request.op
+            )));
+        };
+        io.transfer(s.request, target)
     }
 }

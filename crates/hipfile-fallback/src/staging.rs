@@ -1,0 +1,571 @@
+//! Host staging: a bounded pool of pinned buffers shared by every request of a driver, and the
+//! copies between one staging buffer and device memory.
+//!
+//! Buffers come from `GpuRuntime::alloc_pinned` (`hipHostMalloc`, page-aligned and
+//! page-locked, so that copies run at full speed and a later `O_DIRECT` read may target
+//! them). Each is allocated the first time no idle one is left and fewer than
+//! `max_buffers` exist, then kept and reused until the pool is dropped: a request never
+//! allocates pinned memory once the pool has grown to what the load needs. A caller that
+//! finds every buffer taken waits until one is given back.
+//!
+//! # Safety
+//!
+//! The `unsafe` here rests on two invariants.
+//!
+//! - **Staging buffers.** A [`StagingGuard`] is the only holder of its buffer: `capacity`
+//!   bytes that the pool's runtime allocated, zeroed right after allocation (so every byte is
+//!   initialised before a slice is made over it), handed to one guard at a time, and freed
+//!   only when the pool is dropped, which the borrow in `StagingGuard<'_>` forbids while any
+//!   guard lives.
+//! - **Device ranges.** A [`DeviceRange`] is made only from a [`ValidRequest`], and smaller
+//!   ones only by splitting it. `hipfile-core`'s validation guarantees that a request's
+//!   `address..address + size` lies inside its buffer, and the buffer was checked against its
+//!   allocation (`hipMemGetAddressRange`) when it was registered or, unregistered, for the
+//!   call. Backends trust that validation (ARCHITECTURE.md).
+//!
+//! Copies are synchronous (no stream), so neither memory has to outlive the call.
+
+#![allow(unsafe_code)]
+
+use hipfile_core::{BackendError, DevicePtr, GpuRuntime, RuntimeError, ValidRequest};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+/// The sizes of a [`StagingPool`]. A zero in either field is taken as 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagingConfig {
+    /// Bytes per staging buffer: the most one `pread`/`pwrite` and one copy move. Default
+    /// [`StagingConfig::DEFAULT_CHUNK_SIZE`].
+    pub chunk_size: usize,
+    /// The most buffers the pool holds, and so the most chunks in flight at once across all
+    /// requests of the driver. Default [`StagingConfig::DEFAULT_MAX_BUFFERS`].
+    pub max_buffers: usize,
+}
+
+impl StagingConfig {
+    /// 16 MiB: large enough that the fixed cost of each `pread` and each copy is small
+    /// (PERF.md measured page-cache reads at 16 MiB and pinned copies near their limit), small
+    /// enough to pipeline and to split a request into several tasks; it is the size
+    /// upstream hipFile uses and the top of the 4–16 MiB task size PERF.md suggests.
+    pub const DEFAULT_CHUNK_SIZE: usize = 16 << 20;
+
+    /// 8 buffers, so at most 128 MiB of pinned memory per driver by default: PERF.md's
+    /// page-cache read bandwidth stops growing at about 8 threads (40.1 GB/s at 8, 40.9 at
+    /// 16), so more buffers would pin memory for little gain.
+    pub const DEFAULT_MAX_BUFFERS: usize = 8;
+
+    fn normalized(self) -> StagingConfig {
+        StagingConfig {
+            chunk_size: self.chunk_size.max(1),
+            max_buffers: self.max_buffers.max(1),
+        }
+    }
+}
+
+impl Default for StagingConfig {
+    fn default() -> Self {
+        StagingConfig {
+            chunk_size: StagingConfig::DEFAULT_CHUNK_SIZE,
+            max_buffers: StagingConfig::DEFAULT_MAX_BUFFERS,
+        }
+    }
+}
+
+/// One pinned buffer of the pool's capacity; the pool frees it.
+struct PinnedBuffer(NonNull<u8>);
+
+// SAFETY: a `PinnedBuffer` is the sole owner of plain page-locked host memory (the pool's idle
+// list or one guard holds it, never both). Such memory is not tied to the thread that
+// allocated it, so handing ownership to another thread is sound.
+unsafe impl Send for PinnedBuffer {}
+
+#[derive(Default)]
+struct PoolState {
+    idle: Vec<PinnedBuffer>,
+    /// Buffers that exist (idle or held by a guard).
+    allocated: usize,
+    /// Allocations in progress, counted against the bound before they finish.
+    allocating: usize,
+}
+
+/// A bounded pool of pinned host buffers, allocated lazily and reused; safe to use from many
+/// threads at once. Dropping the pool frees every buffer.
+pub struct StagingPool {
+    runtime: Arc<dyn GpuRuntime>,
+    config: StagingConfig,
+    state: Mutex<PoolState>,
+    /// Signalled when a buffer is given back or a slot for allocation frees up.
+    returned: Condvar,
+}
+
+impl StagingPool {
+    /// An empty pool: nothing is allocated until the first [`StagingPool::acquire`].
+    pub fn new(runtime: Arc<dyn GpuRuntime>, config: StagingConfig) -> Self {
+        StagingPool {
+            runtime,
+            config: config.normalized(),
+            state: Mutex::new(PoolState::default()),
+            returned: Condvar::new(),
+        }
+    }
+
+    /// The pool's sizes (zeros already replaced by 1).
+    pub fn config(&self) -> StagingConfig {
+        self.config
+    }
+
+    /// How many buffers exist, idle or in use.
+    pub fn allocated(&self) -> usize {
+        self.lock().allocated
+    }
+
+    /// How many buffers are idle, waiting in the pool.
+    pub fn idle(&self) -> usize {
+        self.lock().idle.len()
+    }
+
+    /// Takes a buffer: an idle one, else a newly allocated one while fewer than
+    /// `max_buffers` exist, else waits until another caller gives one back. The buffer goes
+    /// back to the pool when the guard is dropped, whatever path the caller leaves by.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Runtime`] when the runtime cannot allocate pinned memory; nothing is
+    /// kept, and a later call tries again.
+    pub fn acquire(&self) -> Result<StagingGuard<'_>, BackendError> {
+        let mut state = self.lock();
+        loop {
+            if let Some(buffer) = state.idle.pop() {
+                return Ok(StagingGuard { pool: self, buffer });
+            }
+            if state.allocated + state.allocating < self.config.max_buffers {
+                state.allocating += 1;
+                drop(state);
+                let buffer = self.allocate()?;
+                return Ok(StagingGuard { pool: self, buffer });
+            }
+            state = self
+                .returned
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Allocates one buffer for a slot already counted in `allocating`, outside the lock (a
+    /// pinned allocation can take milliseconds).
+    fn allocate(&self) -> Result<PinnedBuffer, BackendError> {
+        let mut slot = AllocationSlot {
+            pool: self,
+            succeeded: false,
+        };
+        let len = self.config.chunk_size;
+        let ptr = self
+            .runtime
+            .alloc_pinned(len)
+            .map_err(BackendError::Runtime)?;
+        let Some(ptr) = NonNull::new(ptr) else {
+            return Err(BackendError::Runtime(RuntimeError {
+                call: "hipHostMalloc",
+                code: 2,
+                message: format!("the runtime returned a null pointer for {len} pinned bytes"),
+            }));
+        };
+        // SAFETY: `ptr..ptr + len` was just allocated for us and nothing else refers to it.
+        // Zeroing it once makes every byte initialised, so that slices over it are sound.
+        unsafe { ptr.as_ptr().write_bytes(0, len) };
+        slot.succeeded = true;
+        Ok(PinnedBuffer(ptr))
+    }
+
+    fn give_back(&self, buffer: PinnedBuffer) {
+        self.lock().idle.push(buffer);
+        self.returned.notify_one();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // Every critical section leaves the state consistent (a push, a pop, a counter), so a
+        // panic elsewhere while the lock was held does not make it unusable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for StagingPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("StagingPool")
+            .field("config", &self.config)
+            .field("allocated", &state.allocated)
+            .field("idle", &state.idle.len())
+            .finish()
+    }
+}
+
+impl Drop for StagingPool {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for buffer in state.idle.drain(..) {
+            // SAFETY: every buffer came from this runtime's `alloc_pinned`; no guard exists
+            // (each borrows the pool), so none is in use, and it is dropped from the list.
+            // A failure cannot be reported from `drop`; the memory stays pinned then.
+            let _ = unsafe { self.runtime.free_pinned(buffer.0.as_ptr()) };
+        }
+    }
+}
+
+/// Ends an allocation slot: counts the buffer as allocated on success, gives the slot back on
+/// failure (also when the runtime panics), and wakes one waiter either way.
+struct AllocationSlot<'a> {
+    pool: &'a StagingPool,
+    succeeded: bool,
+}
+
+impl Drop for AllocationSlot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.pool.lock();
+        state.allocating -= 1;
+        if self.succeeded {
+            state.allocated += 1;
+        }
+        drop(state);
+        // A failed slot lets a waiter try to allocate; a successful one changes nothing for
+        // waiters, but one spare wake-up is harmless.
+        self.pool.returned.notify_one();
+    }
+}
+
+/// Exclusive use of one staging buffer; it goes back to its pool on drop.
+pub struct StagingGuard<'a> {
+    pool: &'a StagingPool,
+    buffer: PinnedBuffer,
+}
+
+impl StagingGuard<'_> {
+    /// The buffer's size in bytes (the pool's `chunk_size`).
+    pub fn capacity(&self) -> usize {
+        self.pool.config.chunk_size
+    }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the guard holds the buffer exclusively; it is `capacity` initialised bytes
+        // that live as long as the pool, which outlives the guard (module invariant).
+        unsafe { std::slice::from_raw_parts(self.buffer.0.as_ptr(), self.capacity()) }
+    }
+
+    /// The buffer's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.buffer.0.as_ptr(), self.capacity()) }
+    }
+
+    /// Copies the first `to.len()` bytes of the buffer to `to`, synchronously.
+    ///
+    /// # Panics
+    ///
+    /// When `to` is longer than the buffer.
+    pub(crate) fn copy_to_device(&self, to: DeviceRange) -> Result<(), BackendError> {
+        let len = to.len_within(self.capacity());
+        // SAFETY: `to` lies inside the request's device buffer (module invariant), `len` is
+        // no more than the guard's buffer, which the guard holds; the copy is synchronous.
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_device(to.start, self.buffer.0.as_ptr(), len, None)
+        }
+        .map_err(BackendError::Runtime)
+    }
+
+    /// Copies `from` into the start of the buffer, synchronously.
+    ///
+    /// # Panics
+    ///
+    /// When `from` is longer than the buffer.
+    pub(crate) fn copy_from_device(&mut self, from: DeviceRange) -> Result<(), BackendError> {
+        let len = from.len_within(self.capacity());
+        // SAFETY: `from` lies inside the request's device buffer (module invariant), `len` is
+        // no more than the guard's buffer, held exclusively through `&mut self`; the copy is
+        // synchronous.
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_host(self.buffer.0.as_ptr(), from.start, len, None)
+        }
+        .map_err(BackendError::Runtime)
+    }
+}
+
+impl Drop for StagingGuard<'_> {
+    fn drop(&mut self) {
+        // The guard's own copy of the pointer is never used again.
+        self.pool.give_back(PinnedBuffer(self.buffer.0));
+    }
+}
+
+impl fmt::Debug for StagingGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StagingGuard")
+            .field("capacity", &self.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Device memory a request moves, or a piece of it. Made only from a validated request and
+/// by splitting, so it always lies inside the request's buffer (module invariant): this is
+/// what lets the copies above be safe functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceRange {
+    start: DevicePtr,
+    len: u64,
+}
+
+impl DeviceRange {
+    /// The device memory `r` reads into or writes from: `address..address + size`.
+    pub(crate) fn of_request(r: &ValidRequest) -> Self {
+        DeviceRange {
+            start: r.address,
+            len: r.size,
+        }
+    }
+
+    /// Bytes in the range.
+    pub(crate) fn len(self) -> u64 {
+        self.len
+    }
+
+    /// The first `n` bytes (all of it when `n >= len`) and the rest.
+    pub(crate) fn split_at(self, n: u64) -> (DeviceRange, DeviceRange) {
+        let n = n.min(self.len);
+        (
+            DeviceRange {
+                start: self.start,
+                len: n,
+            },
+            DeviceRange {
+                // No overflow: validation keeps `address + size` in range.
+                start: DevicePtr(self.start.0 + n),
+                len: self.len - n,
+            },
+        )
+    }
+
+    /// The length as a `usize`, checked against a buffer of `capacity` bytes.
+    fn len_within(self, capacity: usize) -> usize {
+        match usize::try_from(self.len) {
+            Ok(len) if len <= capacity => len,
+            _ => panic!(
+                "a copy of {} bytes does not fit a staging buffer of {capacity}",
+                self.len
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipfile_core::runtime::MockGpuRuntime;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// The pinned allocations of a test runtime that are not freed yet: address and length.
+    type Live = Arc<Mutex<Vec<(usize, usize)>>>;
+
+    /// A runtime whose pinned allocations are real host memory (the pool zeroes them),
+    /// allocated at most `max_allocs` times, and tracked until freed.
+    fn pinned_runtime(max_allocs: usize) -> (MockGpuRuntime, Live) {
+        let live = Live::default();
+        let mut rt = MockGpuRuntime::new();
+        let allocs = live.clone();
+        rt.expect_alloc_pinned()
+            .times(..=max_allocs)
+            .returning(move |len| {
+                let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+                // SAFETY: the layout has a non-zero size (the pool never asks for 0 bytes).
+                let p = unsafe { std::alloc::alloc(layout) };
+                allocs.lock().unwrap().push((p as usize, len));
+                Ok(p)
+            });
+        let frees = live.clone();
+        rt.expect_free_pinned().returning(move |p| {
+            let mut live = frees.lock().unwrap();
+            let i = live.iter().position(|&(a, _)| a == p as usize).unwrap();
+            let (_, len) = live.swap_remove(i);
+            let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+            // SAFETY: `p` came from the allocation above with this layout, freed once.
+            unsafe { std::alloc::dealloc(p, layout) };
+            Ok(())
+        });
+        (rt, live)
+    }
+
+    fn config(max_buffers: usize) -> StagingConfig {
+        StagingConfig {
+            chunk_size: 4096,
+            max_buffers,
+        }
+    }
+
+    #[test]
+    fn the_pool_is_shared_and_its_guards_move_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<StagingPool>();
+        send_sync::<crate::Fallback>();
+        send::<StagingGuard<'static>>();
+    }
+
+    #[test]
+    fn defaults_are_16_mib_and_8_buffers() {
+        let c = StagingConfig::default();
+        assert_eq!((c.chunk_size, c.max_buffers), (16 << 20, 8));
+    }
+
+    #[test]
+    fn zero_sizes_are_taken_as_one() {
+        let pool = StagingPool::new(
+            Arc::new(MockGpuRuntime::new()),
+            StagingConfig {
+                chunk_size: 0,
+                max_buffers: 0,
+            },
+        );
+        assert_eq!(
+            pool.config(),
+            StagingConfig {
+                chunk_size: 1,
+                max_buffers: 1
+            }
+        );
+    }
+
+    #[test]
+    fn allocates_lazily_and_reuses() {
+        let (rt, live) = pinned_runtime(1);
+        let pool = StagingPool::new(Arc::new(rt), config(4));
+        assert_eq!((pool.allocated(), pool.idle()), (0, 0));
+        for _ in 0..5 {
+            let mut g = pool.acquire().unwrap();
+            assert_eq!(g.capacity(), 4096);
+            assert_eq!(g.as_slice().len(), 4096);
+            g.as_mut_slice()[0] = 7;
+            assert_eq!((pool.allocated(), pool.idle()), (1, 0));
+        }
+        assert_eq!((pool.allocated(), pool.idle()), (1, 1));
+        drop(pool);
+        assert!(live.lock().unwrap().is_empty(), "every buffer is freed");
+    }
+
+    #[test]
+    fn grows_to_the_bound_and_frees_every_buffer_on_drop() {
+        let (rt, live) = pinned_runtime(3);
+        let pool = StagingPool::new(Arc::new(rt), config(3));
+        let guards: Vec<_> = (0..3).map(|_| pool.acquire().unwrap()).collect();
+        assert_eq!((pool.allocated(), pool.idle()), (3, 0));
+        drop(guards);
+        assert_eq!((pool.allocated(), pool.idle()), (3, 3));
+        assert_eq!(live.lock().unwrap().len(), 3);
+        drop(pool);
+        assert!(live.lock().unwrap().is_empty(), "every buffer is freed");
+    }
+
+    #[test]
+    fn a_full_pool_makes_callers_wait_for_a_buffer() {
+        let (rt, _live) = pinned_runtime(1);
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        let held = pool.acquire().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let g = pool.acquire().unwrap();
+                tx.send(()).unwrap();
+                drop(g);
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(100)).is_err(),
+                "acquire must wait while the only buffer is held"
+            );
+            drop(held);
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("the waiter gets the buffer once it is given back");
+        });
+        assert_eq!((pool.allocated(), pool.idle()), (1, 1));
+    }
+
+    #[test]
+    fn a_failed_allocation_is_a_runtime_error_and_frees_its_slot() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut rt = MockGpuRuntime::new();
+        let c = calls.clone();
+        rt.expect_alloc_pinned().returning(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+            Err(RuntimeError {
+                call: "hipHostMalloc",
+                code: 2,
+                message: "out of memory".into(),
+            })
+        });
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        for _ in 0..2 {
+            let e = pool.acquire().unwrap_err();
+            assert!(
+                matches!(&e, BackendError::Runtime(r) if r.code == 2 && r.call == "hipHostMalloc"),
+                "{e:?}"
+            );
+        }
+        // The slot was given back each time, so the second call tried again, not waited.
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(pool.allocated(), 0);
+    }
+
+    #[test]
+    fn a_null_allocation_is_a_runtime_error() {
+        let mut rt = MockGpuRuntime::new();
+        rt.expect_alloc_pinned()
+            .returning(|_| Ok(std::ptr::null_mut()));
+        rt.expect_free_pinned().never();
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        assert!(matches!(pool.acquire(), Err(BackendError::Runtime(_))));
+        assert_eq!(pool.allocated(), 0);
+    }
+
+    #[test]
+    fn a_panicking_holder_gives_its_buffer_back() {
+        let (rt, _live) = pinned_runtime(1);
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _g = pool.acquire().unwrap();
+            panic!("a failure while holding a staging buffer");
+        }));
+        assert!(r.is_err());
+        assert_eq!((pool.allocated(), pool.idle()), (1, 1));
+        drop(pool.acquire().unwrap());
+    }
+
+    #[test]
+    fn device_ranges_split_without_leaving_the_range() {
+        let r = DeviceRange {
+            start: DevicePtr(0x1000),
+            len: 10,
+        };
+        let (a, b) = r.split_at(4);
+        assert_eq!(
+            (a.start, a.len, b.start, b.len),
+            (DevicePtr(0x1000), 4, DevicePtr(0x1004), 6)
+        );
+        let (a, b) = r.split_at(99);
+        assert_eq!((a.len, b.len, b.start), (10, 0, DevicePtr(0x100a)));
+        assert_eq!(r.len_within(10), 10);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit a staging buffer")]
+    fn a_range_longer_than_the_buffer_is_refused() {
+        let r = DeviceRange {
+            start: DevicePtr(0x1000),
+            len: 11,
+        };
+        let _ = r.len_within(10);
+    }
+}

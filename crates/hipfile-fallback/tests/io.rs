@@ -1,0 +1,552 @@
+//! The fallback's I/O against real files in the system's temporary directory, with
+//! [`support::HostMemRuntime`] standing in for the GPU.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+mod support;
+
+use hipfile_core::{Backend, BackendError, DevicePtr, Op};
+use hipfile_fallback::{Fallback, StagingConfig};
+use hipfile_testfs::{MountedFs, TempDir, require};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use support::{Faults, HostMemRuntime, config, pattern, run};
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+const SMALL_CHUNK: usize = 64 * KIB;
+
+fn fallback(rt: &Arc<HostMemRuntime>, chunk_size: usize, max_buffers: usize) -> Fallback {
+    Fallback::with_runtime(
+        &config(),
+        rt.clone(),
+        StagingConfig {
+            chunk_size,
+            max_buffers,
+        },
+    )
+}
+
+fn read_write(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap()
+}
+
+/// A device buffer of `len` zero bytes.
+fn device(rt: &HostMemRuntime, len: usize) -> DevicePtr {
+    rt.device_with(&vec![0; len])
+}
+
+/// Every buffer of the fallback's pool is back and idle.
+fn assert_pool_idle(fb: &Fallback) {
+    let pool = fb.staging().unwrap();
+    assert_eq!(
+        pool.idle(),
+        pool.allocated(),
+        "a staging buffer was not given back"
+    );
+}
+
+/// Writes `size` bytes from a device buffer at an unaligned buffer offset to an unaligned file
+/// offset, checks the file through another descriptor, reads the range back into another
+/// device buffer and checks it, with bytes around the range untouched.
+fn round_trip(dir: &Path, chunk_size: usize, size: usize) {
+    const BUF_OFF: usize = 13;
+    const SLACK: usize = 7;
+    let file_offset = 4096 + 5;
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, chunk_size, 2);
+    let path = dir.join(format!("rt-{chunk_size}-{size}"));
+    let file = read_write(&path);
+    let data = pattern(size, size as u8);
+    let len = BUF_OFF + size + SLACK;
+
+    let mut src = vec![0xee; len];
+    src[BUF_OFF..BUF_OFF + size].copy_from_slice(&data);
+    let src = rt.device_with(&src);
+    let wrote = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        len as u64,
+        BUF_OFF as u64,
+        file_offset,
+        size as u64,
+    );
+    assert_eq!(wrote.unwrap(), size as i64, "write of {size} bytes");
+
+    let on_disk = std::fs::read(&path).unwrap();
+    if size == 0 {
+        assert!(on_disk.is_empty(), "a write of nothing writes nothing");
+    } else {
+        assert_eq!(on_disk.len(), file_offset as usize + size);
+        assert!(
+            on_disk[file_offset as usize..] == data[..],
+            "file differs after a write of {size}"
+        );
+    }
+
+    let dst = device(&rt, len);
+    let read = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        len as u64,
+        BUF_OFF as u64,
+        file_offset,
+        size as u64,
+    );
+    assert_eq!(read.unwrap(), size as i64, "read of {size} bytes");
+    let back = rt.read_device(dst, len);
+    assert!(
+        back[BUF_OFF..BUF_OFF + size] == data[..],
+        "device buffer differs after a read of {size}"
+    );
+    assert!(
+        back[..BUF_OFF].iter().all(|&b| b == 0),
+        "a read wrote before its range"
+    );
+    assert!(
+        back[BUF_OFF + size..].iter().all(|&b| b == 0),
+        "a read wrote past its range"
+    );
+
+    let chunks = size.div_ceil(chunk_size);
+    assert_eq!(
+        rt.copies_to_host.load(Ordering::SeqCst),
+        chunks,
+        "copies of a {size}-byte write"
+    );
+    assert_eq!(
+        rt.copies_to_device.load(Ordering::SeqCst),
+        chunks,
+        "copies of a {size}-byte read"
+    );
+    // One buffer serves a whole request, allocated once and reused by the next request.
+    assert_eq!(
+        rt.pinned_allocs.load(Ordering::SeqCst),
+        usize::from(size > 0)
+    );
+    assert_pool_idle(&fb);
+    drop(fb);
+    assert_eq!(
+        rt.live_pinned(),
+        0,
+        "the pool frees its buffers when dropped"
+    );
+}
+
+#[test]
+fn round_trips_every_size_at_unaligned_offsets() {
+    let dir = TempDir::new("fallback-round-trip");
+    let small = [0, 1, 4095, 4096, 3 * SMALL_CHUNK + 1, 16 * MIB + 3];
+    for size in small {
+        round_trip(dir.path(), SMALL_CHUNK, size);
+    }
+    for size in [0, 1, 4096, 16 * MIB + 3] {
+        round_trip(dir.path(), StagingConfig::DEFAULT_CHUNK_SIZE, size);
+    }
+}
+
+#[test]
+fn a_read_stops_at_the_end_of_the_file() {
+    let dir = TempDir::new("fallback-eof");
+    let path = dir.path().join("f");
+    let data = pattern(3 * 4096 + 100, 1);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, 4096, 1);
+    let dst = device(&rt, 64 * KIB);
+    let read = |offset: u64, size: u64| {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            64 * KIB as u64,
+            0,
+            offset,
+            size,
+        )
+        .unwrap()
+    };
+
+    // Short inside the last chunk.
+    assert_eq!(read(5000, 32 * KIB as u64), (data.len() - 5000) as i64);
+    assert!(rt.read_device(dst, data.len() - 5000) == data[5000..]);
+    // The end of the file falls on a chunk boundary: the next chunk reads nothing.
+    assert_eq!(read(100, 3 * 4096 + 500), 3 * 4096);
+    assert!(rt.read_device(dst, 3 * 4096) == data[100..]);
+    // At and after the end.
+    assert_eq!(read(data.len() as u64, 10), 0);
+    assert_eq!(read(1 << 30, 10), 0);
+    assert_pool_idle(&fb);
+}
+
+/// `cachestat(2)` (Linux 6.5; the same number on every architecture): the dirty and
+/// under-writeback pages of `file`, or `None` where the kernel lacks it.
+fn dirty_pages(file: &File) -> Option<(u64, u64)> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
+    let mut stat = Stat::default();
+    // SAFETY: both pointers are to live structs of the kernel's layout; flags must be 0.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut Stat,
+            0,
+        )
+    };
+    (r == 0).then_some((stat.nr_dirty, stat.nr_writeback))
+}
+
+/// Durability is checked as the kernel reports it: after the write returns, the file has no
+/// dirty or under-writeback pages in the page cache (a plain `pwrite` of the same bytes
+/// leaves dirty ones, which shows that the check can fail). That there is exactly one
+/// `fdatasync` per call rather than one per chunk cannot be seen from outside; `transfer.rs`
+/// has it once, after the chunk loop.
+#[test]
+fn a_write_is_on_disk_when_it_returns() {
+    let dir = TempDir::new("fallback-durable");
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, SMALL_CHUNK, 2);
+    let size = 4 * SMALL_CHUNK + 17;
+    let data = pattern(size, 9);
+    let src = rt.device_with(&data);
+
+    let control = read_write(&dir.path().join("control"));
+    control.write_all_at(&data, 0).unwrap();
+    let measurable = match dirty_pages(&control) {
+        Some((dirty, writeback)) if dirty + writeback > 0 => true,
+        other => {
+            eprintln!(
+                "note: cachestat cannot show dirty pages here ({other:?}); checking the data only"
+            );
+            false
+        }
+    };
+
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap();
+    assert_eq!(n, size as i64);
+    if measurable {
+        assert_eq!(
+            dirty_pages(&file),
+            Some((0, 0)),
+            "pages still dirty after the write returned"
+        );
+    }
+    let other = File::open(&path).unwrap();
+    let mut back = vec![0; size];
+    other.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data);
+}
+
+#[test]
+fn a_write_on_a_read_only_descriptor_is_ebadf() {
+    let dir = TempDir::new("fallback-ebadf-w");
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"old").unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, SMALL_CHUNK, 1);
+    let src = rt.device_with(&pattern(1000, 2));
+    let e = run(&fb, &*rt, &file, Op::Write, src, 1000, 0, 0, 1000).unwrap_err();
+    assert_eq!(
+        e,
+        BackendError::Os {
+            call: "pwrite",
+            errno: libc::EBADF
+        }
+    );
+    assert!(!e.is_retryable());
+    assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_read_on_a_write_only_descriptor_is_ebadf() {
+    let dir = TempDir::new("fallback-ebadf-r");
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(1000, 3)).unwrap();
+    let file = OpenOptions::new().write(true).open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, SMALL_CHUNK, 1);
+    let dst = device(&rt, 1000);
+    let e = run(&fb, &*rt, &file, Op::Read, dst, 1000, 0, 0, 1000).unwrap_err();
+    assert_eq!(
+        e,
+        BackendError::Os {
+            call: "pread",
+            errno: libc::EBADF
+        }
+    );
+    assert_eq!(rt.copies_to_device.load(Ordering::SeqCst), 0);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_failing_copy_to_the_device_fails_the_read_and_returns_every_buffer() {
+    let dir = TempDir::new("fallback-copy-fail");
+    let path = dir.path().join("f");
+    let size = 5 * SMALL_CHUNK;
+    let data = pattern(size, 4);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
+        copy_to_device: Some(2),
+        ..Faults::default()
+    }));
+    let fb = fallback(&rt, SMALL_CHUNK, 2);
+    let dst = device(&rt, size);
+    let e = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.code == 999),
+        "{e:?}"
+    );
+    assert_eq!(e.hip_error(), Some(999));
+    assert_eq!(
+        rt.copies_to_device.load(Ordering::SeqCst),
+        3,
+        "it stops at the failure"
+    );
+    assert_pool_idle(&fb);
+
+    // The pool is intact: the next request is served with the same buffer.
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap();
+    assert_eq!(n, size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 1);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_failing_copy_from_the_device_fails_the_write_before_it_writes() {
+    let dir = TempDir::new("fallback-copy-fail-w");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
+        copy_to_host: Some(0),
+        ..Faults::default()
+    }));
+    let fb = fallback(&rt, SMALL_CHUNK, 1);
+    let src = rt.device_with(&pattern(1000, 5));
+    let e = run(&fb, &*rt, &file, Op::Write, src, 1000, 0, 0, 1000).unwrap_err();
+    assert!(matches!(e, BackendError::Runtime(_)), "{e:?}");
+    assert_eq!(file.metadata().unwrap().len(), 0);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_failing_pinned_allocation_is_a_runtime_error_and_is_retried_next_time() {
+    let dir = TempDir::new("fallback-alloc-fail");
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(100, 6)).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
+        alloc_pinned: Some(0),
+        ..Faults::default()
+    }));
+    let fb = fallback(&rt, SMALL_CHUNK, 1);
+    let dst = device(&rt, 100);
+    let e = run(&fb, &*rt, &file, Op::Read, dst, 100, 0, 0, 100).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.call == "hipHostMalloc"),
+        "{e:?}"
+    );
+    assert_eq!(fb.staging().unwrap().allocated(), 0);
+    assert_eq!(
+        run(&fb, &*rt, &file, Op::Read, dst, 100, 0, 0, 100).unwrap(),
+        100
+    );
+    assert_eq!(fb.staging().unwrap().allocated(), 1);
+}
+
+#[test]
+fn a_full_file_system_is_enospc() {
+    let fs = require!(MountedFs::tmpfs(1));
+    let path: PathBuf = fs.path().join("f");
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::new());
+    let fb = fallback(&rt, SMALL_CHUNK, 1);
+    let size = 2 * MIB;
+    let src = rt.device_with(&pattern(size, 7));
+    let e = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        BackendError::Os {
+            call: "pwrite",
+            errno: libc::ENOSPC
+        }
+    );
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn many_threads_share_a_small_pool() {
+    const THREADS: usize = 8;
+    let part = MIB + 4097; // not a multiple of the chunk: every part ends with a short chunk
+    let dir = TempDir::new("fallback-threads");
+    let path = dir.path().join("f");
+    let data = pattern(THREADS * part, 8);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::new());
+    // Two buffers for eight threads: most acquisitions wait for another thread's buffer.
+    let fb = fallback(&rt, SMALL_CHUNK, 2);
+
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (fb, rt, file, data) = (&fb, &rt, &file, &data);
+            s.spawn(move || {
+                let dst = device(rt, part);
+                for _ in 0..3 {
+                    let off = (t * part) as u64;
+                    let n = run(
+                        fb,
+                        &**rt,
+                        file,
+                        Op::Read,
+                        dst,
+                        part as u64,
+                        0,
+                        off,
+                        part as u64,
+                    );
+                    assert_eq!(n.unwrap(), part as i64);
+                    assert!(
+                        rt.read_device(dst, part) == data[t * part..(t + 1) * part],
+                        "thread {t}"
+                    );
+                }
+            });
+        }
+    });
+    let pool = fb.staging().unwrap();
+    assert!(
+        pool.allocated() <= 2,
+        "the pool grew past its bound: {pool:?}"
+    );
+    assert_pool_idle(&fb);
+
+    // And writers: each thread writes its part back shifted, then the file is checked.
+    let new = pattern(THREADS * part, 77);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (fb, rt, file, new) = (&fb, &rt, &file, &new);
+            s.spawn(move || {
+                let src = rt.device_with(&new[t * part..(t + 1) * part]);
+                let off = (t * part) as u64;
+                let n = run(
+                    fb,
+                    &**rt,
+                    file,
+                    Op::Write,
+                    src,
+                    part as u64,
+                    0,
+                    off,
+                    part as u64,
+                );
+                assert_eq!(n.unwrap(), part as i64);
+            });
+        }
+    });
+    assert!(std::fs::read(&path).unwrap() == new);
+    assert!(fb.staging().unwrap().allocated() <= 2);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_fallback_without_a_runtime_only_scores() {
+    let dir = TempDir::new("fallback-scoring-only");
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"x").unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = HostMemRuntime::new();
+    let fb = Fallback::new(&config());
+    assert!(fb.staging().is_none());
+    let dst = device(&rt, 1);
+    let e = run(&fb, &rt, &file, Op::Read, dst, 1, 0, 0, 1).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("without a GPU runtime")),
+        "{e:?}"
+    );
+    assert_eq!(fb.kind(), hipfile_core::BackendKind::Fallback);
+}

@@ -1,0 +1,365 @@
+//! A GPU runtime whose "device memory" is host memory, for testing the fallback without a GPU,
+//! and helpers to build requests against real files.
+//!
+//! [`HostMemRuntime`] hands out real host addresses as device pointers (4096-aligned
+//! allocations it records), allocates pinned memory the same way, copies with `ptr::copy`
+//! after checking that both sides lie inside allocations it made (so a transfer that strays
+//! outside its range fails the test instead of corrupting memory), counts calls, and can be
+//! told to fail the N-th copy or pinned allocation.
+
+#![allow(dead_code)] // Each test binary uses its own part of this module.
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use hipfile_core::{
+    Backend, BackendError, BufferFacts, Config, DevicePtr, GpuRuntime, IoTarget, MemoryKind, Op,
+    PointerInfo, Request, RuntimeError, Submission,
+};
+use hipfile_probe::FileFacts;
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, RawFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const ALIGN: usize = 4096;
+
+/// Allocations by base address: their length.
+type Table = BTreeMap<usize, usize>;
+
+/// Faults to inject: fail the call with this 0-based index (counted across all threads).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Faults {
+    pub copy_to_device: Option<usize>,
+    pub copy_to_host: Option<usize>,
+    pub alloc_pinned: Option<usize>,
+}
+
+/// A runtime whose device memory is host memory. See the module documentation.
+#[derive(Debug, Default)]
+pub struct HostMemRuntime {
+    device: Mutex<Table>,
+    pinned: Mutex<Table>,
+    pub faults: Mutex<Faults>,
+    pub thread_inits: AtomicUsize,
+    pub copies_to_device: AtomicUsize,
+    pub copies_to_host: AtomicUsize,
+    pub pinned_allocs: AtomicUsize,
+    pub pinned_frees: AtomicUsize,
+}
+
+fn rt_error(call: &'static str, code: i32, message: impl Into<String>) -> RuntimeError {
+    RuntimeError {
+        call,
+        code,
+        message: message.into(),
+    }
+}
+
+fn contains(table: &Mutex<Table>, addr: usize, len: usize) -> bool {
+    let table = table.lock().unwrap();
+    table
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(&base, &n)| addr.checked_add(len).is_some_and(|end| end <= base + n))
+}
+
+fn alloc(table: &Mutex<Table>, len: usize) -> *mut u8 {
+    let layout = Layout::from_size_align(len.max(1), ALIGN).unwrap();
+    // SAFETY: the layout's size is non-zero.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    assert!(!p.is_null(), "out of host memory");
+    table.lock().unwrap().insert(p as usize, len);
+    p
+}
+
+fn free(table: &Mutex<Table>, p: usize) -> bool {
+    let Some(len) = table.lock().unwrap().remove(&p) else {
+        return false;
+    };
+    // SAFETY: `p` was allocated by `alloc` with this layout and is removed from the table,
+    // so it is freed once.
+    unsafe {
+        std::alloc::dealloc(
+            p as *mut u8,
+            Layout::from_size_align(len.max(1), ALIGN).unwrap(),
+        )
+    };
+    true
+}
+
+impl HostMemRuntime {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_faults(faults: Faults) -> Self {
+        let rt = Self::default();
+        *rt.faults.lock().unwrap() = faults;
+        rt
+    }
+
+    /// Device memory filled with `data`.
+    pub fn device_with(&self, data: &[u8]) -> DevicePtr {
+        let p = self.alloc_device(data.len()).unwrap();
+        self.write_device(p, data);
+        p
+    }
+
+    /// Writes `data` at `p`, which must lie inside device memory of this runtime.
+    pub fn write_device(&self, p: DevicePtr, data: &[u8]) {
+        assert!(contains(&self.device, p.0 as usize, data.len()));
+        // SAFETY: the range lies inside an allocation of ours (checked above).
+        unsafe { std::ptr::copy(data.as_ptr(), p.0 as *mut u8, data.len()) };
+    }
+
+    /// `len` bytes of device memory at `p`.
+    pub fn read_device(&self, p: DevicePtr, len: usize) -> Vec<u8> {
+        assert!(contains(&self.device, p.0 as usize, len));
+        let mut out = vec![0; len];
+        // SAFETY: the range lies inside an allocation of ours (checked above).
+        unsafe { std::ptr::copy(p.0 as *const u8, out.as_mut_ptr(), len) };
+        out
+    }
+
+    /// Pinned allocations not freed yet.
+    pub fn live_pinned(&self) -> usize {
+        self.pinned.lock().unwrap().len()
+    }
+
+    /// Whether the call with this index of a counter is to fail.
+    fn fault(&self, counter: &AtomicUsize, which: fn(&Faults) -> Option<usize>) -> bool {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        which(&self.faults.lock().unwrap()) == Some(n)
+    }
+}
+
+impl Drop for HostMemRuntime {
+    fn drop(&mut self) {
+        let bases: Vec<usize> = self.device.lock().unwrap().keys().copied().collect();
+        for base in bases {
+            free(&self.device, base);
+        }
+        // Pinned memory is left to its owner's `free_pinned`: a leak here shows in
+        // `live_pinned`, and freeing it would hide a missing free.
+    }
+}
+
+impl GpuRuntime for HostMemRuntime {
+    fn thread_init(&self) -> Result<(), RuntimeError> {
+        self.thread_inits.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn pointer_info(&self, ptr: DevicePtr) -> Result<PointerInfo, RuntimeError> {
+        let (memory, device) = if contains(&self.device, ptr.0 as usize, 1) {
+            (MemoryKind::Device, 0)
+        } else if contains(&self.pinned, ptr.0 as usize, 1) {
+            (MemoryKind::Host, -1)
+        } else {
+            (MemoryKind::Unregistered, -2)
+        };
+        Ok(PointerInfo { memory, device })
+    }
+
+    fn address_range(&self, ptr: DevicePtr) -> Result<(DevicePtr, u64), RuntimeError> {
+        let table = self.device.lock().unwrap();
+        match table.range(..=(ptr.0 as usize)).next_back() {
+            Some((&base, &len)) if (ptr.0 as usize) < base + len => {
+                Ok((DevicePtr(base as u64), len as u64))
+            }
+            _ => Err(rt_error("hipMemGetAddressRange", 1, "not device memory")),
+        }
+    }
+
+    fn has_amd_file_io(&self) -> bool {
+        false
+    }
+
+    fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {
+        Ok(DevicePtr(alloc(&self.device, len) as u64))
+    }
+
+    unsafe fn free_device(&self, ptr: DevicePtr) -> Result<(), RuntimeError> {
+        if free(&self.device, ptr.0 as usize) {
+            Ok(())
+        } else {
+            Err(rt_error("hipFree", 1, "not an allocation of this runtime"))
+        }
+    }
+
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        let fail = self.fault(&self.pinned_allocs, |f| f.alloc_pinned);
+        if fail {
+            return Err(rt_error("hipHostMalloc", 2, "injected out of memory"));
+        }
+        Ok(alloc(&self.pinned, len))
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) -> Result<(), RuntimeError> {
+        self.pinned_frees.fetch_add(1, Ordering::SeqCst);
+        if free(&self.pinned, ptr as usize) {
+            Ok(())
+        } else {
+            panic!("free_pinned of {ptr:?}, which is not live pinned memory of this runtime")
+        }
+    }
+
+    fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
+        Ok(StreamHandle(1))
+    }
+
+    fn stream_destroy(&self, _: StreamHandle) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn stream_synchronize(&self, _: StreamHandle) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn event_create(&self) -> Result<EventHandle, RuntimeError> {
+        Ok(EventHandle(1))
+    }
+
+    fn event_record(&self, _: EventHandle, _: StreamHandle) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn event_synchronize(&self, _: EventHandle) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn event_destroy(&self, _: EventHandle) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        _: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        if self.fault(&self.copies_to_device, |f| f.copy_to_device) {
+            return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
+        }
+        assert!(
+            contains(&self.device, dst.0 as usize, len),
+            "copy_to_device to {dst} + {len} leaves device memory"
+        );
+        assert!(
+            contains(&self.pinned, src as usize, len),
+            "copy_to_device from {src:?} + {len} leaves pinned memory"
+        );
+        // SAFETY: both ranges lie inside allocations of ours (checked above).
+        unsafe { std::ptr::copy(src, dst.0 as *mut u8, len) };
+        Ok(())
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        _: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        if self.fault(&self.copies_to_host, |f| f.copy_to_host) {
+            return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
+        }
+        assert!(
+            contains(&self.device, src.0 as usize, len),
+            "copy_to_host from {src} + {len} leaves device memory"
+        );
+        assert!(
+            contains(&self.pinned, dst as usize, len),
+            "copy_to_host to {dst:?} + {len} leaves pinned memory"
+        );
+        // SAFETY: both ranges lie inside allocations of ours (checked above).
+        unsafe { std::ptr::copy(src.0 as *const u8, dst, len) };
+        Ok(())
+    }
+
+    unsafe fn amd_file_read(
+        &self,
+        _: RawFd,
+        _: DevicePtr,
+        _: u64,
+        _: i64,
+    ) -> Result<u64, FileIoError> {
+        Err(FileIoError::Unavailable)
+    }
+
+    unsafe fn amd_file_write(
+        &self,
+        _: RawFd,
+        _: DevicePtr,
+        _: u64,
+        _: i64,
+    ) -> Result<u64, FileIoError> {
+        Err(FileIoError::Unavailable)
+    }
+}
+
+/// A file's facts for a submission: the fallback does not look at them, so any will do.
+pub fn facts(file: &std::fs::File) -> FileFacts {
+    hipfile_probe::file_facts(file.as_fd()).unwrap()
+}
+
+/// Validates and runs one request on `backend`, as core does: `size` bytes at `file_offset`
+/// of `file`, at `buffer_offset` into the device buffer `base` (registered with `len`).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    backend: &dyn Backend,
+    runtime: &dyn GpuRuntime,
+    file: &std::fs::File,
+    op: Op,
+    base: DevicePtr,
+    len: u64,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+) -> Result<i64, BackendError> {
+    let buffer: BufferFacts = hipfile_core::runtime::inspect_buffer(
+        runtime,
+        base,
+        hipfile_core::runtime::BufferUse::Register { len },
+    )
+    .unwrap();
+    let request = Request {
+        op,
+        size,
+        file_offset: file_offset as i64,
+        buffer_offset: buffer_offset as i64,
+    }
+    .validate(&buffer)
+    .unwrap();
+    let file_facts = facts(file);
+    let s = Submission {
+        request: &request,
+        file: &file_facts,
+        buffer: &buffer,
+    };
+    assert!(
+        backend.score(&s).accepted(),
+        "the backend refuses {request:?}"
+    );
+    backend.io(
+        &s,
+        &IoTarget {
+            direct: None,
+            buffered: file.as_fd(),
+        },
+    )
+}
+
+/// The default configuration.
+pub fn config() -> Config {
+    Config::default()
+}
+
+/// `len` bytes of a pattern that differs at every offset of a 251-byte cycle, shifted by `seed`.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ seed.wrapping_mul(31))
+        .collect()
+}

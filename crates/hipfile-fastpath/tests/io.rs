@@ -1,0 +1,252 @@
+//! The fastpath's I/O on real `O_DIRECT` descriptors (opened by the registration probe) in the
+//! system's temporary directory, with [`support::HostMemRuntime`] standing in for the GPU.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+mod support;
+
+use hipfile_core::runtime::{BufferUse, inspect_buffer};
+use hipfile_core::{
+    Backend, BackendError, Config, DevicePtr, GpuRuntime, IoTarget, Op, Reason, Request,
+    Submission, Verdict,
+};
+use hipfile_fastpath::Fastpath;
+use hipfile_probe::{ProbedFile, probe_fd};
+use hipfile_testfs::{Skip, TempDir, require};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use support::{HostMemRuntime, pattern};
+
+/// A file in a fresh directory, registered as hipfile registers it (with its `O_DIRECT`
+/// descriptor).
+struct DirectFile {
+    path: PathBuf,
+    file: File,
+    probed: ProbedFile,
+    _dir: TempDir,
+}
+
+impl DirectFile {
+    fn new(what: &str, contents: &[u8]) -> Result<DirectFile, Skip> {
+        let dir = TempDir::new(what);
+        let path = dir.path().join("f");
+        std::fs::write(&path, contents).unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let probed = probe_fd(file.as_fd()).unwrap();
+        if probed.direct_fd.is_none() {
+            return Err(Skip(format!(
+                "{} does not do direct I/O: {:?}",
+                dir.path().display(),
+                probed.facts.direct
+            )));
+        }
+        Ok(DirectFile {
+            path,
+            file,
+            probed,
+            _dir: dir,
+        })
+    }
+
+    fn target(&self) -> IoTarget<'_> {
+        let caller = self.file.as_fd();
+        IoTarget {
+            direct: self.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
+            buffered: self.probed.buffered_fd.as_fd(caller),
+        }
+    }
+}
+
+/// The configuration: any filesystem that does direct I/O will do for these tests.
+fn config() -> Config {
+    Config {
+        unsupported_file_systems: true,
+        ..Config::default()
+    }
+}
+
+/// Validates one request as core does, scores it and runs it: `size` bytes at `file_offset`,
+/// at `buffer_offset` into the device buffer `base` (registered with `len`).
+#[allow(clippy::too_many_arguments)]
+fn run(
+    fp: &Fastpath,
+    rt: &dyn GpuRuntime,
+    f: &DirectFile,
+    op: Op,
+    base: DevicePtr,
+    len: u64,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+) -> (Verdict, Result<i64, BackendError>) {
+    let buffer = inspect_buffer(rt, base, BufferUse::Register { len }).unwrap();
+    let request = Request {
+        op,
+        size,
+        file_offset: file_offset as i64,
+        buffer_offset: buffer_offset as i64,
+    }
+    .validate(&buffer)
+    .unwrap();
+    let s = Submission {
+        request: &request,
+        file: &f.probed.facts,
+        buffer: &buffer,
+    };
+    (fp.score(&s), fp.io(&s, &f.target()))
+}
+
+#[test]
+fn aligned_reads_and_writes_move_the_bytes() {
+    let f = require!(DirectFile::new("fastpath-aligned", &[]));
+    let rt = Arc::new(HostMemRuntime::new());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let size = 1 << 20;
+    let data = pattern(size, 1);
+    let src = rt.device_with(&data);
+
+    let (verdict, wrote) = run(
+        &fp,
+        &*rt,
+        &f,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        8192,
+        size as u64,
+    );
+    assert!(verdict.accepted(), "{verdict:?}");
+    assert_eq!(wrote.unwrap(), size as i64);
+    let mut on_disk = vec![0; size];
+    File::open(&f.path)
+        .unwrap()
+        .read_exact_at(&mut on_disk, 8192)
+        .unwrap();
+    assert!(on_disk == data, "the file differs after the write");
+
+    let dst = rt.device_with(&vec![0; size + 4096]);
+    let (verdict, read) = run(
+        &fp,
+        &*rt,
+        &f,
+        Op::Read,
+        dst,
+        (size + 4096) as u64,
+        4096,
+        8192,
+        size as u64,
+    );
+    assert!(verdict.accepted(), "{verdict:?}");
+    assert_eq!(read.unwrap(), size as i64);
+    let back = rt.read_device(dst, size + 4096);
+    assert!(
+        back[4096..] == data[..],
+        "the device buffer differs after the read"
+    );
+    assert!(back[..4096].iter().all(|&b| b == 0));
+    // hipInit once for this thread, however many requests it makes.
+    assert_eq!(rt.thread_inits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_read_past_the_end_returns_the_short_count() {
+    let data = pattern(8192, 2);
+    let f = require!(DirectFile::new("fastpath-short", &data));
+    let rt = Arc::new(HostMemRuntime::new());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let dst = rt.device_with(&vec![0; 16384]);
+    let (_, read) = run(&fp, &*rt, &f, Op::Read, dst, 16384, 0, 4096, 16384);
+    assert_eq!(read.unwrap(), 4096);
+    assert!(rt.read_device(dst, 4096) == data[4096..]);
+    let (_, read) = run(&fp, &*rt, &f, Op::Read, dst, 16384, 0, 8192, 4096);
+    assert_eq!(read.unwrap(), 0);
+}
+
+#[test]
+fn misaligned_direct_io_is_einval_from_the_kernel() {
+    let f = require!(DirectFile::new("fastpath-misaligned", &pattern(16384, 3)));
+    let rt = Arc::new(HostMemRuntime::new());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let buf = rt.device_with(&vec![0; 16384]);
+
+    // Scoring would refuse these; run anyway, the kernel decides as it does on hardware.
+    let (verdict, read) = run(&fp, &*rt, &f, Op::Read, buf, 16384, 1, 0, 4096);
+    assert!(verdict.reasons().contains(&Reason::BufferAddressMisaligned));
+    let e = read.unwrap_err();
+    assert_eq!(
+        e,
+        BackendError::Os {
+            call: "hipAmdFileRead",
+            errno: libc::EINVAL
+        }
+    );
+    assert!(!e.is_retryable());
+
+    let (verdict, wrote) = run(&fp, &*rt, &f, Op::Write, buf, 16384, 0, 1, 4096);
+    assert!(verdict.reasons().contains(&Reason::FileOffsetMisaligned));
+    assert_eq!(
+        wrote.unwrap_err(),
+        BackendError::Os {
+            call: "hipAmdFileWrite",
+            errno: libc::EINVAL
+        }
+    );
+}
+
+#[test]
+fn kernel_driver_errnos_stay_errnos_so_core_can_retry() {
+    let f = require!(DirectFile::new("fastpath-enodev", &pattern(8192, 4)));
+    let rt = Arc::new(HostMemRuntime::new());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let buf = rt.device_with(&vec![0; 8192]);
+    for (errno, op, call) in [
+        (libc::ENODEV, Op::Read, "hipAmdFileRead"),
+        (libc::EREMOTEIO, Op::Write, "hipAmdFileWrite"),
+        (libc::EIO, Op::Read, "hipAmdFileRead"),
+    ] {
+        *rt.file_io_errno.lock().unwrap() = Some(errno);
+        let (verdict, r) = run(&fp, &*rt, &f, op, buf, 8192, 0, 0, 8192);
+        assert!(verdict.accepted(), "{verdict:?}");
+        let e = r.unwrap_err();
+        assert_eq!(e, BackendError::Os { call, errno });
+        assert_eq!(e.is_retryable(), errno != libc::EIO, "{e}");
+    }
+}
+
+#[test]
+fn size_zero_calls_nothing() {
+    let f = require!(DirectFile::new("fastpath-zero", &[]));
+    let rt = Arc::new(HostMemRuntime::new());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let buf = rt.device_with(&[0; 4096]);
+    for op in [Op::Read, Op::Write] {
+        assert_eq!(run(&fp, &*rt, &f, op, buf, 4096, 0, 0, 0).1.unwrap(), 0);
+    }
+    assert_eq!(rt.file_io_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.thread_inits.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_fastpath_without_a_runtime_only_scores() {
+    let f = require!(DirectFile::new("fastpath-scoring-only", &pattern(4096, 5)));
+    let rt = HostMemRuntime::new();
+    let fp = Fastpath::new(&config(), true);
+    let buf = rt.device_with(&[0; 4096]);
+    let (verdict, r) = run(&fp, &rt, &f, Op::Read, buf, 4096, 0, 0, 4096);
+    assert!(verdict.accepted(), "{verdict:?}");
+    let e = r.unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("without a GPU runtime")),
+        "{e:?}"
+    );
+    assert_eq!(rt.file_io_calls.load(Ordering::SeqCst), 0);
+}

@@ -1,0 +1,269 @@
+//! The fastpath's calls into the runtime, checked with core's `MockGpuRuntime`: what it
+//! passes, `hipInit` once per thread, and how each runtime failure is reported.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile_core::runtime::{FileIoError, MockGpuRuntime};
+use hipfile_core::{
+    Backend, BackendError, BufferFacts, Config, DevicePtr, IoTarget, MemoryKind, Op, Reason,
+    Request, RuntimeError, Submission,
+};
+use hipfile_fastpath::Fastpath;
+use hipfile_probe::{AlignSource, DirectIo, FileFacts, FileKind, Filesystem};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const BASE: u64 = 0x7f00_0000_0000;
+
+fn facts() -> FileFacts {
+    FileFacts {
+        kind: FileKind::Regular,
+        mode: 0o100644,
+        dev: (7, 0),
+        rdev: (0, 0),
+        size: 1 << 20,
+        status_flags: 0,
+        filesystem: Some(Filesystem {
+            fs_type: "xfs".into(),
+            mount_point: PathBuf::from("/mnt"),
+            source: "/dev/loop0".into(),
+            super_options: vec![],
+            ext4_journal: None,
+        }),
+        statfs_magic: 0x5846_5342,
+        direct: DirectIo::Available {
+            mem_align: 4096,
+            offset_align: 4096,
+            source: AlignSource::Statx,
+        },
+    }
+}
+
+fn buffer() -> BufferFacts {
+    BufferFacts {
+        base: DevicePtr(BASE),
+        len: 1 << 20,
+        memory: MemoryKind::Device,
+        device: 0,
+    }
+}
+
+/// A runtime that has AMD file I/O; the test adds the rest of its expectations.
+fn runtime() -> MockGpuRuntime {
+    let mut rt = MockGpuRuntime::new();
+    rt.expect_has_amd_file_io().times(1).return_const(true);
+    rt
+}
+
+/// Scores and serves `size` bytes at `file_offset` from `buffer_offset` of [`buffer`], with
+/// `fd` as the direct descriptor when given.
+fn serve(
+    fp: &Fastpath,
+    op: Op,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+    fd: Option<&File>,
+) -> Result<i64, BackendError> {
+    let buffer = buffer();
+    let request = Request {
+        op,
+        size,
+        file_offset: file_offset as i64,
+        buffer_offset: buffer_offset as i64,
+    }
+    .validate(&buffer)
+    .unwrap();
+    let mut file = facts();
+    if fd.is_none() {
+        file.direct = DirectIo::Unavailable(hipfile_probe::NoDirectReason::OpenRejected);
+    }
+    let s = Submission {
+        request: &request,
+        file: &file,
+        buffer: &buffer,
+    };
+    let null = File::open("/dev/null").unwrap();
+    let target = IoTarget {
+        direct: fd.map(|f| f.as_fd()),
+        buffered: null.as_fd(),
+    };
+    fp.io(&s, &target)
+}
+
+fn dev_null() -> File {
+    File::open("/dev/null").unwrap()
+}
+
+#[test]
+fn a_fastpath_is_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Fastpath>();
+}
+
+#[test]
+fn passes_the_request_through_and_returns_a_short_count() {
+    let file = dev_null();
+    let raw = file.as_raw_fd();
+    let mut rt = runtime();
+    rt.expect_thread_init().times(1).returning(|| Ok(()));
+    rt.expect_amd_file_read()
+        .withf(move |fd, dst, size, offset| {
+            (*fd, *dst, *size, *offset) == (raw, DevicePtr(BASE + 4096), 8192, 12288)
+        })
+        .times(1)
+        .returning(|_, _, _, _| Ok(4096));
+    rt.expect_amd_file_write()
+        .withf(move |fd, src, size, offset| {
+            (*fd, *src, *size, *offset) == (raw, DevicePtr(BASE), 65536, 0)
+        })
+        .times(1)
+        .returning(|_, _, size, _| Ok(size));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    assert_eq!(
+        serve(&fp, Op::Read, 4096, 12288, 8192, Some(&file)).unwrap(),
+        4096
+    );
+    assert_eq!(
+        serve(&fp, Op::Write, 0, 0, 65536, Some(&file)).unwrap(),
+        65536
+    );
+}
+
+#[test]
+fn calls_thread_init_once_per_thread() {
+    const THREADS: usize = 4;
+    let file = dev_null();
+    let mut rt = runtime();
+    rt.expect_thread_init().times(THREADS).returning(|| Ok(()));
+    rt.expect_amd_file_read()
+        .times(3 * THREADS)
+        .returning(|_, _, size, _| Ok(size));
+    rt.expect_amd_file_write()
+        .times(THREADS)
+        .returning(|_, _, size, _| Ok(size));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    assert_eq!(serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap(), 4096);
+                }
+                assert_eq!(
+                    serve(&fp, Op::Write, 0, 0, 4096, Some(&file)).unwrap(),
+                    4096
+                );
+            });
+        }
+    });
+}
+
+#[test]
+fn a_failed_thread_init_is_a_runtime_error_and_is_tried_again() {
+    let file = dev_null();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut rt = runtime();
+    let c = calls.clone();
+    rt.expect_thread_init().times(2).returning(move || {
+        if c.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err(RuntimeError {
+                call: "hipInit",
+                code: 100,
+                message: "no ROCm-capable device is detected".into(),
+            })
+        } else {
+            Ok(())
+        }
+    });
+    rt.expect_amd_file_read()
+        .times(2)
+        .returning(|_, _, size, _| Ok(size));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.call == "hipInit"),
+        "{e:?}"
+    );
+    assert_eq!(e.hip_error(), Some(100));
+    assert!(!e.is_retryable());
+    for _ in 0..2 {
+        assert_eq!(serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap(), 4096);
+    }
+}
+
+#[test]
+fn runtime_failures_keep_their_kind() {
+    let file = dev_null();
+    let mut rt = runtime();
+    rt.expect_thread_init().returning(|| Ok(()));
+    rt.expect_amd_file_read().times(1).returning(|_, _, _, _| {
+        Err(FileIoError::Runtime(RuntimeError {
+            call: "hipAmdFileRead",
+            code: 1,
+            message: "invalid argument".into(),
+        }))
+    });
+    rt.expect_amd_file_write()
+        .times(1)
+        .returning(|_, _, _, _| Err(FileIoError::Unavailable));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
+    assert_eq!(e.hip_error(), Some(1), "{e:?}");
+    let e = serve(&fp, Op::Write, 0, 0, 4096, Some(&file)).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("hipAmdFileWrite")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn without_an_o_direct_descriptor_it_calls_nothing() {
+    let mut rt = runtime();
+    rt.expect_thread_init().never();
+    rt.expect_amd_file_read().never();
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let e = serve(&fp, Op::Read, 0, 0, 4096, None).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("O_DIRECT")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn size_zero_returns_zero_without_the_runtime() {
+    let file = dev_null();
+    let mut rt = runtime();
+    rt.expect_thread_init().never();
+    rt.expect_amd_file_read().never();
+    rt.expect_amd_file_write().never();
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    assert_eq!(serve(&fp, Op::Read, 0, 0, 0, Some(&file)).unwrap(), 0);
+    assert_eq!(serve(&fp, Op::Write, 0, 0, 0, Some(&file)).unwrap(), 0);
+}
+
+#[test]
+fn the_runtime_says_whether_it_has_amd_file_io() {
+    let mut rt = MockGpuRuntime::new();
+    rt.expect_has_amd_file_io().times(1).return_const(false);
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let buffer = buffer();
+    let request = Request {
+        op: Op::Read,
+        size: 4096,
+        file_offset: 0,
+        buffer_offset: 0,
+    }
+    .validate(&buffer)
+    .unwrap();
+    let file = facts();
+    let v = fp.score(&Submission {
+        request: &request,
+        file: &file,
+        buffer: &buffer,
+    });
+    assert_eq!(v.reasons(), [Reason::RuntimeLacksAmdFileIo]);
+    assert!(format!("{fp:?}").contains("has_runtime: true"));
+}
