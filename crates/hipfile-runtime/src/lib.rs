@@ -1,6 +1,8 @@
-//! hipfile's GPU runtimes: implementations of `hipfile-core`'s [`GpuRuntime`] over the
+//! hipfile's GPU runtimes: implementations of `hipfile-core`'s `GpuRuntime` over the
 //! runtimes `hipfile-sys` loads. [`HipRuntime`] serves AMD's `libamdhip64` and any library
-//! with the same ABI (the emulated runtime of `hipfile-emu` among them).
+//! with the same ABI (the emulated runtime of `hipfile-emu` among them); [`CudaRuntime`]
+//! maps the same calls onto NVIDIA's CUDA runtime, as HIP itself does on NVIDIA (it has no
+//! AMD file I/O, so the fastpath refuses there).
 //!
 //! Each method translates one call: the ABI-dependent parts (memory-type numbering by
 //! runtime version, ROCm 5's error for unknown host pointers) are decoded here so that the
@@ -15,11 +17,8 @@
 
 #![deny(unsafe_code)]
 
+mod cuda;
 mod hip;
 
+pub use cuda::CudaRuntime;
 pub use hip::{HipRuntime, RuntimeKind};
-
-use hipfile_core::GpuRuntime;
-
-/// Marker for documentation: every runtime here is a [`GpuRuntime`].
-pub fn is_gpu_runtime<T: GpuRuntime>(_: &T) {}

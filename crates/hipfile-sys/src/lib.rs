@@ -3,7 +3,8 @@
 //! [`HipError`], memory kinds and flags), the search for the library ([`candidates`],
 //! [`LoadError`]), a function-pointer table ([`HipFns`]) and thin wrappers that turn status
 //! codes into `Result`s ([`Hip`]). It also decodes the version-dependent `hipMemoryType`
-//! numbering and declares the CUDA pointer-attribute layout for NVIDIA ports.
+//! numbering. For NVIDIA machines, [`cuda`] does the same for the CUDA runtime and driver
+//! (`libcudart.so.13/.12`, `libcuda.so.1`), which is all HIP is on that platform.
 //!
 //! It does not link anything at build time, read the environment (callers pass paths in
 //! [`LoadOptions`]), validate requests, or decide policy: it reports what the runtime says.
@@ -13,12 +14,19 @@
 //!
 //! Linux only (it uses `dlopen` flags and `dladdr`).
 
+pub mod cuda;
 pub mod error;
 pub mod hip;
 pub mod load;
 pub mod types;
 pub mod version;
 
+pub use cuda::{
+    CUDA_DRIVER_LIBRARY, CUDART_SONAMES, CUdeviceptr, CUresult, CuError, Cuda, CudaDriverFns,
+    CudaError, CudaLoadError, CudaLoadOptions, CudaVersion, CudartFns, DEFAULT_CUDART_LIBRARY,
+    cuda_candidates, cudaError_t, cudaEvent_t, cudaHostFn_t, cudaMemcpyKind, cudaStream_t,
+    decode_cuda_version,
+};
 pub use error::{HipError, hipError_t};
 pub use hip::{AmdFileFns, AmdFileIoError, Hip, HipFns, amd_file_io_result};
 pub use load::{
