@@ -261,23 +261,25 @@ impl ConfigBuilder {
                     .map(PathBuf::from)
             })
         };
-        let platform = self.platform.unwrap_or_else(|| match lookup(ENV_HIP_PLATFORM) {
-            None => PlatformChoice::Auto,
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" => PlatformChoice::Auto,
-                "amd" | "hcc" => PlatformChoice::Amd,
-                "nvidia" | "nvcc" => PlatformChoice::Nvidia,
-                _ => {
-                    warnings.push(ConfigWarning::InvalidValue {
-                        variable: ENV_HIP_PLATFORM,
-                        value: v,
-                        used: "automatic (AMD, then NVIDIA)".into(),
-                        expected: "amd or nvidia",
-                    });
-                    PlatformChoice::Auto
-                }
-            },
-        });
+        let platform = self
+            .platform
+            .unwrap_or_else(|| match lookup(ENV_HIP_PLATFORM) {
+                None => PlatformChoice::Auto,
+                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                    "" => PlatformChoice::Auto,
+                    "amd" | "hcc" => PlatformChoice::Amd,
+                    "nvidia" | "nvcc" => PlatformChoice::Nvidia,
+                    _ => {
+                        warnings.push(ConfigWarning::InvalidValue {
+                            variable: ENV_HIP_PLATFORM,
+                            value: v,
+                            used: "automatic (AMD, then NVIDIA)".into(),
+                            expected: "amd or nvidia",
+                        });
+                        PlatformChoice::Auto
+                    }
+                },
+            });
         let config = Config {
             allow_compat_mode,
             force_compat_mode,

@@ -192,7 +192,9 @@ pub enum Error {
         ptr: DevicePtr,
     },
     /// Deregistration refused while I/O uses the file or buffer.
-    #[error("cannot deregister the {what} while {count} I/O request(s) use it; retry when they finish")]
+    #[error(
+        "cannot deregister the {what} while {count} I/O request(s) use it; retry when they finish"
+    )]
     InUse {
         /// `file` or `buffer`.
         what: &'static str,
@@ -203,7 +205,9 @@ pub enum Error {
     #[error("cannot open the hipfile driver: {0}")]
     DriverOpen(String),
     /// A driver with another configuration is already open in this process.
-    #[error("the hipfile driver is already open with another configuration; close every handle first or use Driver::open()")]
+    #[error(
+        "the hipfile driver is already open with another configuration; close every handle first or use Driver::open()"
+    )]
     DriverAlreadyOpen,
     /// A fault inside hipfile or a backend that broke its contract.
     #[error("internal error: {0}")]
@@ -278,7 +282,9 @@ impl Error {
             Error::MemoryAlreadyRegistered { .. } => {
                 ErrorCode::HipFile(HipFileCode::MemoryAlreadyRegistered)
             }
-            Error::MemoryNotRegistered { .. } => ErrorCode::HipFile(HipFileCode::MemoryNotRegistered),
+            Error::MemoryNotRegistered { .. } => {
+                ErrorCode::HipFile(HipFileCode::MemoryNotRegistered)
+            }
             Error::InUse { .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
             Error::DriverOpen(_) => ErrorCode::HipFile(HipFileCode::DriverNotInitialized),
             Error::DriverAlreadyOpen => ErrorCode::HipFile(HipFileCode::DriverAlreadyOpen),

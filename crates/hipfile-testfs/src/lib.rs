@@ -142,6 +142,37 @@ pub(crate) fn unique_name(what: &str) -> String {
     format!("hipfile-testfs-{what}-{}-{n}-{nanos}", std::process::id())
 }
 
+/// The emulated runtime `libhipfile_emu.so` built for this test run: next to the test
+/// executable's directory (`target/<profile>/deps/`, where cargo puts a dev-dependency's
+/// cdylib) or one level up (`target/<profile>/`, after `cargo build`).
+///
+/// # Errors
+///
+/// A [`Skip`] naming the places looked at, when the crate under test does not dev-depend on
+/// `hipfile-emu` or it was not built.
+pub fn emulated_runtime() -> Result<PathBuf, Skip> {
+    let exe = std::env::current_exe().map_err(|e| Skip(format!("current_exe: {e}")))?;
+    let mut tried = Vec::new();
+    let mut dir = exe.parent();
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        for candidate in [
+            d.join("libhipfile_emu.so"),
+            d.join("deps").join("libhipfile_emu.so"),
+        ] {
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+            tried.push(candidate.display().to_string());
+        }
+        dir = d.parent();
+    }
+    Err(Skip(format!(
+        "libhipfile_emu.so not found (looked at {})",
+        tried.join(", ")
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,12 +7,20 @@
 //! scoring, retry), the two backends, and `hipfile-sys` (the runtime). It adds no policy of its
 //! own. Only tools and applications depend on it.
 //!
-//! Today it answers the question "which backend would serve this request, and why?"
-//! ([`explain`]) and reports on the runtime ([`inspect_runtime`]); the I/O API comes next.
+//! Open a [`Driver`], register files ([`Driver::register_file`]) and use device buffers
+//! ([`Driver::alloc`], or [`DeviceBuffer::from_raw`] for memory allocated elsewhere), then
+//! [`FileHandle::read`] and [`FileHandle::write`]. [`explain`] answers "which backend would
+//! serve this request, and why?" without moving a byte.
+//!
+//! The only `unsafe` here is [`DeviceBuffer`]'s copies and its `from_raw` constructor.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+mod buffer;
+mod driver;
+mod file;
 mod runtime;
+mod stats;
 
 pub use hipfile_core as core;
 pub use hipfile_fallback::Fallback;
@@ -20,11 +28,15 @@ pub use hipfile_fastpath::Fastpath;
 pub use hipfile_probe as probe;
 pub use hipfile_sys as sys;
 
+pub use buffer::DeviceBuffer;
+pub use driver::Driver;
+pub use file::{FileHandle, IoOutcome};
 pub use hipfile_core::{
     BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision, DevicePtr, Error,
     ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
 };
-pub use runtime::{Platform, RuntimeReport, inspect_runtime};
+pub use runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use stats::StatsSnapshot;
 
 use hipfile_core::{Backend, Submission, decide};
 use hipfile_probe::FileFacts;

@@ -1,23 +1,31 @@
 //! What the GPU runtime on this machine offers, as `hipfile check` reports it.
 
-use hipfile_core::Config;
-use hipfile_sys::{Hip, LoadOptions, RuntimeVersion};
+use hipfile_core::{Config, Error, GpuRuntime, PlatformChoice};
+use hipfile_runtime::{CudaRuntime, HipRuntime, RuntimeKind};
+use hipfile_sys::{CudaLoadOptions, LoadOptions, RuntimeVersion};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which GPU runtime was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
     /// AMD's HIP runtime (`libamdhip64`).
     Amd,
+    /// The emulated runtime of `hipfile-emu` (tests and development only).
+    Emulated,
+    /// NVIDIA's CUDA runtime (no AMD file I/O: the fallback serves).
+    Nvidia,
     /// No runtime could be loaded.
     None,
 }
 
 impl Platform {
-    /// `amd` or `none`.
+    /// `amd`, `emulated`, `nvidia` or `none`.
     pub fn as_str(self) -> &'static str {
         match self {
             Platform::Amd => "amd",
+            Platform::Emulated => "emulated",
+            Platform::Nvidia => "nvidia",
             Platform::None => "none",
         }
     }
@@ -34,6 +42,8 @@ pub struct RuntimeReport {
     pub version: Option<String>,
     /// Whether `hipAmdFileRead` and `hipAmdFileWrite` are both available.
     pub amd_file_io: bool,
+    /// GPU devices the runtime reports (0 when it reports none or failed).
+    pub devices: u32,
     /// What went wrong, if anything: no library found (with what was tried), or the runtime's
     /// own error (for example no device).
     pub error: Option<String>,
@@ -42,43 +52,105 @@ pub struct RuntimeReport {
 /// Loads the runtime the way a driver would (`config`'s library path, `ROCM_PATH`, the usual
 /// places) and reports what it offers. Never fails: problems are in [`RuntimeReport::error`].
 pub fn inspect_runtime(config: &Config) -> RuntimeReport {
-    let options = LoadOptions {
-        explicit_path: config.hip_library.clone(),
-        rocm_path: config.rocm_path.clone(),
+    match load_runtime(config) {
+        Ok((_, report)) => report,
+        Err(e) => RuntimeReport {
+            platform: Platform::None,
+            library: None,
+            version: None,
+            amd_file_io: false,
+            devices: 0,
+            error: Some(match e {
+                Error::DriverOpen(m) => m,
+                other => other.to_string(),
+            }),
+        },
+    }
+}
+
+/// Loads the runtime `config` names, as a [`GpuRuntime`] with its report: `HIP_PLATFORM=amd`
+/// loads only a HIP runtime, `nvidia` only CUDA, and unset tries HIP first, then CUDA.
+///
+/// # Errors
+///
+/// [`Error::DriverOpen`] with every path tried, when none loads.
+pub fn load_runtime(config: &Config) -> Result<(Arc<dyn GpuRuntime>, RuntimeReport), Error> {
+    let amd = || {
+        let options = LoadOptions {
+            explicit_path: config.hip_library.clone(),
+            rocm_path: config.rocm_path.clone(),
+        };
+        HipRuntime::load(&options)
+            .map(hip_report)
+            .map_err(|e| e.to_string())
     };
-    let hip = match Hip::load(&options) {
-        Ok(hip) => hip,
-        Err(e) => {
-            return RuntimeReport {
-                platform: Platform::None,
-                library: None,
-                version: None,
-                amd_file_io: false,
-                error: Some(e.to_string()),
-            };
-        }
+    let nvidia = || {
+        CudaRuntime::load(&CudaLoadOptions::default())
+            .map(cuda_report)
+            .map_err(|e| e.to_string())
     };
-    let version = hip
+    match config.platform {
+        PlatformChoice::Amd => amd().map_err(Error::DriverOpen),
+        PlatformChoice::Nvidia => nvidia().map_err(Error::DriverOpen),
+        // An explicit HIP library means the caller wants that one: no silent switch to CUDA.
+        PlatformChoice::Auto if config.hip_library.is_some() => amd().map_err(Error::DriverOpen),
+        PlatformChoice::Auto => amd().or_else(|amd_error| {
+            nvidia().map_err(|cuda_error| {
+                Error::DriverOpen(format!(
+                    "no GPU runtime found.\nAMD: {amd_error}\nNVIDIA: {cuda_error}"
+                ))
+            })
+        }),
+    }
+}
+
+fn device_error(call: &str, result: Result<i32, String>) -> (u32, Option<String>) {
+    match result {
+        Ok(n) if n > 0 => (u32::try_from(n).unwrap_or(0), None),
+        Ok(_) => (0, Some("the runtime reports no GPU device".to_string())),
+        Err(e) => (0, Some(format!("{call} failed: {e}"))),
+    }
+}
+
+fn hip_report(hip: HipRuntime) -> (Arc<dyn GpuRuntime>, RuntimeReport) {
+    let raw = hip.hip();
+    let version = raw
         .runtime_version()
         .ok()
         .map(|v| RuntimeVersion(v).to_string());
-    let error = match hip.device_count() {
-        Ok(n) if n > 0 => None,
-        Ok(_) => Some("the runtime reports no GPU device".to_string()),
-        Err(e) => {
-            let text = hip.error_string(e);
-            Some(if text.is_empty() || text == hip.error_name(e) {
-                format!("hipGetDeviceCount failed: {e}")
-            } else {
-                format!("hipGetDeviceCount failed: {e}: {text}")
-            })
+    let count = raw.device_count().map_err(|e| {
+        let text = raw.error_string(e);
+        if text.is_empty() || text == raw.error_name(e) {
+            e.to_string()
+        } else {
+            format!("{e}: {text}")
         }
-    };
-    RuntimeReport {
-        platform: Platform::Amd,
-        library: Some(hip.library_path().to_path_buf()),
+    });
+    let (devices, error) = device_error("hipGetDeviceCount", count);
+    let report = RuntimeReport {
+        platform: match hip.kind() {
+            RuntimeKind::Amd => Platform::Amd,
+            RuntimeKind::Emulated => Platform::Emulated,
+        },
+        library: Some(raw.library_path().to_path_buf()),
         version,
         amd_file_io: hip.has_amd_file_io(),
+        devices,
         error,
-    }
+    };
+    (Arc::new(hip), report)
+}
+
+fn cuda_report(cuda: CudaRuntime) -> (Arc<dyn GpuRuntime>, RuntimeReport) {
+    let count = cuda.device_count().map_err(|e| e.to_string());
+    let (devices, error) = device_error("cudaGetDeviceCount", count);
+    let report = RuntimeReport {
+        platform: Platform::Nvidia,
+        library: Some(cuda.cuda().library_path().to_path_buf()),
+        version: Some(cuda.version().to_string()),
+        amd_file_io: false,
+        devices,
+        error,
+    };
+    (Arc::new(cuda), report)
 }

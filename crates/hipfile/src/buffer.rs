@@ -1,0 +1,141 @@
+//! Device buffers: owned allocations, or memory the caller allocated.
+
+use crate::driver::Driver;
+use hipfile_core::{DevicePtr, Error};
+
+/// A range of GPU device memory that hipfile reads into or writes from.
+///
+/// An owned buffer ([`Driver::alloc`]) frees its memory when dropped; a borrowed one
+/// ([`DeviceBuffer::from_raw`]) never frees anything.
+pub struct DeviceBuffer {
+    driver: Driver,
+    ptr: DevicePtr,
+    len: usize,
+    owned: bool,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    pub(crate) fn alloc(driver: Driver, len: usize) -> Result<DeviceBuffer, Error> {
+        if len == 0 {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: "cannot allocate a buffer of 0 bytes".into(),
+            });
+        }
+        let ptr = driver.gpu().alloc_device(len).map_err(Error::Runtime)?;
+        Ok(DeviceBuffer {
+            driver,
+            ptr,
+            len,
+            owned: true,
+        })
+    }
+
+    /// Describes memory the caller allocated (with the runtime's allocator or a framework's).
+    /// The buffer is validated when it is registered or used, not here.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime for as long as the
+    /// buffer is used, and nothing else may write it while hipfile writes into it.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw(driver: &Driver, ptr: DevicePtr, len: usize) -> DeviceBuffer {
+        DeviceBuffer {
+            driver: driver.clone(),
+            ptr,
+            len,
+            owned: false,
+        }
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never true for an owned buffer).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
+    pub fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+        let dst = self.range(offset, data.len())?;
+        // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
+        // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
+        // `data` is a live slice for the synchronous copy.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.driver
+                .gpu()
+                .copy_to_device(dst, data.as_ptr(), data.len(), None)
+        }
+        .map_err(Error::Runtime)
+    }
+
+    /// Copies `out.len()` bytes from the buffer at `offset` into `out` (synchronous).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
+    pub fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        let src = self.range(offset, out.len())?;
+        // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.driver
+                .gpu()
+                .copy_to_host(out.as_mut_ptr(), src, out.len(), None)
+        }
+        .map_err(Error::Runtime)
+    }
+
+    fn range(&self, offset: usize, len: usize) -> Result<DevicePtr, Error> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(DevicePtr(self.ptr.0 + offset as u64)),
+            _ => Err(Error::InvalidValue {
+                op: None,
+                what: format!(
+                    "range {offset} + {len} leaves the buffer of {} bytes",
+                    self.len
+                ),
+            }),
+        }
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        // A buffer still registered is deregistered with it.
+        let _ = self.driver.deregister_buffer(self);
+        // SAFETY: the memory came from `alloc_device` of this runtime and, the buffer being
+        // dropped, no request can be using it (requests borrow the buffer).
+        #[allow(unsafe_code)]
+        let freed = unsafe { self.driver.gpu().free_device(self.ptr) };
+        if let Err(e) = freed {
+            eprintln!("hipfile: warning: freeing device buffer {}: {e}", self.ptr);
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! End to end through the emulated runtime on real filesystems: bytes round-trip, the backend
+//! that serves is the one SPEC.md predicts, the retry rules hold with injected faults, and
+//! bad input is a clear error.
+//!
+//! Fault cases run in child processes (this test binary re-run with `HIPFILE_EMU_FAULT` set
+//! and an exact filter), because the emulated runtime reads its faults from its environment.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile::{BackendKind, ConfigBuilder, Driver, Error, FileHandle, Platform};
+use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, require};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn driver(settings: ConfigBuilder) -> Result<Driver, Skip> {
+    let lib = emulated_runtime()?;
+    let config = settings.hip_library(lib).build_with(|_| None).0;
+    let d = Driver::open_private(config).unwrap();
+    assert_eq!(d.runtime().platform, Platform::Emulated);
+    assert!(d.runtime().amd_file_io);
+    Ok(d)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
+        .collect()
+}
+
+fn write_file(path: &Path, data: &[u8]) {
+    let mut f = File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn open_rw(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+fn stats(settings: ConfigBuilder) -> ConfigBuilder {
+    settings.stats_level(1)
+}
+
+/// Reads `size` bytes at `offset` through hipfile and checks them against `data`.
+fn read_and_check(
+    fh: &FileHandle,
+    d: &Driver,
+    data: &[u8],
+    size: usize,
+    offset: usize,
+    buffer_offset: usize,
+) -> BackendKind {
+    let buf = d.alloc(buffer_offset + size.max(1)).unwrap();
+    let out = fh
+        .read(&buf, size as u64, offset as i64, buffer_offset as i64)
+        .unwrap();
+    let expect_len = data.len().saturating_sub(offset).min(size);
+    assert_eq!(out.bytes as usize, expect_len, "read of {size} at {offset}");
+    let mut got = vec![0u8; expect_len];
+    buf.copy_to_host(buffer_offset, &mut got).unwrap();
+    let start = offset.min(data.len());
+    assert!(
+        got == data[start..start + expect_len],
+        "bytes differ for {size} at {offset}"
+    );
+    out.backend
+}
+
+fn round_trips_on(fs: &MountedFs, aligned_backend: BackendKind) {
+    let d = driver(stats(ConfigBuilder::new())).unwrap();
+    let path = fs.path().join("data.bin");
+    let data = pattern(3 * 1024 * 1024 + 123, 7);
+    write_file(&path, &data);
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    // Aligned: the fastpath where the filesystem allows it.
+    assert_eq!(
+        read_and_check(&fh, &d, &data, 1 << 20, 0, 0),
+        aligned_backend
+    );
+    assert_eq!(
+        read_and_check(&fh, &d, &data, 1 << 20, 1 << 20, 4096),
+        aligned_backend
+    );
+    // Unaligned size, offset or buffer address: the fallback.
+    for (size, offset, boff) in [
+        (1000, 0, 0),
+        (4096, 17, 0),
+        (4096, 4096, 1),
+        (1, 5, 3),
+        (0, 0, 0),
+    ] {
+        let backend = read_and_check(&fh, &d, &data, size, offset, boff);
+        if size > 0 {
+            assert_eq!(
+                backend,
+                BackendKind::Fallback,
+                "size {size} offset {offset} boff {boff}"
+            );
+        }
+    }
+    // Short read at end of file (aligned request past EOF), and a read at EOF.
+    read_and_check(&fh, &d, &data, 1 << 20, 3 << 20, 0);
+    read_and_check(&fh, &d, &data, 4096, data.len() + 4096, 0);
+
+    // Writes: aligned and unaligned, read back through a plain descriptor.
+    let out_path = fs.path().join("out.bin");
+    let out = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&out_path)
+        .unwrap();
+    let oh = d.register_file(&out).unwrap();
+    let src = pattern(2 << 20, 99);
+    let buf = d.alloc(src.len()).unwrap();
+    buf.copy_from_host(0, &src).unwrap();
+    let w = oh.write(&buf, 1 << 20, 0, 0).unwrap();
+    assert_eq!((w.bytes, w.backend), (1 << 20, aligned_backend));
+    let w = oh.write(&buf, (1 << 20) - 5, 1 << 20, 1 << 20).unwrap();
+    assert_eq!((w.bytes, w.backend), ((1 << 20) - 5, BackendKind::Fallback));
+    let back = std::fs::read(&out_path).unwrap();
+    assert_eq!(back.len(), (2 << 20) - 5);
+    assert!(back[..] == src[..(2 << 20) - 5], "written bytes differ");
+
+    let s = d.stats().unwrap();
+    assert_eq!(s.retries, 0);
+    assert!(s.fallback_ops > 0);
+    if aligned_backend == BackendKind::Fastpath {
+        assert_eq!(s.fastpath_ops, 5, "{s:?}");
+    }
+}
+
+#[test]
+fn ext4_ordered_round_trips_with_the_fastpath_for_aligned_requests() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    round_trips_on(&fs, BackendKind::Fastpath);
+}
+
+#[test]
+fn ext4_journal_round_trips_through_the_fallback() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Journal, 64));
+    round_trips_on(&fs, BackendKind::Fallback);
+}
+
+#[test]
+fn xfs_round_trips_with_the_fastpath_for_aligned_requests() {
+    let fs = require!(MountedFs::xfs(300));
+    round_trips_on(&fs, BackendKind::Fastpath);
+}
+
+#[test]
+fn tmpfs_round_trips_through_the_fallback() {
+    let fs = require!(MountedFs::tmpfs(64));
+    round_trips_on(&fs, BackendKind::Fallback);
+}
+
+#[test]
+fn a_loop_block_device_round_trips_with_the_fastpath() {
+    let dev = require!(hipfile_testfs::loop_device(16));
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let data = pattern(8 << 20, 3);
+    {
+        let mut f = OpenOptions::new().write(true).open(dev.path()).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+    }
+    let f = open_rw(dev.path());
+    let fh = d.register_file(&f).unwrap();
+    assert_eq!(
+        read_and_check(&fh, &d, &data, 1 << 20, 4096, 0),
+        BackendKind::Fastpath
+    );
+    assert_eq!(
+        read_and_check(&fh, &d, &data, 100, 3, 0),
+        BackendKind::Fallback
+    );
+}
+
+// ---- retry rules with injected faults (children) ----
+
+fn child(test: &str, envs: &[(&str, &str)]) -> (bool, String) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--exact",
+        test,
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for var in [
+        "HIPFILE_EMU_FAULT",
+        "HIPFILE_ALLOW_COMPAT_MODE",
+        "HIPFILE_FORCE_COMPAT_MODE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(envs.iter().copied());
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+fn fault_fs() -> Result<MountedFs, Skip> {
+    MountedFs::ext4(Ext4Data::Ordered, 64)
+}
+
+/// A child: reads 1 MiB aligned and reports what served it, with the settings the parent
+/// passed in the environment (read here through the facade's config, the one env reader).
+fn fault_child(expect: &str) {
+    let fs = require!(fault_fs());
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .stats_level(1)
+        .build_from_env();
+    let d = Driver::open_private(config).unwrap();
+    let path = fs.path().join("f.bin");
+    let data = pattern(2 << 20, 1);
+    write_file(&path, &data);
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    let buf = d.alloc(2 << 20).unwrap();
+    let r = fh.read(&buf, 1 << 20, 0, 0);
+    let w = fh.write(&buf, 1 << 20, 1 << 20, 0);
+    match expect {
+        "retried" => {
+            let r = r.unwrap();
+            assert_eq!(
+                (r.backend, r.retried, r.bytes),
+                (BackendKind::Fallback, true, 1 << 20)
+            );
+            let mut got = vec![0u8; 1 << 20];
+            buf.copy_to_host(0, &mut got).unwrap();
+            assert!(got[..] == data[..1 << 20]);
+            let w = w.unwrap();
+            assert_eq!((w.backend, w.retried), (BackendKind::Fallback, true));
+            assert_eq!(std::fs::read(&path).unwrap()[1 << 20..], data[..1 << 20]);
+            assert_eq!(d.stats().unwrap().retries, 2);
+        }
+        "read_fails_eio" => {
+            let e = r.unwrap_err();
+            assert_eq!(e.errno(), Some(libc_eio()), "{e}");
+            assert!(w.is_ok());
+        }
+        "read_fails_enodev" => {
+            let e = r.unwrap_err();
+            assert_eq!(e.errno(), Some(19), "{e}");
+            assert!(e.to_string().contains("compat_mode_disallowed"), "{e}");
+        }
+        "fallback_only" => {
+            let r = r.unwrap();
+            assert_eq!((r.backend, r.retried), (BackendKind::Fallback, false));
+            let s = d.stats().unwrap();
+            assert_eq!(s.fastpath_ops, 0);
+        }
+        other => panic!("unknown expectation {other}"),
+    }
+}
+
+fn libc_eio() -> i32 {
+    5
+}
+
+#[test]
+#[ignore = "run by faults_follow_the_retry_rules in a child process"]
+fn child_retried() {
+    fault_child("retried");
+}
+
+#[test]
+#[ignore = "run by faults_follow_the_retry_rules in a child process"]
+fn child_read_fails_eio() {
+    fault_child("read_fails_eio");
+}
+
+#[test]
+#[ignore = "run by faults_follow_the_retry_rules in a child process"]
+fn child_read_fails_enodev() {
+    fault_child("read_fails_enodev");
+}
+
+#[test]
+#[ignore = "run by faults_follow_the_retry_rules in a child process"]
+fn child_fallback_only() {
+    fault_child("fallback_only");
+}
+
+#[test]
+fn faults_follow_the_retry_rules() {
+    require!(fault_fs().map(drop));
+    require!(emulated_runtime().map(drop));
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "child_retried",
+            &[("HIPFILE_EMU_FAULT", "read:ENODEV,write:EREMOTEIO")],
+        ),
+        (
+            "child_retried",
+            &[("HIPFILE_EMU_FAULT", "read:EREMOTEIO:1,write:ENODEV:1")],
+        ),
+        ("child_read_fails_eio", &[("HIPFILE_EMU_FAULT", "read:EIO")]),
+        (
+            "child_read_fails_enodev",
+            &[
+                ("HIPFILE_EMU_FAULT", "read:ENODEV"),
+                ("HIPFILE_ALLOW_COMPAT_MODE", "false"),
+            ],
+        ),
+        // FORCE_COMPAT_MODE never touches the fastpath, so even an always-failing fastpath
+        // is never seen.
+        (
+            "child_fallback_only",
+            &[
+                ("HIPFILE_EMU_FAULT", "read:EIO,write:EIO"),
+                ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+            ],
+        ),
+    ];
+    for (test, envs) in cases {
+        let (ok, text) = child(test, envs);
+        assert!(ok, "{test} with {envs:?} failed:\n{text}");
+    }
+}
+
+// ---- bad input ----
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = TempDir::new("hipfile-bad-input");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path: PathBuf = dir.path().join("f.bin");
+    write_file(&path, &pattern(8192, 0));
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    // The same descriptor twice.
+    assert!(matches!(
+        d.register_file(&file),
+        Err(Error::HandleAlreadyRegistered { .. })
+    ));
+    let buf = d.alloc(4096).unwrap();
+    // Buffer offset past the end, size beyond the buffer, negative offsets.
+    for (size, off, boff) in [
+        (1u64, 0i64, 4096i64),
+        (4097, 0, 0),
+        (10, 0, 4090),
+        (1, -1, 0),
+        (1, 0, -1),
+    ] {
+        let e = fh.read(&buf, size, off, boff).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidValue { .. }),
+            "{size} {off} {boff}: {e}"
+        );
+    }
+    // Registering a buffer twice, deregistering an unknown one.
+    d.register_buffer(&buf).unwrap();
+    assert!(matches!(
+        d.register_buffer(&buf),
+        Err(Error::MemoryAlreadyRegistered { .. })
+    ));
+    d.deregister_buffer(&buf).unwrap();
+    assert!(matches!(
+        d.deregister_buffer(&buf),
+        Err(Error::MemoryNotRegistered { .. })
+    ));
+    // Host memory: both backends refuse, with their reasons.
+    let host = vec![0u8; 4096];
+    // SAFETY: the buffer is only used for a read that every backend refuses; the emulated
+    // runtime reports plain host memory as unregistered.
+    #[allow(unsafe_code)]
+    let hb = unsafe {
+        hipfile::DeviceBuffer::from_raw(&d, hipfile::DevicePtr(host.as_ptr() as u64), host.len())
+    };
+    let e = fh.read(&hb, 4096, 0, 0).unwrap_err();
+    assert!(matches!(e, Error::NoBackend { .. }), "{e}");
+    assert!(e.to_string().contains("buffer_not_device_memory"), "{e}");
+    // A deregistered handle.
+    fh.deregister().unwrap();
+    assert!(matches!(
+        fh.read(&buf, 4096, 0, 0),
+        Err(Error::HandleNotRegistered)
+    ));
+    // The descriptor can be registered again once deregistered.
+    let again = d.register_file(&file).unwrap();
+    drop(again);
+    // A file opened write-only, then read.
+    let wo = OpenOptions::new().write(true).open(&path).unwrap();
+    let wh = d.register_file(&wo).unwrap();
+    let e = wh.read(&buf, 100, 1, 0).unwrap_err();
+    assert_eq!(e.errno(), Some(9), "EBADF expected: {e}");
+}
+
+#[test]
+fn a_full_filesystem_fails_the_write_cleanly() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 8));
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = fs.path().join("big.bin");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fh = d.register_file(&f).unwrap();
+    let buf = d.alloc(16 << 20).unwrap();
+    // Unaligned so the fallback serves it: pwrite reports ENOSPC.
+    let e = fh.write(&buf, (16 << 20) - 1, 0, 0).unwrap_err();
+    assert_eq!(e.errno(), Some(28), "ENOSPC expected: {e}");
+}
+
+#[test]
+fn a_file_truncated_during_reads_gives_short_counts_not_garbage() {
+    let dir = TempDir::new("hipfile-truncate");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = dir.path().join("t.bin");
+    let data = pattern(1 << 20, 5);
+    write_file(&path, &data);
+    let f = open_rw(&path);
+    let fh = d.register_file(&f).unwrap();
+    f.set_len(5000).unwrap();
+    let buf = d.alloc(1 << 20).unwrap();
+    let out = fh.read(&buf, 1 << 20, 0, 0).unwrap();
+    assert_eq!(out.bytes, 5000);
+    let mut got = vec![0u8; 5000];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got[..] == data[..5000]);
+}
+
+#[test]
+fn many_threads_read_and_write_disjoint_ranges() {
+    let dir = TempDir::new("hipfile-threads");
+    let d = driver(stats(ConfigBuilder::new())).unwrap();
+    let path = dir.path().join("c.bin");
+    let chunk = 256 * 1024;
+    let threads = 8;
+    let data = pattern(chunk * threads, 11);
+    write_file(&path, &data);
+    let f = open_rw(&path);
+    let fh = d.register_file(&f).unwrap();
+    let buf = d.alloc(chunk * threads).unwrap();
+    d.register_buffer(&buf).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (fh, buf) = (&fh, &buf);
+            s.spawn(move || {
+                for round in 0..4 {
+                    // Alternate aligned (fastpath) and unaligned (fallback) requests.
+                    let size = if round % 2 == 0 { chunk } else { chunk - 1 };
+                    let off = (t * chunk) as i64;
+                    let r = fh.read(buf, size as u64, off, off).unwrap();
+                    assert_eq!(r.bytes as usize, size);
+                    let w = fh.write(buf, size as u64, off, off).unwrap();
+                    assert_eq!(w.bytes as usize, size);
+                }
+            });
+        }
+    });
+    let mut got = vec![0u8; data.len()];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
+    assert!(std::fs::read(&path).unwrap() == data);
+    let s = d.stats().unwrap();
+    assert_eq!(
+        s.fastpath_ops + s.fallback_ops,
+        (threads * 4 * 2) as u64,
+        "{s:?}"
+    );
+    let expect_bytes: u64 = (threads * 2 * 2) as u64 * (chunk as u64 + chunk as u64 - 1);
+    assert_eq!(s.fastpath_bytes + s.fallback_bytes, expect_bytes, "{s:?}");
+}
+
+#[test]
+fn deregistration_while_in_flight_is_refused() {
+    let dir = TempDir::new("hipfile-inflight");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = dir.path().join("i.bin");
+    write_file(&path, &pattern(64 << 20, 1));
+    let f = open_rw(&path);
+    let fh = d.register_file(&f).unwrap();
+    let buf = d.alloc(64 << 20).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = std::sync::atomic::AtomicBool::new(false);
+    let mut refused = 0;
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                started.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = fh.read(&buf, 64 << 20, 0, 0);
+            }
+        });
+        while !started.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // Reads back to back leave gaps of microseconds between requests of milliseconds.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        for _ in 0..2000 {
+            match fh.deregister() {
+                Err(Error::InUse { what: "file", .. }) => refused += 1,
+                Ok(()) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        reader.join().unwrap();
+    });
+    assert!(
+        refused > 0,
+        "a deregistration must have met a request in flight"
+    );
+}
