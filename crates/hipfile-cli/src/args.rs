@@ -14,12 +14,13 @@ Usage: hipfile <COMMAND> [OPTIONS]
 
 Commands:
   check    Explain which backend would serve a request on each file, and why
+  cp       Copy a file through GPU memory
 
 Options:
   -h, --help       Print this help
   -V, --version    Print the version
 
-Run 'hipfile check --help' for the options of check.
+Run 'hipfile check --help' or 'hipfile cp --help' for the options of each command.
 ";
 
 /// `hipfile check --help`.
@@ -44,6 +45,11 @@ Options:
                              power of two) [default: 4096]
       --memory device|host|managed
                              Kind of memory the buffer is [default: device]
+      --runtime auto|emulated
+                             The GPU runtime to ask: the one found on this machine, or
+                             the emulated runtime libhipfile_emu.so in this program's
+                             directory or its deps/ subdirectory (test and development
+                             only) [default: auto]
   -h, --help                 Print this help
 
 Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
@@ -53,8 +59,73 @@ The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MOD
 HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile.
 
 Exit status: 0 when a backend would serve the request on every PATH, 1 when no backend
-would on some PATH, 2 on bad arguments or a PATH that cannot be opened or probed.
+would on some PATH, 2 on bad arguments, a PATH that cannot be opened or probed, or an
+emulated runtime that is not found.
 ";
+
+/// `hipfile cp --help`.
+pub const CP_HELP: &str = "\
+hipfile cp: copy a file through GPU memory
+
+Usage: hipfile cp [OPTIONS] SRC DST
+
+Reads SRC into one GPU buffer a chunk at a time and writes each chunk from the buffer to
+DST, as an application using hipfile would. Each request is served by the fastpath
+(storage <-> GPU memory with no host copy) when the file, the request and the runtime
+allow it, and by the fallback (POSIX I/O through host staging buffers) otherwise; run
+'hipfile check' on SRC and DST to see why. A fastpath request that fails with ENODEV or
+EREMOTEIO is retried once on the fallback, as for any program using hipfile.
+
+SRC is a regular file or a block device, opened read-only. DST is created (mode 0644,
+less the umask) or truncated; it must be a regular file and must not be SRC. Each chunk
+is written rounded up to DST's direct-I/O alignment, so that the fastpath can take it,
+and DST is then cut to the size of SRC and flushed to storage. The copy succeeds only
+when every byte of SRC was read and DST has exactly the size of SRC.
+
+Options:
+      --json                 Print the result as one JSON object: bytes, seconds, gbps, and
+                             for read and write each: fastpath_bytes, fallback_bytes,
+                             retries (bytes as transferred: writes include the padding to
+                             the alignment)
+      --chunk N              Size of the GPU buffer, a multiple of 4096 [default: 64MiB];
+                             never larger than SRC rounded up to 4096
+      --runtime auto|emulated
+                             The GPU runtime to use: the one found on this machine, or
+                             the emulated runtime libhipfile_emu.so in this program's
+                             directory or its deps/ subdirectory (test and development
+                             only) [default: auto]
+  -h, --help                 Print this help
+
+Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
+power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 64K.
+
+The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MODE and
+HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile. On a terminal, the
+progress of a copy that takes more than a second is shown on stderr.
+
+Exit status: 0 when DST is a complete copy of SRC; 1 when the copy failed: SRC or DST
+cannot be opened (a missing SRC included), the driver cannot be opened, a file or the
+buffer cannot be registered, a read or write fails, or the sizes do not match; 2 on bad
+arguments or an emulated runtime that is not found. When the copy fails, a DST that cp
+created is removed, and one that existed is left empty.
+";
+
+/// The largest `--chunk`: one request moves at most this many bytes (the kernel's
+/// `MAX_RW_COUNT`, a multiple of 4096).
+pub const MAX_CHUNK: u64 = 0x7fff_f000;
+
+/// The unit `--chunk` is a multiple of.
+pub const CHUNK_UNIT: u64 = 4096;
+
+/// Which GPU runtime a command loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuntimeChoice {
+    /// The runtime the configuration finds on this machine.
+    #[default]
+    Auto,
+    /// The emulated runtime beside this program.
+    Emulated,
+}
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +138,10 @@ pub enum Command {
     Version,
     /// Run `check`.
     Check(CheckArgs),
+    /// Print [`CP_HELP`].
+    CpHelp,
+    /// Run `cp`.
+    Cp(CpArgs),
 }
 
 /// The options of `hipfile check`.
@@ -86,6 +161,8 @@ pub struct CheckArgs {
     pub buffer_align: u64,
     /// The buffer's kind of memory.
     pub memory: MemoryKind,
+    /// The runtime to ask.
+    pub runtime: RuntimeChoice,
     /// The files to check, in order (at least one).
     pub paths: Vec<PathBuf>,
 }
@@ -100,9 +177,30 @@ impl Default for CheckArgs {
             buffer_offset: 0,
             buffer_align: 4096,
             memory: MemoryKind::Device,
+            runtime: RuntimeChoice::Auto,
             paths: Vec::new(),
         }
     }
+}
+
+/// The options of `hipfile cp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpArgs {
+    /// One JSON object instead of a line of text.
+    pub json: bool,
+    /// The runtime to use.
+    pub runtime: RuntimeChoice,
+    /// The GPU buffer's size: a non-zero multiple of [`CHUNK_UNIT`], at most [`MAX_CHUNK`].
+    pub chunk: u64,
+    /// The file to copy.
+    pub src: PathBuf,
+    /// The copy.
+    pub dst: PathBuf,
+}
+
+impl CpArgs {
+    /// The default `--chunk`: 64 MiB.
+    pub const DEFAULT_CHUNK: u64 = 64 << 20;
 }
 
 /// A command line that cannot be run, with what to do about it.
@@ -110,7 +208,7 @@ impl Default for CheckArgs {
 pub struct ArgError {
     /// What was wrong.
     pub message: String,
-    /// The help to point at: `hipfile --help` or `hipfile check --help`.
+    /// The help to point at: `hipfile --help`, `hipfile check --help` or `hipfile cp --help`.
     pub help: &'static str,
 }
 
@@ -128,6 +226,13 @@ impl ArgError {
             help: "hipfile check --help",
         }
     }
+
+    fn cp(message: String) -> ArgError {
+        ArgError {
+            message,
+            help: "hipfile cp --help",
+        }
+    }
 }
 
 impl fmt::Display for ArgError {
@@ -140,71 +245,201 @@ impl fmt::Display for ArgError {
 ///
 /// # Errors
 ///
-/// [`ArgError`] for an unknown command or option, a missing or bad value, or no PATH.
+/// [`ArgError`] for an unknown command or option, a missing or bad value, or missing or extra
+/// paths.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgError> {
     let mut args = args.into_iter();
     let Some(first) = args.next() else {
-        return Err(ArgError::main(
-            "no command given; the command is 'check'".into(),
-        ));
+        return Err(ArgError::main(format!("no command given; {COMMANDS}")));
     };
     match first.to_str() {
         Some("-h" | "--help" | "help") => Ok(Command::Help),
         Some("-V" | "--version") => Ok(Command::Version),
         Some("check") => parse_check(args),
+        Some("cp") => parse_cp(args),
         _ => Err(ArgError::main(format!(
-            "unknown command {}; the command is 'check'",
+            "unknown command {}; {COMMANDS}",
             quote(&first)
         ))),
     }
+}
+
+const COMMANDS: &str = "the commands are 'check' and 'cp'";
+
+/// One command-line word after the command: a path, the end of options, or an option with
+/// its inline value (`--name=value`).
+enum Word {
+    Path(OsString),
+    EndOfOptions,
+    Option {
+        name: String,
+        inline: Option<String>,
+    },
+}
+
+/// Classifies `arg`; `only_paths` after `--`. An option that is not valid text is an error.
+fn word(arg: OsString, only_paths: bool, error: fn(String) -> ArgError) -> Result<Word, ArgError> {
+    let bytes = arg.as_encoded_bytes();
+    if only_paths || bytes == b"-" || !bytes.starts_with(b"-") {
+        return Ok(Word::Path(arg));
+    }
+    if bytes == b"--" {
+        return Ok(Word::EndOfOptions);
+    }
+    let Some(text) = arg.to_str() else {
+        return Err(error(format!("unknown option {}", quote(&arg))));
+    };
+    Ok(match text.split_once('=') {
+        Some((name, value)) if name.starts_with("--") => Word::Option {
+            name: name.to_owned(),
+            inline: Some(value.to_owned()),
+        },
+        _ => Word::Option {
+            name: text.to_owned(),
+            inline: None,
+        },
+    })
+}
+
+/// The value of option `name`: its inline value, or the next argument.
+fn value(
+    name: &str,
+    inline: Option<String>,
+    args: &mut impl Iterator<Item = OsString>,
+    error: fn(String) -> ArgError,
+) -> Result<String, ArgError> {
+    if let Some(v) = inline {
+        return Ok(v);
+    }
+    match args.next() {
+        Some(v) => v
+            .into_string()
+            .map_err(|v| error(format!("{name}: {} is not valid text", quote(&v)))),
+        None => Err(error(format!("{name} needs a value ({})", expected(name)))),
+    }
+}
+
+fn no_value(
+    name: &str,
+    inline: Option<&String>,
+    error: fn(String) -> ArgError,
+) -> Result<(), ArgError> {
+    match inline {
+        Some(_) => Err(error(format!("{name} takes no value"))),
+        None => Ok(()),
+    }
+}
+
+fn runtime_choice(value: &str, error: fn(String) -> ArgError) -> Result<RuntimeChoice, ArgError> {
+    match value {
+        "auto" => Ok(RuntimeChoice::Auto),
+        "emulated" => Ok(RuntimeChoice::Emulated),
+        _ => Err(error(format!(
+            "--runtime: {value:?} is not valid; expected {}",
+            expected("--runtime")
+        ))),
+    }
+}
+
+fn parse_cp(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
+    let mut json = false;
+    let mut runtime = RuntimeChoice::Auto;
+    let mut chunk = CpArgs::DEFAULT_CHUNK;
+    let mut paths = Vec::new();
+    let mut only_paths = false;
+    while let Some(arg) = args.next() {
+        let (name, inline) = match word(arg, only_paths, ArgError::cp)? {
+            Word::Path(p) => {
+                paths.push(PathBuf::from(p));
+                continue;
+            }
+            Word::EndOfOptions => {
+                only_paths = true;
+                continue;
+            }
+            Word::Option { name, inline } => (name, inline),
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Command::CpHelp),
+            "--json" => {
+                no_value(&name, inline.as_ref(), ArgError::cp)?;
+                json = true;
+            }
+            "--runtime" => {
+                let v = value(&name, inline, &mut args, ArgError::cp)?;
+                runtime = runtime_choice(&v, ArgError::cp)?;
+            }
+            "--chunk" => {
+                let v = value(&name, inline, &mut args, ArgError::cp)?;
+                chunk = parse_chunk(&v)?;
+            }
+            _ => return Err(ArgError::cp(format!("unknown option {name:?}"))),
+        }
+    }
+    let mut paths = paths.into_iter();
+    match (paths.next(), paths.next(), paths.next()) {
+        (Some(src), Some(dst), None) => Ok(Command::Cp(CpArgs {
+            json,
+            runtime,
+            chunk,
+            src,
+            dst,
+        })),
+        (None, _, _) => Err(ArgError::cp("cp needs SRC and DST".into())),
+        (Some(_), None, _) => Err(ArgError::cp("cp needs DST after SRC".into())),
+        (Some(_), Some(_), Some(extra)) => Err(ArgError::cp(format!(
+            "cp takes one SRC and one DST; {} is one path too many",
+            quote(extra.as_os_str())
+        ))),
+    }
+}
+
+fn parse_chunk(value: &str) -> Result<u64, ArgError> {
+    let n = parse_size(value).map_err(|why| {
+        ArgError::cp(format!(
+            "--chunk: {value:?} is not a number of bytes ({why}); use a whole number, \
+             optionally followed by K, KiB, M, MiB, G or GiB"
+        ))
+    })?;
+    if n == 0 || n % CHUNK_UNIT != 0 || n > MAX_CHUNK {
+        return Err(ArgError::cp(format!(
+            "--chunk: {value:?} is not valid; expected {}",
+            expected("--chunk")
+        )));
+    }
+    Ok(n)
 }
 
 fn parse_check(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
     let mut out = CheckArgs::default();
     let mut only_paths = false;
     while let Some(arg) = args.next() {
-        let bytes = arg.as_encoded_bytes();
-        if only_paths || bytes == b"-" || !bytes.starts_with(b"-") {
-            out.paths.push(PathBuf::from(arg));
-            continue;
-        }
-        if bytes == b"--" {
-            only_paths = true;
-            continue;
-        }
-        let Some(text) = arg.to_str() else {
-            return Err(ArgError::check(format!("unknown option {}", quote(&arg))));
+        let (name, inline) = match word(arg, only_paths, ArgError::check)? {
+            Word::Path(p) => {
+                out.paths.push(PathBuf::from(p));
+                continue;
+            }
+            Word::EndOfOptions => {
+                only_paths = true;
+                continue;
+            }
+            Word::Option { name, inline } => (name, inline),
         };
-        let (name, inline) = match text.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
-            _ => (text, None),
-        };
-        match name {
+        match name.as_str() {
             "-h" | "--help" => return Ok(Command::CheckHelp),
             "--json" => {
-                if inline.is_some() {
-                    return Err(ArgError::check("--json takes no value".into()));
-                }
+                no_value(&name, inline.as_ref(), ArgError::check)?;
                 out.json = true;
             }
-            "--op" | "--size" | "--offset" | "--buffer-offset" | "--buffer-align" | "--memory" => {
-                let value = match inline {
-                    Some(v) => v,
-                    None => match args.next() {
-                        Some(v) => v.into_string().map_err(|v| {
-                            ArgError::check(format!("{name}: {} is not valid text", quote(&v)))
-                        })?,
-                        None => {
-                            return Err(ArgError::check(format!(
-                                "{name} needs a value ({})",
-                                expected(name)
-                            )));
-                        }
-                    },
-                };
-                set(&mut out, name, &value)?;
+            "--runtime" => {
+                let v = value(&name, inline, &mut args, ArgError::check)?;
+                out.runtime = runtime_choice(&v, ArgError::check)?;
             }
-            _ => return Err(ArgError::check(format!("unknown option {}", quote(&arg)))),
+            "--op" | "--size" | "--offset" | "--buffer-offset" | "--buffer-align" | "--memory" => {
+                let v = value(&name, inline, &mut args, ArgError::check)?;
+                set(&mut out, &name, &v)?;
+            }
+            _ => return Err(ArgError::check(format!("unknown option {name:?}"))),
         }
     }
     if out.paths.is_empty() {
@@ -218,6 +453,8 @@ fn expected(name: &str) -> &'static str {
         "--op" => "read or write",
         "--memory" => "device, host or managed",
         "--buffer-align" => "a number of bytes, at least 1",
+        "--runtime" => "auto or emulated",
+        "--chunk" => "a number of bytes, a multiple of 4096 from 4096 to 2147479552",
         _ => "a number of bytes",
     }
 }
@@ -457,6 +694,92 @@ mod tests {
         assert!(e.contains("at least one PATH"), "{e}");
         let e = error(&["check"]);
         assert!(e.contains("at least one PATH"), "{e}");
+    }
+
+    fn cp(args: &[&str]) -> CpArgs {
+        let mut all = vec!["cp"];
+        all.extend_from_slice(args);
+        match parse_strs(&all) {
+            Ok(Command::Cp(c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn runtime_is_auto_unless_asked() {
+        assert_eq!(check(&["f"]).runtime, RuntimeChoice::Auto);
+        assert_eq!(
+            check(&["--runtime", "emulated", "f"]).runtime,
+            RuntimeChoice::Emulated
+        );
+        assert_eq!(check(&["--runtime=auto", "f"]).runtime, RuntimeChoice::Auto);
+        let e = error(&["check", "--runtime", "cuda", "f"]);
+        assert!(
+            e.contains("--runtime") && e.contains("\"cuda\"") && e.contains("auto or emulated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cp_takes_src_dst_and_options_anywhere() {
+        let c = cp(&["a", "b"]);
+        assert_eq!(
+            c,
+            CpArgs {
+                json: false,
+                runtime: RuntimeChoice::Auto,
+                chunk: 64 << 20,
+                src: PathBuf::from("a"),
+                dst: PathBuf::from("b"),
+            }
+        );
+        let c = cp(&["--json", "a", "--chunk", "64K", "b", "--runtime=emulated"]);
+        assert!(c.json);
+        assert_eq!(c.chunk, 65536);
+        assert_eq!(c.runtime, RuntimeChoice::Emulated);
+        assert_eq!((c.src, c.dst), (PathBuf::from("a"), PathBuf::from("b")));
+        let c = cp(&["--chunk=4096", "--", "-a", "--json"]);
+        assert!(!c.json);
+        assert_eq!(c.chunk, 4096);
+        assert_eq!(
+            (c.src, c.dst),
+            (PathBuf::from("-a"), PathBuf::from("--json"))
+        );
+        assert_eq!(cp(&["--chunk", "2147479552", "a", "b"]).chunk, MAX_CHUNK);
+        assert_eq!(parse_strs(&["cp", "--help"]), Ok(Command::CpHelp));
+        assert_eq!(parse_strs(&["cp", "a", "-h"]), Ok(Command::CpHelp));
+    }
+
+    #[test]
+    fn cp_errors_name_the_problem() {
+        for chunk in ["0", "1000", "4097", "2147483648", "4G"] {
+            let e = error(&["cp", "--chunk", chunk, "a", "b"]);
+            assert!(
+                e.contains("--chunk")
+                    && e.contains("multiple of 4096")
+                    && e.contains("hipfile cp --help"),
+                "{chunk}: {e}"
+            );
+        }
+        let e = error(&["cp", "--chunk", "x", "a", "b"]);
+        assert!(e.contains("--chunk") && e.contains("\"x\""), "{e}");
+        let e = error(&["cp", "a", "b", "--chunk"]);
+        assert!(e.contains("--chunk needs a value"), "{e}");
+        let e = error(&["cp"]);
+        assert!(e.contains("SRC and DST"), "{e}");
+        let e = error(&["cp", "a"]);
+        assert!(e.contains("needs DST"), "{e}");
+        let e = error(&["cp", "a", "b", "c"]);
+        assert!(e.contains("\"c\"") && e.contains("too many"), "{e}");
+        let e = error(&["cp", "--op", "read", "a", "b"]);
+        assert!(e.contains("unknown option \"--op\""), "{e}");
+        let e = error(&["cp", "--json=1", "a", "b"]);
+        assert!(e.contains("--json takes no value"), "{e}");
+        let e = error(&["cp", "--runtime", "x", "a", "b"]);
+        assert!(
+            e.contains("auto or emulated") && e.contains("hipfile cp --help"),
+            "{e}"
+        );
     }
 
     #[test]

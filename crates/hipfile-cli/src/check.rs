@@ -14,7 +14,8 @@ use std::path::Path;
 pub const EXIT_SERVED: u8 = 0;
 /// Every path was probed, and on some no backend would serve the request.
 pub const EXIT_NO_BACKEND: u8 = 1;
-/// Bad arguments, an invalid request, or a path that could not be opened or probed.
+/// Bad arguments, an invalid request, a path that could not be opened or probed, or an
+/// emulated runtime that is not found.
 pub const EXIT_ERROR: u8 = 2;
 
 /// Where the synthetic buffer's address is put: a user-space-looking address, rounded to the
@@ -23,7 +24,13 @@ const BUFFER_AREA: u64 = 0x7f00_0000_0000;
 
 /// Runs `check` and returns the exit status.
 pub fn run(args: &CheckArgs) -> u8 {
-    let config = Config::from_env();
+    let config = match crate::runtime::settings(args.runtime) {
+        Ok(settings) => settings.build_from_env(),
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_ERROR;
+        }
+    };
     let (request, buffer) = match request(args) {
         Ok(r) => r,
         Err(message) => {

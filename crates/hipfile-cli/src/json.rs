@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 /// A JSON value. Object keys keep the order they were given in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// `null`.
     Null,
@@ -16,6 +16,9 @@ pub enum Value {
     Int(i64),
     /// An unsigned integer.
     UInt(u64),
+    /// A floating-point number, always written with a fraction; `null` when it is not
+    /// finite, which JSON cannot write.
+    Float(f64),
     /// A string.
     Str(String),
     /// An array.
@@ -52,6 +55,16 @@ impl Value {
             Value::UInt(n) => {
                 let _ = write!(out, "{n}");
             }
+            // `Display` of a float never uses an exponent, so its text is a JSON number; a
+            // whole one gets `.0`, so that readers see a float whatever its value.
+            Value::Float(x) if x.is_finite() => {
+                let start = out.len();
+                let _ = write!(out, "{x}");
+                if !out[start..].contains('.') {
+                    out.push_str(".0");
+                }
+            }
+            Value::Float(_) => out.push_str("null"),
             Value::Str(s) => write_string(out, s),
             Value::Array(items) => {
                 out.push('[');
@@ -125,6 +138,24 @@ mod tests {
         assert!(!text.chars().any(|c| u32::from(c) < 0x20), "{text:?}");
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, serde_json::Value::String(all));
+    }
+
+    #[test]
+    fn floats_are_json_numbers_or_null() {
+        for (x, text) in [
+            (0.0, "0.0"),
+            (4.0, "4.0"),
+            (1.5, "1.5"),
+            (-2.25, "-2.25"),
+            (1e-7, "0.0000001"),
+            (f64::NAN, "null"),
+            (f64::INFINITY, "null"),
+        ] {
+            assert_eq!(Value::Float(x).to_json(), text, "{x}");
+        }
+        let big = Value::Float(1e300).to_json();
+        let back: serde_json::Value = serde_json::from_str(&big).unwrap();
+        assert_eq!(back.as_f64(), Some(1e300));
     }
 
     #[test]

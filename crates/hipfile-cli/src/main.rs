@@ -1,15 +1,23 @@
-//! `hipfile`, the command-line tool of hipfile. Its one command, `hipfile check`, explains
-//! for each file which backend would serve a given request (the fastpath or the fallback)
-//! and every reason a backend refuses, as a table or as JSON lines. It opens files only to
-//! look at them: it never creates, truncates or writes one. Its decisions are the library's
-//! (`hipfile::explain`); the tool adds only argument parsing and output.
+//! `hipfile`, the command-line tool of hipfile.
+//!
+//! - `hipfile check` explains for each file which backend would serve a given request (the
+//!   fastpath or the fallback) and every reason a backend refuses, as a table or as JSON
+//!   lines. It opens files only to look at them: it never creates, truncates or writes one.
+//!   Its decisions are the library's (`hipfile::explain`).
+//! - `hipfile cp` copies a file through one GPU buffer with the library's reads and writes,
+//!   and reports how many bytes each backend moved.
+//!
+//! The tool adds argument parsing, output and, for `cp`, the copy loop; every I/O decision
+//! is the library's.
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod check;
+mod cp;
 mod json;
 mod report;
+mod runtime;
 
 use args::Command;
 use std::process::ExitCode;
@@ -20,6 +28,8 @@ fn main() -> ExitCode {
         Ok(Command::CheckHelp) => print(args::CHECK_HELP),
         Ok(Command::Version) => print(&format!("hipfile {}\n", env!("CARGO_PKG_VERSION"))),
         Ok(Command::Check(a)) => check::run(&a),
+        Ok(Command::CpHelp) => print(args::CP_HELP),
+        Ok(Command::Cp(a)) => cp::run(&a),
         Err(e) => {
             eprintln!("hipfile: {e}");
             check::EXIT_ERROR

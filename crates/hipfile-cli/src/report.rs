@@ -62,6 +62,7 @@ impl Context {
             ),
             ("version", Value::opt_str(r.version.as_deref())),
             ("amd_file_io", Value::Bool(r.amd_file_io)),
+            ("devices", Value::UInt(u64::from(r.devices))),
             ("error", Value::opt_str(r.error.as_deref())),
         ])
     }
@@ -87,6 +88,11 @@ impl Context {
         }
         if let Some(lib) = &r.library {
             runtime.push_str(&format!(" ({})", lib.display()));
+            // Only a loaded runtime can count devices.
+            match r.devices {
+                1 => runtime.push_str(", 1 device"),
+                n => runtime.push_str(&format!(", {n} devices")),
+            }
         }
         runtime.push_str(if r.amd_file_io {
             ", AMD file I/O"
@@ -354,6 +360,7 @@ mod tests {
             library: None,
             version: None,
             amd_file_io: false,
+            devices: 0,
             error: Some("no \"library\"\nfound".into()),
         };
         let request = Request {
@@ -420,8 +427,16 @@ mod tests {
         );
         assert_eq!(
             keys(&v["runtime"]),
-            ["amd_file_io", "error", "library", "platform", "version"]
+            [
+                "amd_file_io",
+                "devices",
+                "error",
+                "library",
+                "platform",
+                "version"
+            ]
         );
+        assert_eq!(v["runtime"]["devices"], 0);
         assert_eq!(
             keys(&v["request"]),
             ["buffer_offset", "file_offset", "memory", "op", "size"]
@@ -439,6 +454,29 @@ mod tests {
         assert_eq!(v["selected"], "fallback");
         assert_eq!(v["runtime"]["error"], "no \"library\"\nfound");
         assert_eq!(v["runtime"]["library"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn header_names_a_loaded_runtime_and_its_devices() {
+        let config = Config::default();
+        let mut c = ctx(&config, MemoryKind::Device);
+        c.runtime = RuntimeReport {
+            platform: Platform::Emulated,
+            library: Some(PathBuf::from("/t/libhipfile_emu.so")),
+            version: Some("7.2.0".into()),
+            amd_file_io: true,
+            devices: 2,
+            error: None,
+        };
+        assert!(
+            c.header().starts_with(
+                "runtime: emulated 7.2.0 (/t/libhipfile_emu.so), 2 devices, AMD file I/O;"
+            ),
+            "{}",
+            c.header()
+        );
+        c.runtime.devices = 1;
+        assert!(c.header().contains("), 1 device, AMD"), "{}", c.header());
     }
 
     #[test]
@@ -489,6 +527,7 @@ mod tests {
             "{text}"
         );
         assert!(lines[0].contains("force_compat_mode=false"), "{text}");
+        assert!(!lines[0].contains("devices"), "{text}");
         let col = |line: &str, name: &str| line.find(name).unwrap();
         let fast = col(lines[1], "FASTPATH");
         assert_eq!(&lines[2][fast..fast + 28], "-1 runtime_lacks_amd_file_io");

@@ -5,219 +5,13 @@
 // Helpers too are test code: an unwrap that fails is a test failure with its location.
 #![allow(clippy::unwrap_used)]
 
-use hipfile_testfs::{Ext4Data, MountedFs, TempDir, fifo, loop_device, require};
+mod common;
+
+use common::{MIB, assert_shape, check_json, data_file, hipfile, temp_dir};
+use hipfile_testfs::{Ext4Data, MountedFs, fifo, loop_device, require};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-const CONFIG_VARS: [&str; 4] = [
-    "HIPFILE_ALLOW_COMPAT_MODE",
-    "HIPFILE_FORCE_COMPAT_MODE",
-    "HIPFILE_UNSUPPORTED_FILE_SYSTEMS",
-    "HIPFILE_STATS_LEVEL",
-];
-
-/// No run may take this long: a FIFO that blocked the open would hang forever.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-struct Run {
-    status: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn lines(&self) -> Vec<Value> {
-        self.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
-            .collect()
-    }
-
-    fn one(&self) -> Value {
-        let mut lines = self.lines();
-        assert_eq!(
-            lines.len(),
-            1,
-            "stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        lines.remove(0)
-    }
-}
-
-/// Runs `hipfile` with `args`, with only the configuration variables in `env` set.
-fn hipfile<S: AsRef<OsStr>>(args: &[S], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hipfile"));
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for var in CONFIG_VARS {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("the hipfile binary runs");
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut p) = pipe {
-                p.read_to_string(&mut text).expect("output is UTF-8");
-            }
-            text
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for hipfile") {
-            break s;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "hipfile {:?} did not finish within {DEADLINE:?}",
-                cmd.get_args().collect::<Vec<_>>()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        status: status.code().expect("hipfile exits normally"),
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    }
-}
-
-/// `hipfile check --json EXTRA... PATH` with `env`.
-fn check_json(path: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Value, Run) {
-    let mut args: Vec<&OsStr> = vec![OsStr::new("check"), OsStr::new("--json")];
-    args.extend(extra.iter().map(OsStr::new));
-    args.push(path.as_os_str());
-    let run = hipfile(&args, env);
-    let v = run.one();
-    assert_shape(&v);
-    assert_eq!(v["path"], path.to_str().unwrap());
-    (v, run)
-}
-
-fn keys(v: &Value) -> Vec<&str> {
-    let mut k: Vec<&str> = v
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    k.sort_unstable();
-    k
-}
-
-/// The exact key set and the types of every value.
-fn assert_shape(v: &Value) {
-    assert_eq!(
-        keys(v),
-        [
-            "config", "fallback", "fastpath", "file", "path", "request", "runtime", "selected"
-        ],
-        "{v}"
-    );
-    let file = &v["file"];
-    assert_eq!(
-        keys(file),
-        [
-            "dio_mem_align",
-            "dio_offset_align",
-            "ext4_journal",
-            "filesystem",
-            "kind",
-            "o_direct"
-        ]
-    );
-    assert!(
-        ["regular", "block", "other"].contains(&file["kind"].as_str().unwrap()),
-        "{v}"
-    );
-    assert!(
-        file["filesystem"].is_string() || file["filesystem"].is_null(),
-        "{v}"
-    );
-    assert!(
-        file["ext4_journal"].is_null()
-            || ["ordered", "journal", "writeback", "unknown"]
-                .contains(&file["ext4_journal"].as_str().unwrap())
-    );
-    assert!(
-        file["o_direct"].is_boolean()
-            && file["dio_mem_align"].is_u64()
-            && file["dio_offset_align"].is_u64()
-    );
-    assert_eq!(
-        keys(&v["config"]),
-        [
-            "allow_compat_mode",
-            "force_compat_mode",
-            "unsupported_file_systems"
-        ]
-    );
-    assert!(
-        v["config"]
-            .as_object()
-            .unwrap()
-            .values()
-            .all(Value::is_boolean),
-        "{v}"
-    );
-    let rt = &v["runtime"];
-    assert_eq!(
-        keys(rt),
-        ["amd_file_io", "error", "library", "platform", "version"]
-    );
-    assert!(
-        ["amd", "none"].contains(&rt["platform"].as_str().unwrap()),
-        "{v}"
-    );
-    assert!(rt["amd_file_io"].is_boolean());
-    for k in ["library", "version", "error"] {
-        assert!(rt[k].is_string() || rt[k].is_null(), "{v}");
-    }
-    let q = &v["request"];
-    assert_eq!(
-        keys(q),
-        ["buffer_offset", "file_offset", "memory", "op", "size"]
-    );
-    assert!(["read", "write"].contains(&q["op"].as_str().unwrap()));
-    assert!(["device", "host", "managed"].contains(&q["memory"].as_str().unwrap()));
-    for (backend, accept) in [("fastpath", 100), ("fallback", 1)] {
-        let b = &v[backend];
-        assert_eq!(keys(b), ["rejected_because", "score"], "{v}");
-        let reasons = b["rejected_because"].as_array().unwrap();
-        let score = b["score"].as_i64().unwrap();
-        assert_eq!(score, if reasons.is_empty() { accept } else { -1 }, "{v}");
-    }
-    let selected = &v["selected"];
-    assert!(
-        selected.is_null() || ["fastpath", "fallback"].contains(&selected.as_str().unwrap()),
-        "{v}"
-    );
-}
 
 fn reasons(v: &Value, backend: &str) -> Vec<String> {
     v[backend]["rejected_because"]
@@ -247,20 +41,6 @@ fn with(mut base: Vec<String>, more: &[&str]) -> Vec<String> {
 fn expected_status(v: &Value) -> i32 {
     if v["selected"].is_null() { 1 } else { 0 }
 }
-
-/// A fresh temporary directory, removed on drop.
-fn temp_dir() -> TempDir {
-    TempDir::new("cli")
-}
-
-fn data_file(dir: &Path, name: &str, len: usize) -> PathBuf {
-    let path = dir.join(name);
-    let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-const MIB: usize = 1 << 20;
 
 // ---- Real filesystems (root, loop devices, mkfs) ----
 
@@ -447,7 +227,98 @@ fn write_on_ext4_changes_nothing() {
     assert_unchanged_by_write_check(&path);
 }
 
+#[test]
+fn the_emulated_runtime_on_ext4_ordered_selects_the_fastpath() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let path = data_file(fs.path(), "data", MIB);
+    let (v, run) = check_json(&path, &["--runtime", "emulated"], &[]);
+    assert_eq!(v["runtime"]["platform"], "emulated", "{v}");
+    assert_eq!(v["runtime"]["amd_file_io"], true, "{v}");
+    assert_eq!(v["file"]["ext4_journal"], "ordered");
+    assert_eq!(v["fastpath"]["score"], 100, "{v}");
+    assert_eq!(v["selected"], "fastpath", "{v}");
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    // The configuration still applies to the emulated runtime.
+    let (v, _) = check_json(
+        &path,
+        &["--runtime", "emulated"],
+        &[("HIPFILE_FORCE_COMPAT_MODE", "true")],
+    );
+    assert_eq!(reasons(&v, "fastpath"), ["force_compat_mode"], "{v}");
+    assert_eq!(v["selected"], "fallback");
+}
+
 // ---- Files anywhere (no root needed) ----
+
+/// Where the binary looks for the emulated runtime: beside itself, then in `deps/`.
+fn emulated_candidates() -> [PathBuf; 2] {
+    let dir = Path::new(env!("CARGO_BIN_EXE_hipfile")).parent().unwrap();
+    [
+        dir.join("libhipfile_emu.so"),
+        dir.join("deps").join("libhipfile_emu.so"),
+    ]
+}
+
+#[test]
+fn the_emulated_runtime_is_found_beside_the_binary() {
+    let candidates = emulated_candidates();
+    assert!(
+        candidates.iter().any(|p| p.is_file()),
+        "the dev-dependency on hipfile-emu should have built one of {candidates:?}"
+    );
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let (v, run) = check_json(&path, &["--runtime", "emulated"], &[]);
+    let rt = &v["runtime"];
+    assert_eq!(rt["platform"], "emulated", "{v}");
+    assert_eq!(rt["amd_file_io"], true, "{v}");
+    assert!(rt["devices"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(rt["error"], Value::Null, "{v}");
+    assert!(rt["version"].as_str().unwrap().starts_with("7.2"), "{v}");
+    let library = PathBuf::from(rt["library"].as_str().unwrap());
+    assert!(
+        candidates.contains(&library),
+        "{library:?} not in {candidates:?}"
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "hipfile: using the emulated runtime {} (test and development only)",
+            library.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        reasons(&v, "fastpath")
+            .iter()
+            .all(|r| r != "runtime_lacks_amd_file_io")
+    );
+
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.starts_with("runtime: emulated 7.2") && run.stdout.contains(", AMD file I/O"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn runtime_auto_is_the_default() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let (v, run) = check_json(&path, &["--runtime", "auto"], &[]);
+    assert!(!run.stderr.contains("emulated runtime"), "{}", run.stderr);
+    let (plain, _) = check_json(&path, &[], &[]);
+    assert_eq!(v["runtime"], plain["runtime"]);
+}
 
 #[test]
 fn host_memory_is_refused_by_both_backends() {
@@ -742,6 +613,11 @@ fn bad_arguments_exit_2_and_say_what_was_wrong() {
         ),
         (&["check", p, "--offset"], &["--offset needs a value"]),
         (&["check", "--buffer-align", "0", p], &["--buffer-align"]),
+        (
+            &["check", "--runtime", "cuda", p],
+            &["--runtime", "cuda", "auto or emulated"],
+        ),
+        (&["check", p, "--runtime"], &["--runtime needs a value"]),
         (&["check"], &["PATH"]),
         (&["check", "--json"], &["PATH"]),
         (&[], &["command"]),
@@ -788,6 +664,7 @@ fn help_and_version() {
     let run = hipfile(&["--help"], &[]);
     assert_eq!(run.status, 0);
     assert!(run.stdout.contains("check"), "{}", run.stdout);
+    assert!(run.stdout.contains("cp"), "{}", run.stdout);
     let run = hipfile(&["check", "--help"], &[]);
     assert_eq!(run.status, 0);
     for option in [
@@ -798,6 +675,8 @@ fn help_and_version() {
         "--buffer-offset",
         "--buffer-align",
         "--memory",
+        "--runtime",
+        "emulated",
         "KiB",
         "MiB",
         "GiB",

@@ -1,0 +1,82 @@
+//! `--runtime`: the settings that make a command load the GPU runtime asked for. `auto`
+//! leaves the choice to the configuration (the environment, then the usual places);
+//! `emulated` names the emulated runtime that is installed beside this program.
+
+use crate::args::RuntimeChoice;
+use hipfile::ConfigBuilder;
+use std::path::{Path, PathBuf};
+
+/// The file name of the emulated runtime.
+pub const EMULATED_LIBRARY: &str = "libhipfile_emu.so";
+
+/// The settings for `choice`. For the emulated runtime, says on stderr which library is used,
+/// so that no one mistakes its results for a GPU's.
+///
+/// # Errors
+///
+/// For `emulated`, when the library is not found: the message names every place looked at.
+pub fn settings(choice: RuntimeChoice) -> Result<ConfigBuilder, String> {
+    match choice {
+        RuntimeChoice::Auto => Ok(ConfigBuilder::new()),
+        RuntimeChoice::Emulated => {
+            let path = find_emulated()?;
+            eprintln!(
+                "hipfile: using the emulated runtime {} (test and development only)",
+                path.display()
+            );
+            Ok(ConfigBuilder::new().hip_library(path))
+        }
+    }
+}
+
+/// Where the emulated runtime may be, in order, for a program in `dir`: beside it (where
+/// `cargo build` puts a library), then in `deps/` (where a dependency's library lies while
+/// the program is built for tests).
+pub fn emulated_candidates(dir: &Path) -> [PathBuf; 2] {
+    [
+        dir.join(EMULATED_LIBRARY),
+        dir.join("deps").join(EMULATED_LIBRARY),
+    ]
+}
+
+fn find_emulated() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| {
+        format!("--runtime emulated: cannot find where this program is, to look beside it: {e}")
+    })?;
+    let Some(dir) = exe.parent() else {
+        return Err(format!(
+            "--runtime emulated: {} has no directory to look in",
+            exe.display()
+        ));
+    };
+    let candidates = emulated_candidates(dir);
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    Err(format!(
+        "--runtime emulated: {EMULATED_LIBRARY} not found (looked at {})",
+        tried.join(" and ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn looks_beside_the_program_then_in_deps() {
+        assert_eq!(
+            emulated_candidates(Path::new("/t/debug")),
+            [
+                PathBuf::from("/t/debug/libhipfile_emu.so"),
+                PathBuf::from("/t/debug/deps/libhipfile_emu.so")
+            ]
+        );
+    }
+
+    #[test]
+    fn auto_changes_nothing() {
+        assert_eq!(settings(RuntimeChoice::Auto), Ok(ConfigBuilder::new()));
+    }
+}
