@@ -69,7 +69,8 @@ pub fn inspect_runtime(config: &Config) -> RuntimeReport {
 }
 
 /// Loads the runtime `config` names, as a [`GpuRuntime`] with its report: `HIP_PLATFORM=amd`
-/// loads only a HIP runtime, `nvidia` only CUDA, and unset tries HIP first, then CUDA.
+/// loads only a HIP runtime, `nvidia` only CUDA, and unset tries HIP first, then CUDA (also
+/// when the HIP runtime loads but sees no device while CUDA sees one).
 ///
 /// # Errors
 ///
@@ -94,13 +95,20 @@ pub fn load_runtime(config: &Config) -> Result<(Arc<dyn GpuRuntime>, RuntimeRepo
         PlatformChoice::Nvidia => nvidia().map_err(Error::DriverOpen),
         // An explicit HIP library means the caller wants that one: no silent switch to CUDA.
         PlatformChoice::Auto if config.hip_library.is_some() => amd().map_err(Error::DriverOpen),
-        PlatformChoice::Auto => amd().or_else(|amd_error| {
-            nvidia().map_err(|cuda_error| {
+        // A HIP runtime that loads but sees no device (a ROCm library installed on an NVIDIA
+        // machine, say) gives way to a CUDA runtime that sees one.
+        PlatformChoice::Auto => match amd() {
+            Ok(hip) if hip.1.devices > 0 => Ok(hip),
+            Ok(hip) => match nvidia() {
+                Ok(cuda) if cuda.1.devices > 0 => Ok(cuda),
+                _ => Ok(hip),
+            },
+            Err(amd_error) => nvidia().map_err(|cuda_error| {
                 Error::DriverOpen(format!(
                     "no GPU runtime found.\nAMD: {amd_error}\nNVIDIA: {cuda_error}"
                 ))
-            })
-        }),
+            }),
+        },
     }
 }
 
