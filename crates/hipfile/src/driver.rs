@@ -131,6 +131,11 @@ impl Driver {
         }
     }
 
+    /// Whether `self` and `other` are handles to the same driver.
+    pub fn same_as(&self, other: &Driver) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The settled configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config

@@ -41,6 +41,16 @@ pub use stats::StatsSnapshot;
 use hipfile_core::{Backend, Submission, decide};
 use hipfile_probe::FileFacts;
 
+/// Registers `file` with the process-wide driver, opening it first if it is not open (as
+/// hipFile's first registration does). The handle keeps the driver open.
+///
+/// # Errors
+///
+/// As [`Driver::open`] and [`Driver::register_file`].
+pub fn register_file(file: &impl std::os::fd::AsFd) -> Result<FileHandle, Error> {
+    Driver::open()?.register_file(file)
+}
+
 /// The backends of a driver for `config`, in registration order (fastpath first).
 pub fn backends(config: &Config, amd_file_io: bool) -> (Fastpath, Fallback) {
     (Fastpath::new(config, amd_file_io), Fallback::new(config))

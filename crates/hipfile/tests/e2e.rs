@@ -338,12 +338,132 @@ fn faults_follow_the_retry_rules() {
     }
 }
 
+// ---- the ROCm 5 and ROCm >= 6 ABIs, through the emulated runtime (children) ----
+
+/// A child: with the emulated ROCm version the parent set, device memory is told from host
+/// memory, and the backend follows from the runtime's capabilities.
+fn abi_child(expect_amd_file_io: bool) {
+    let fs = require!(fault_fs());
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new().hip_library(lib).build_from_env();
+    let d = Driver::open_private(config).unwrap();
+    assert_eq!(
+        d.runtime().amd_file_io,
+        expect_amd_file_io,
+        "{:?}",
+        d.runtime()
+    );
+    let path = fs.path().join("abi.bin");
+    let data = pattern(1 << 20, 9);
+    write_file(&path, &data);
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    let buf = d.alloc(1 << 20).unwrap();
+    d.register_buffer(&buf).unwrap();
+    let backend = read_and_check(&fh, &d, &data, 1 << 20, 0, 0);
+    let expect = if expect_amd_file_io {
+        BackendKind::Fastpath
+    } else {
+        BackendKind::Fallback
+    };
+    assert_eq!(backend, expect);
+    // Plain host memory: ROCm 5 answers hipErrorInvalidValue, ROCm >= 6 "unregistered"; both
+    // must come out as "not device memory" for both backends, and refuse registration.
+    let host = vec![0u8; 4096];
+    // SAFETY: the buffer is only handed to calls that refuse it; nothing writes through it.
+    #[allow(unsafe_code)]
+    let hb = unsafe {
+        hipfile::DeviceBuffer::from_raw(&d, hipfile::DevicePtr(host.as_ptr() as u64), host.len())
+    };
+    let e = fh.read(&hb, 4096, 0, 0).unwrap_err();
+    assert!(e.to_string().contains("buffer_not_device_memory"), "{e}");
+    assert!(matches!(
+        d.register_buffer(&hb),
+        Err(Error::MemoryTypeInvalid { .. })
+    ));
+}
+
+#[test]
+#[ignore = "run by both_memory_type_abis_decode in a child process"]
+fn child_abi_with_file_io() {
+    abi_child(true);
+}
+
+#[test]
+#[ignore = "run by both_memory_type_abis_decode in a child process"]
+fn child_abi_without_file_io() {
+    abi_child(false);
+}
+
+#[test]
+fn both_memory_type_abis_decode() {
+    require!(fault_fs().map(drop));
+    require!(emulated_runtime().map(drop));
+    for (test, version) in [
+        ("child_abi_without_file_io", "5.7"),
+        ("child_abi_without_file_io", "5.2"),
+        ("child_abi_without_file_io", "6.4"),
+        ("child_abi_with_file_io", "7.2"),
+    ] {
+        let (ok, text) = child(test, &[("HIPFILE_EMU_ROCM_VERSION", version)]);
+        assert!(ok, "{test} with ROCm {version} failed:\n{text}");
+    }
+}
+
+#[test]
+#[ignore = "run by the_first_registration_opens_the_process_wide_driver in a child process"]
+fn child_implicit_open() {
+    let dir = TempDir::new("hipfile-implicit");
+    let path = dir.path().join("i.bin");
+    write_file(&path, &pattern(8192, 2));
+    let file = open_rw(&path);
+    let fh = hipfile::register_file(&file).unwrap();
+    assert_eq!(fh.driver().runtime().platform, Platform::Emulated);
+    let again = Driver::open().unwrap();
+    assert!(again.same_as(fh.driver()), "one process-wide driver");
+    let buf = again.alloc(8192).unwrap();
+    assert_eq!(fh.read(&buf, 8192, 0, 0).unwrap().bytes, 8192);
+    // Another configuration cannot be forced on the open driver.
+    assert!(matches!(
+        Driver::open_with(ConfigBuilder::new().force_compat_mode(true)),
+        Err(Error::DriverAlreadyOpen)
+    ));
+    let first = fh.driver().clone();
+    drop((fh, buf, again));
+    // `first` still holds it open; once it goes, the next open makes a new driver.
+    let held = Driver::open().unwrap();
+    assert!(held.same_as(&first));
+    drop((held, first));
+    let fresh = Driver::open().unwrap();
+    assert_eq!(fresh.runtime().platform, Platform::Emulated);
+}
+
+#[test]
+fn the_first_registration_opens_the_process_wide_driver() {
+    let lib = require!(emulated_runtime());
+    let lib = lib.to_string_lossy().into_owned();
+    let (ok, text) = child(
+        "child_implicit_open",
+        &[("HIPFILE_HIP_LIBRARY", lib.as_str())],
+    );
+    assert!(ok, "child_implicit_open failed:\n{text}");
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Driver>();
+    check::<FileHandle>();
+    check::<hipfile::DeviceBuffer>();
+}
+
 // ---- bad input ----
 
 #[test]
 fn bad_input_is_a_clear_error() {
     let dir = TempDir::new("hipfile-bad-input");
     let d = driver(ConfigBuilder::new()).unwrap();
+    assert_eq!(d.stats(), None, "no counters at HIPFILE_STATS_LEVEL=0");
     let path: PathBuf = dir.path().join("f.bin");
     write_file(&path, &pattern(8192, 0));
     let file = open_rw(&path);
