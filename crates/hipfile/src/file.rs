@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// threads at once. Dropping the last clone deregisters it.
 #[derive(Clone)]
 pub struct FileHandle {
-    driver: Driver,
     inner: Arc<FileInner>,
 }
 
 struct FileInner {
+    driver: Driver,
     /// The caller's descriptor number, the key of the registry.
     key: i32,
     /// Our duplicate of the caller's descriptor.
@@ -60,8 +60,8 @@ impl FileHandle {
         })();
         match opened {
             Ok((fd, probed)) => Ok(FileHandle {
-                driver,
                 inner: Arc::new(FileInner {
+                    driver,
                     key,
                     fd,
                     probed,
@@ -83,7 +83,7 @@ impl FileHandle {
 
     /// The driver this file is registered with.
     pub fn driver(&self) -> &Driver {
-        &self.driver
+        &self.inner.driver
     }
 
     /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`.
@@ -139,7 +139,7 @@ impl FileHandle {
                 count,
             });
         }
-        self.driver.release_fd(self.inner.key);
+        self.inner.driver.release_fd(self.inner.key);
         Ok(())
     }
 
@@ -157,9 +157,9 @@ impl FileHandle {
         if inner.deregistered.load(Ordering::SeqCst) {
             return Err(Error::HandleNotRegistered);
         }
-        let driver = &self.driver.inner;
+        let driver = &inner.driver.inner;
         let result = (|| {
-            let (facts, _registered) = self.driver.buffer_facts(buffer)?;
+            let (facts, _registered) = inner.driver.buffer_facts(buffer)?;
             let request = Request {
                 op,
                 size,
@@ -197,13 +197,12 @@ impl FileHandle {
     }
 }
 
-impl Drop for FileHandle {
+impl Drop for FileInner {
     fn drop(&mut self) {
-        // The last clone releases the descriptor number, unless deregister already did.
-        if Arc::strong_count(&self.inner) == 1
-            && !self.inner.deregistered.swap(true, Ordering::SeqCst)
-        {
-            self.driver.release_fd(self.inner.key);
+        // The last clone of the handle is gone: release the descriptor number, unless
+        // `deregister` already did.
+        if !self.deregistered.load(Ordering::SeqCst) {
+            self.driver.release_fd(self.key);
         }
     }
 }
