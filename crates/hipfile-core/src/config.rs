@@ -3,7 +3,9 @@
 //! This is the only module of hipfile that reads the environment (clippy's
 //! `disallowed-methods` enforces it elsewhere). Besides SPEC.md's four variables it reads the
 //! runtime-location variables that the loader needs: `HIPFILE_HIP_LIBRARY` (an explicit path
-//! to the HIP runtime) and `ROCM_PATH`.
+//! to the HIP runtime) and `ROCM_PATH`, and the fallback's sizing knobs ([`FallbackKnobs`]):
+//! `HIPFILE_IO_THREADS`, `HIPFILE_TASK_SIZE`, `HIPFILE_STAGING_MEMORY` and
+//! `HIPFILE_SMALL_IO_THRESHOLD`.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -25,6 +27,94 @@ pub const ENV_HIP_LIBRARY: &str = "HIPFILE_HIP_LIBRARY";
 pub const ENV_ROCM_PATH: &str = "ROCM_PATH";
 /// `HIP_PLATFORM`: HIP's own switch, `amd` or `nvidia`; unset means try AMD, then NVIDIA.
 pub const ENV_HIP_PLATFORM: &str = "HIP_PLATFORM";
+
+/// `HIPFILE_IO_THREADS`: the fallback's I/O worker threads per driver.
+pub const ENV_IO_THREADS: &str = "HIPFILE_IO_THREADS";
+/// `HIPFILE_TASK_SIZE`: bytes per task a large fallback request is split into.
+pub const ENV_TASK_SIZE: &str = "HIPFILE_TASK_SIZE";
+/// `HIPFILE_STAGING_MEMORY`: the most pinned staging bytes the fallback of one driver holds.
+pub const ENV_STAGING_MEMORY: &str = "HIPFILE_STAGING_MEMORY";
+/// `HIPFILE_SMALL_IO_THRESHOLD`: fallback requests of at most this many bytes run on the
+/// caller's thread.
+pub const ENV_SMALL_IO_THRESHOLD: &str = "HIPFILE_SMALL_IO_THRESHOLD";
+
+/// How the fallback backend sizes its work: worker threads, task size, pinned memory and the
+/// size below which a request is not handed off at all.
+///
+/// Sizes are bytes; in the environment they may end in `K`, `M` or `G` (binary: 1024,
+/// 1024², 1024³, case-insensitive, an optional `iB`/`B` after it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FallbackKnobs {
+    /// I/O worker threads, created on the first large request and kept until the driver
+    /// closes. Default: the machine's available parallelism clamped to
+    /// 1..=[`FallbackKnobs::MAX_DEFAULT_IO_THREADS`] (PERF.md: page-cache reads scale to
+    /// about 8–16 threads and stop there). Accepted: 1..=[`FallbackKnobs::MAX_IO_THREADS`].
+    pub io_threads: usize,
+    /// Bytes per task: a large request is cut at file offsets that are multiples of this
+    /// (rounded up to 4096 by the fallback). Default [`FallbackKnobs::DEFAULT_TASK_SIZE`].
+    pub task_size: u64,
+    /// The most pinned staging memory the fallback of one driver holds, all threads and
+    /// callers together. Default [`FallbackKnobs::DEFAULT_STAGING_MEMORY`].
+    pub staging_memory: u64,
+    /// Requests of at most this many bytes run on the caller's thread, with no hand-off to
+    /// the workers. Default [`FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD`]; 0 hands off
+    /// every request.
+    pub small_io_threshold: u64,
+}
+
+impl FallbackKnobs {
+    /// 16: the default thread count never exceeds it, however many cores the machine has
+    /// (PERF.md: 40.1 GB/s at 8 threads, 40.9 at 16).
+    pub const MAX_DEFAULT_IO_THREADS: usize = 16;
+    /// 1024: the most threads accepted from the environment.
+    pub const MAX_IO_THREADS: usize = 1024;
+    /// 8 MiB: in the middle of the 4–16 MiB PERF.md suggests; a 64 MiB request is 8 tasks,
+    /// enough to keep 8 threads busy.
+    pub const DEFAULT_TASK_SIZE: u64 = 8 << 20;
+    /// 256 MiB of pinned memory per driver.
+    pub const DEFAULT_STAGING_MEMORY: u64 = 256 << 20;
+    /// 1 MiB: below this the hand-off to a worker and back costs more than it saves.
+    pub const DEFAULT_SMALL_IO_THRESHOLD: u64 = 1 << 20;
+
+    /// The default thread count for this machine.
+    pub fn default_io_threads() -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, Self::MAX_DEFAULT_IO_THREADS)
+    }
+}
+
+impl Default for FallbackKnobs {
+    fn default() -> Self {
+        FallbackKnobs {
+            io_threads: Self::default_io_threads(),
+            task_size: Self::DEFAULT_TASK_SIZE,
+            staging_memory: Self::DEFAULT_STAGING_MEMORY,
+            small_io_threshold: Self::DEFAULT_SMALL_IO_THRESHOLD,
+        }
+    }
+}
+
+/// Parses a byte count: digits with an optional binary suffix `K`, `M` or `G`
+/// (case-insensitive, optionally followed by `B` or `iB`), surrounding whitespace ignored.
+/// `None` for anything else or an overflow.
+pub fn parse_size(value: &str) -> Option<u64> {
+    let v = value.trim().to_ascii_lowercase();
+    let v = v
+        .strip_suffix("ib")
+        .or_else(|| v.strip_suffix('b'))
+        .unwrap_or(&v);
+    let (digits, shift) = match v.as_bytes().last()? {
+        b'k' => (&v[..v.len() - 1], 10),
+        b'm' => (&v[..v.len() - 1], 20),
+        b'g' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
 
 /// Which GPU platform to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -56,6 +146,8 @@ pub struct Config {
     pub rocm_path: Option<PathBuf>,
     /// Which platform to load.
     pub platform: PlatformChoice,
+    /// The fallback's threads, task size, staging memory and small-request threshold.
+    pub fallback: FallbackKnobs,
 }
 
 impl Default for Config {
@@ -69,6 +161,7 @@ impl Default for Config {
             hip_library: None,
             rocm_path: None,
             platform: PlatformChoice::Auto,
+            fallback: FallbackKnobs::default(),
         }
     }
 }
@@ -83,6 +176,11 @@ impl Config {
     /// Whether this configuration leaves no backend at all (`FORCE=true` with `ALLOW=false`).
     pub fn leaves_no_backend(&self) -> bool {
         self.force_compat_mode && !self.allow_compat_mode
+    }
+
+    /// The fallback's sizing knobs.
+    pub fn fallback_knobs(&self) -> FallbackKnobs {
+        self.fallback
     }
 }
 
@@ -142,6 +240,10 @@ pub struct ConfigBuilder {
     hip_library: Option<PathBuf>,
     rocm_path: Option<PathBuf>,
     platform: Option<PlatformChoice>,
+    io_threads: Option<usize>,
+    task_size: Option<u64>,
+    staging_memory: Option<u64>,
+    small_io_threshold: Option<u64>,
 }
 
 impl ConfigBuilder {
@@ -189,6 +291,32 @@ impl ConfigBuilder {
     /// Overrides `HIP_PLATFORM`.
     pub fn platform(mut self, platform: PlatformChoice) -> Self {
         self.platform = Some(platform);
+        self
+    }
+
+    /// Overrides `HIPFILE_IO_THREADS` (0 is taken as 1).
+    pub fn io_threads(mut self, threads: usize) -> Self {
+        self.io_threads = Some(threads.max(1));
+        self
+    }
+
+    /// Overrides `HIPFILE_TASK_SIZE`, in bytes (0 is taken as 1; the fallback rounds up to
+    /// 4096).
+    pub fn task_size(mut self, bytes: u64) -> Self {
+        self.task_size = Some(bytes.max(1));
+        self
+    }
+
+    /// Overrides `HIPFILE_STAGING_MEMORY`, in bytes (0 is taken as 1: the fallback keeps at
+    /// least one 4 KiB buffer whatever the bound).
+    pub fn staging_memory(mut self, bytes: u64) -> Self {
+        self.staging_memory = Some(bytes.max(1));
+        self
+    }
+
+    /// Overrides `HIPFILE_SMALL_IO_THRESHOLD`, in bytes.
+    pub fn small_io_threshold(mut self, bytes: u64) -> Self {
+        self.small_io_threshold = Some(bytes);
         self
     }
 
@@ -280,6 +408,60 @@ impl ConfigBuilder {
                     }
                 },
             });
+        let knobs = defaults.fallback;
+        let mut number = |over: Option<u64>,
+                          variable: &'static str,
+                          default: u64,
+                          parse: fn(&str) -> Option<u64>,
+                          expected: &'static str| {
+            over.unwrap_or_else(|| match lookup(variable) {
+                None => default,
+                Some(v) => parse(&v).unwrap_or_else(|| {
+                    warnings.push(ConfigWarning::InvalidValue {
+                        variable,
+                        value: v,
+                        used: default.to_string(),
+                        expected,
+                    });
+                    default
+                }),
+            })
+        };
+        let threads = |v: &str| {
+            v.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=FallbackKnobs::MAX_IO_THREADS as u64).contains(n))
+        };
+        let io_threads = number(
+            self.io_threads.map(|n| n as u64),
+            ENV_IO_THREADS,
+            knobs.io_threads as u64,
+            threads,
+            "an integer from 1 to 1024",
+        ) as usize;
+        let positive_size = |v: &str| parse_size(v).filter(|&n| n > 0);
+        let task_size = number(
+            self.task_size,
+            ENV_TASK_SIZE,
+            knobs.task_size,
+            positive_size,
+            "a positive byte count, optionally with a K, M or G suffix",
+        );
+        let staging_memory = number(
+            self.staging_memory,
+            ENV_STAGING_MEMORY,
+            knobs.staging_memory,
+            positive_size,
+            "a positive byte count, optionally with a K, M or G suffix",
+        );
+        let small_io_threshold = number(
+            self.small_io_threshold,
+            ENV_SMALL_IO_THRESHOLD,
+            knobs.small_io_threshold,
+            parse_size,
+            "a byte count, optionally with a K, M or G suffix",
+        );
         let config = Config {
             allow_compat_mode,
             force_compat_mode,
@@ -288,6 +470,12 @@ impl ConfigBuilder {
             hip_library: path(self.hip_library, ENV_HIP_LIBRARY),
             rocm_path: path(self.rocm_path, ENV_ROCM_PATH),
             platform,
+            fallback: FallbackKnobs {
+                io_threads,
+                task_size,
+                staging_memory,
+                small_io_threshold,
+            },
         };
         if config.leaves_no_backend() {
             warnings.push(ConfigWarning::NoBackend);
@@ -503,6 +691,97 @@ mod tests {
         assert!(w[0].to_string().contains("no I/O can be served"));
         let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_FORCE_COMPAT_MODE, "on")]));
         assert!(!c.leaves_no_backend() && w.is_empty());
+    }
+
+    #[test]
+    fn fallback_knob_defaults() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[]));
+        let k = c.fallback_knobs();
+        assert!(w.is_empty());
+        assert!((1..=16).contains(&k.io_threads));
+        assert_eq!(k.io_threads, FallbackKnobs::default_io_threads());
+        assert_eq!(k.task_size, 8 << 20);
+        assert_eq!(k.staging_memory, 256 << 20);
+        assert_eq!(k.small_io_threshold, 1 << 20);
+    }
+
+    #[test]
+    fn fallback_knobs_from_the_environment() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[
+            (ENV_IO_THREADS, " 4 "),
+            (ENV_TASK_SIZE, "64K"),
+            (ENV_STAGING_MEMORY, "1g"),
+            (ENV_SMALL_IO_THRESHOLD, "0"),
+        ]));
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.fallback,
+            FallbackKnobs {
+                io_threads: 4,
+                task_size: 64 << 10,
+                staging_memory: 1 << 30,
+                small_io_threshold: 0,
+            }
+        );
+        for (text, n) in [
+            ("4096", 4096),
+            ("2M", 2 << 20),
+            ("2MiB", 2 << 20),
+            ("3kb", 3 << 10),
+            ("1G", 1 << 30),
+        ] {
+            assert_eq!(parse_size(text), Some(n), "{text}");
+        }
+        for bad in ["", "M", "-1", "1.5M", "1T", "lots", "99999999999999999999G"] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_fallback_knobs_fall_back_to_the_default_and_warn() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[
+            (ENV_IO_THREADS, "0"),
+            (ENV_TASK_SIZE, "0"),
+            (ENV_STAGING_MEMORY, "big"),
+            (ENV_SMALL_IO_THRESHOLD, "-5"),
+        ]));
+        assert_eq!(c.fallback, FallbackKnobs::default());
+        assert_eq!(w.len(), 4, "{w:?}");
+        for (warning, var) in w.iter().zip([
+            ENV_IO_THREADS,
+            ENV_TASK_SIZE,
+            ENV_STAGING_MEMORY,
+            ENV_SMALL_IO_THRESHOLD,
+        ]) {
+            assert!(warning.to_string().contains(var), "{warning}");
+        }
+        let (c, _) = ConfigBuilder::new().build_with(env(&[(ENV_IO_THREADS, "5000")]));
+        assert_eq!(c.fallback.io_threads, FallbackKnobs::default_io_threads());
+    }
+
+    #[test]
+    fn fallback_knobs_are_overridable() {
+        let (c, w) = ConfigBuilder::new()
+            .io_threads(3)
+            .task_size(1 << 16)
+            .staging_memory(1 << 24)
+            .small_io_threshold(7)
+            .build_with(env(&[
+                (ENV_IO_THREADS, "garbage"),
+                (ENV_TASK_SIZE, "1M"),
+                (ENV_STAGING_MEMORY, "1M"),
+                (ENV_SMALL_IO_THRESHOLD, "1M"),
+            ]));
+        assert!(w.is_empty());
+        assert_eq!(
+            c.fallback_knobs(),
+            FallbackKnobs {
+                io_threads: 3,
+                task_size: 1 << 16,
+                staging_memory: 1 << 24,
+                small_io_threshold: 7,
+            }
+        );
     }
 
     #[test]

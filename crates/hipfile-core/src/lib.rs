@@ -18,7 +18,7 @@ pub mod runtime;
 pub mod select;
 
 pub use backend::{Backend, BackendError, IoTarget, Submission};
-pub use config::{Config, ConfigBuilder, ConfigWarning, PlatformChoice};
+pub use config::{Config, ConfigBuilder, ConfigWarning, FallbackKnobs, PlatformChoice};
 pub use error::{Error, ErrorCode, HipFileCode};
 pub use reason::{BackendKind, Reason, Verdict};
 pub use request::{BufferFacts, MAX_IO_SIZE, MemoryKind, Op, Request, ValidRequest};

@@ -3,13 +3,17 @@
 //!
 //! It decides whether it can serve a request ([`Fallback::score`], SPEC.md §1) and serves it
 //! ([`Fallback::io`]) through a bounded pool of pinned staging buffers ([`StagingPool`]),
-//! allocated once per driver and shared by its requests. Selection, validation and retry
+//! allocated once per driver and shared by its requests. A small request runs on the caller's
+//! thread; a large one is split into tasks that a pool of I/O threads serves in parallel, each
+//! thread overlapping its file I/O with its copies (`pipeline.rs`). The sizes come from
+//! `hipfile-core`'s [`FallbackKnobs`](hipfile_core::FallbackKnobs). Selection, validation and retry
 //! belong to `hipfile-core`. It reaches the GPU only through `hipfile-core`'s `GpuRuntime`
 //! trait, never through `hipfile-sys`, and does not depend on the fastpath. The facade and
 //! tools depend on it.
 
 #![deny(unsafe_code)]
 
+mod pipeline;
 mod staging;
 mod transfer;
 
@@ -19,15 +23,21 @@ use hipfile_core::{
     Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, Reason,
     Submission, Verdict,
 };
+use pipeline::Pipeline;
 use std::fmt;
 use std::sync::Arc;
 
-/// The fallback backend. Clones share the staging pool.
+/// The fallback backend. Clones share the staging pool and the I/O threads.
 #[derive(Clone)]
 pub struct Fallback {
     allow_compat_mode: bool,
+    /// Requests of at most this many bytes run on the caller's thread.
+    small_io_threshold: u64,
     /// `None` for a fallback that only scores.
     staging: Option<Arc<StagingPool>>,
+    /// `None` for a fallback that only scores. Declared after `staging`: its drop joins the
+    /// workers, which hold the pool too.
+    pipeline: Option<Arc<Pipeline>>,
 }
 
 impl Fallback {
@@ -36,21 +46,44 @@ impl Fallback {
     pub fn new(config: &Config) -> Self {
         Fallback {
             allow_compat_mode: config.allow_compat_mode,
+            small_io_threshold: config.fallback.small_io_threshold,
             staging: None,
+            pipeline: None,
         }
     }
 
     /// A fallback for `config` that serves requests through `runtime`, with a staging pool
-    /// of the given sizes (nothing is allocated before the first request).
+    /// of the given sizes and `config.fallback`'s threads, task size and small-request
+    /// threshold. Nothing is allocated and no thread started before the first request
+    /// (the first large one, for threads). [`StagingConfig::for_knobs`] gives the sizes
+    /// that keep within `config.fallback.staging_memory`.
     pub fn with_runtime(
         config: &Config,
         runtime: Arc<dyn GpuRuntime>,
         staging: StagingConfig,
     ) -> Self {
+        let pool = Arc::new(StagingPool::new(runtime, staging));
+        let knobs = config.fallback;
         Fallback {
-            staging: Some(Arc::new(StagingPool::new(runtime, staging))),
+            pipeline: Some(Arc::new(Pipeline::new(
+                Arc::clone(&pool),
+                knobs.io_threads,
+                knobs.task_size,
+            ))),
+            staging: Some(pool),
             ..Fallback::new(config)
         }
+    }
+
+    /// Tasks handed to the I/O threads so far (0 for a fallback that only scores). Requests
+    /// at or below the small-request threshold never add to it.
+    pub fn tasks_dispatched(&self) -> u64 {
+        self.pipeline.as_ref().map_or(0, |p| p.tasks_dispatched())
+    }
+
+    /// I/O threads started so far: none before the first large request.
+    pub fn io_threads_started(&self) -> usize {
+        self.pipeline.as_ref().map_or(0, |p| p.threads_started())
     }
 
     /// The staging pool, for a fallback made with a runtime.
@@ -63,7 +96,9 @@ impl fmt::Debug for Fallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fallback")
             .field("allow_compat_mode", &self.allow_compat_mode)
+            .field("small_io_threshold", &self.small_io_threshold)
             .field("staging", &self.staging)
+            .field("pipeline", &self.pipeline)
             .finish()
     }
 }
@@ -86,9 +121,10 @@ impl Backend for Fallback {
 
     /// Reads with `pread` on the buffered descriptor into a staging buffer, then copies to
     /// the device; writes copy from the device, then `pwrite`, and end with one `fdatasync`
-    /// (SPEC.md §3: durable on return). Chunks are at most the pool's `chunk_size`. Returns
-    /// the bytes moved, short only for a read that reaches the end of the file; size 0
-    /// returns 0.
+    /// (SPEC.md §3: durable on return). Chunks are at most the pool's `chunk_size`. A request
+    /// above the small-request threshold is split into tasks served by the I/O threads while
+    /// the caller waits. Returns the bytes moved, short only for a read that reaches the end
+    /// of the file (then the bytes before the end, never any after it); size 0 returns 0.
     ///
     /// # Errors
     ///
@@ -107,7 +143,13 @@ impl Backend for Fallback {
                 s.request.op
             )));
         };
-        let moved = transfer::serve(pool, s.request, target.buffered)?;
+        let moved = transfer::serve(
+            pool,
+            self.pipeline.as_deref(),
+            self.small_io_threshold,
+            s.request,
+            target.buffered,
+        )?;
         // At most `MAX_IO_SIZE`, so it fits.
         Ok(i64::try_from(moved).unwrap_or(i64::MAX))
     }

@@ -23,11 +23,16 @@
 //!   allocation (`hipMemGetAddressRange`) when it was registered or, unregistered, for the
 //!   call. Backends trust that validation (ARCHITECTURE.md).
 //!
-//! Copies are synchronous (no stream), so neither memory has to outlive the call.
+//! The plain copies are synchronous (no stream), so neither memory has to outlive the call.
+//! The copies on a stream (`*_on`) are `unsafe fn`: their caller keeps both memories alive and
+//! leaves the buffer alone until the stream has finished the copy.
 
 #![allow(unsafe_code)]
 
-use hipfile_core::{BackendError, DevicePtr, GpuRuntime, RuntimeError, ValidRequest};
+use hipfile_core::runtime::StreamHandle;
+use hipfile_core::{
+    BackendError, DevicePtr, FallbackKnobs, GpuRuntime, RuntimeError, ValidRequest,
+};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -50,10 +55,38 @@ impl StagingConfig {
     /// upstream hipFile uses and the top of the 4–16 MiB task size PERF.md suggests.
     pub const DEFAULT_CHUNK_SIZE: usize = 16 << 20;
 
-    /// 8 buffers, so at most 128 MiB of pinned memory per driver by default: PERF.md's
+    /// 8 buffers, so at most 128 MiB of pinned memory for a pool made with
+    /// [`StagingConfig::default`] (a driver sizes its pool with [`StagingConfig::for_knobs`]
+    /// instead): PERF.md's
     /// page-cache read bandwidth stops growing at about 8 threads (40.1 GB/s at 8, 40.9 at
     /// 16), so more buffers would pin memory for little gain.
     pub const DEFAULT_MAX_BUFFERS: usize = 8;
+
+    /// Buffers each I/O worker uses for one task: two, so that the `pread` (or `pwrite`) of
+    /// one chunk overlaps the copy of the other.
+    pub const BUFFERS_PER_WORKER: usize = 2;
+
+    /// The sizes for the fallback's knobs, keeping `chunk_size × max_buffers` within
+    /// `staging_memory`:
+    ///
+    /// - `chunk_size` is the smaller of half a task (so that a task has at least two chunks to
+    ///   overlap) and `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
+    ///   worker can hold its two buffers at once), rounded down to a multiple of 4096 and at
+    ///   least 4096. With the defaults (8 MiB tasks, 256 MiB, 16 threads) that is 4 MiB.
+    /// - `max_buffers` is as many such buffers as `staging_memory` holds (64 by default:
+    ///   32 for the workers, the rest for callers' small requests and for callers beyond
+    ///   them), at least 1. Only a bound below 4 KiB is exceeded, by that one buffer.
+    pub fn for_knobs(knobs: &FallbackKnobs) -> StagingConfig {
+        const PAGE: u64 = 4096;
+        let task = knobs.task_size.max(1).div_ceil(PAGE) * PAGE;
+        let per_worker = (knobs.io_threads.max(1) * Self::BUFFERS_PER_WORKER) as u64;
+        let chunk = (task / 2).min(knobs.staging_memory / per_worker).max(PAGE) / PAGE * PAGE;
+        let max_buffers = (knobs.staging_memory / chunk).max(1);
+        StagingConfig {
+            chunk_size: usize::try_from(chunk).unwrap_or(usize::MAX),
+            max_buffers: usize::try_from(max_buffers).unwrap_or(usize::MAX),
+        }
+    }
 
     fn normalized(self) -> StagingConfig {
         StagingConfig {
@@ -150,6 +183,26 @@ impl StagingPool {
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    /// Takes a buffer if one is idle or may be allocated now, without waiting: `None` when
+    /// every buffer is taken or the allocation fails (the caller can do with fewer).
+    pub fn try_acquire(&self) -> Option<StagingGuard<'_>> {
+        let mut state = self.lock();
+        if let Some(buffer) = state.idle.pop() {
+            return Some(StagingGuard { pool: self, buffer });
+        }
+        if state.allocated + state.allocating < self.config.max_buffers {
+            state.allocating += 1;
+            drop(state);
+            let buffer = self.allocate().ok()?;
+            return Some(StagingGuard { pool: self, buffer });
+        }
+        None
+    }
+
+    pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
     }
 
     /// Allocates one buffer for a slot already counted in `allocating`, outside the lock (a
@@ -295,6 +348,63 @@ impl StagingGuard<'_> {
     }
 }
 
+impl StagingGuard<'_> {
+    /// Queues a copy of the first `to.len()` bytes of the buffer to `to` on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// Until `stream` has finished the copy (a synchronize of the stream, or of an event
+    /// recorded on it after this call), the caller neither writes the buffer nor drops the
+    /// guard, and the device memory of `to` stays allocated.
+    ///
+    /// # Panics
+    ///
+    /// When `to` is longer than the buffer.
+    pub(crate) unsafe fn copy_to_device_on(
+        &self,
+        to: DeviceRange,
+        stream: StreamHandle,
+    ) -> Result<(), BackendError> {
+        let len = to.len_within(self.capacity());
+        // SAFETY: `to` lies inside the request's device buffer (module invariant), `len` is
+        // no more than the guard's buffer; both stay valid and the buffer unwritten until
+        // the copy completes (this function's contract).
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_device(to.start, self.buffer.0.as_ptr(), len, Some(stream))
+        }
+        .map_err(BackendError::Runtime)
+    }
+
+    /// Queues a copy of `from` into the start of the buffer on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// Until `stream` has finished the copy, the caller neither reads nor writes the buffer
+    /// nor drops the guard, and the device memory of `from` stays allocated.
+    ///
+    /// # Panics
+    ///
+    /// When `from` is longer than the buffer.
+    pub(crate) unsafe fn copy_from_device_on(
+        &mut self,
+        from: DeviceRange,
+        stream: StreamHandle,
+    ) -> Result<(), BackendError> {
+        let len = from.len_within(self.capacity());
+        // SAFETY: `from` lies inside the request's device buffer (module invariant), `len`
+        // is no more than the guard's buffer, held through `&mut self`; both stay valid and
+        // the buffer untouched until the copy completes (this function's contract).
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_host(self.buffer.0.as_ptr(), from.start, len, Some(stream))
+        }
+        .map_err(BackendError::Runtime)
+    }
+}
+
 impl Drop for StagingGuard<'_> {
     fn drop(&mut self) {
         // The guard's own copy of the pointer is never used again.
@@ -326,6 +436,12 @@ impl DeviceRange {
             start: r.address,
             len: r.size,
         }
+    }
+
+    /// A range anywhere, for tests that never copy through it.
+    #[cfg(test)]
+    pub(crate) fn for_test(start: DevicePtr, len: u64) -> Self {
+        DeviceRange { start, len }
     }
 
     /// Bytes in the range.
@@ -420,6 +536,40 @@ mod tests {
     fn defaults_are_16_mib_and_8_buffers() {
         let c = StagingConfig::default();
         assert_eq!((c.chunk_size, c.max_buffers), (16 << 20, 8));
+    }
+
+    #[test]
+    fn sizes_for_the_knobs_stay_within_the_staging_memory() {
+        let knobs = |io_threads, task_size, staging_memory| FallbackKnobs {
+            io_threads,
+            task_size,
+            staging_memory,
+            small_io_threshold: 1 << 20,
+        };
+        let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 256 << 20));
+        assert_eq!((c.chunk_size, c.max_buffers), (4 << 20, 64));
+        // Little memory for many threads: the chunk shrinks so each worker has two buffers.
+        let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 32 << 20));
+        assert_eq!((c.chunk_size, c.max_buffers), (1 << 20, 32));
+        for (threads, task, memory) in [
+            (1, 1, 1),
+            (4, 65536, 1 << 20),
+            (3, 10_000, 1_000_000),
+            (1024, 16 << 20, 1 << 30),
+            (2, 1 << 30, 100 << 20),
+        ] {
+            let c = StagingConfig::for_knobs(&knobs(threads, task, memory));
+            assert!(
+                c.chunk_size >= 4096 && c.chunk_size.is_multiple_of(4096),
+                "{c:?}"
+            );
+            assert!(c.max_buffers >= 1);
+            assert!(
+                (c.chunk_size * c.max_buffers) as u64 <= memory.max(4096),
+                "{threads} {task} {memory}: {c:?}"
+            );
+            assert!(c.chunk_size as u64 <= task.div_ceil(4096) * 4096);
+        }
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! buffer and copy it to the device; for a write, copy a chunk from the device and `pwrite`
 //! it; after a write, one `fdatasync` for the whole call (SPEC.md §3).
 //!
-//! [`transfer_range`] moves one contiguous range with one staging buffer. Today a request is
-//! one such range, served on the caller's thread; a parallel pipeline splits the request's
-//! range into several and gives each to a worker with its own buffers.
+//! A request of at most the small-request threshold is one range that [`transfer_range`] moves
+//! with one staging buffer on the caller's thread; a larger one goes to the
+//! [`Pipeline`](crate::pipeline::Pipeline), which splits it into tasks for its workers. Either
+//! way the `fdatasync` of a write is made here, once, after every byte is written.
 
+use crate::pipeline::Pipeline;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
 use hipfile_core::{BackendError, Op, ValidRequest};
 use rustix::io::Errno;
@@ -20,11 +22,23 @@ use std::os::fd::BorrowedFd;
 /// success would be taken for durable data.
 pub(crate) fn serve(
     pool: &StagingPool,
+    pipeline: Option<&Pipeline>,
+    small_io_threshold: u64,
     r: &ValidRequest,
     fd: BorrowedFd<'_>,
 ) -> Result<u64, BackendError> {
     if r.size == 0 {
         return Ok(0);
+    }
+    if r.size > small_io_threshold
+        && let Some(p) = pipeline
+        && let Some(moved) = p.run(r.op, fd, DeviceRange::of_request(r), r.file_offset)
+    {
+        let moved = moved?;
+        if r.op == Op::Write {
+            sync_data(fd)?;
+        }
+        return Ok(moved);
     }
     let mut buf = pool.acquire()?;
     let moved = transfer_range(
@@ -85,7 +99,11 @@ pub(crate) fn transfer_range(
 
 /// `pread` until `buf` is full or the file ends; returns the bytes read. `EINTR` is not a
 /// failure: the call is reissued.
-fn pread_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, BackendError> {
+pub(crate) fn pread_full(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, BackendError> {
     let mut filled = 0;
     while filled < buf.len() {
         match rustix::io::pread(fd, &mut buf[filled..], offset + filled as u64) {
@@ -100,7 +118,7 @@ fn pread_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, 
 
 /// `pwrite` all of `buf`. `EINTR` is reissued; a `pwrite` that writes nothing would repeat
 /// forever, so it is reported as `EIO`.
-fn pwrite_full(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> Result<(), BackendError> {
+pub(crate) fn pwrite_full(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> Result<(), BackendError> {
     let mut written = 0;
     while written < buf.len() {
         match rustix::io::pwrite(fd, &buf[written..], offset + written as u64) {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use hipfile_core::{Backend, BackendError, DevicePtr, Op};
+use hipfile_core::{Backend, BackendError, Config, DevicePtr, FallbackKnobs, Op};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_testfs::{MountedFs, TempDir, require};
 use std::fs::{File, OpenOptions};
@@ -20,9 +20,17 @@ const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
 const SMALL_CHUNK: usize = 64 * KIB;
 
+/// A fallback that serves every request on the caller's thread, one buffer per request.
 fn fallback(rt: &Arc<HostMemRuntime>, chunk_size: usize, max_buffers: usize) -> Fallback {
+    let serial = Config {
+        fallback: FallbackKnobs {
+            small_io_threshold: u64::MAX,
+            ..FallbackKnobs::default()
+        },
+        ..config()
+    };
     Fallback::with_runtime(
-        &config(),
+        &serial,
         rt.clone(),
         StagingConfig {
             chunk_size,
@@ -549,4 +557,451 @@ fn a_fallback_without_a_runtime_only_scores() {
         "{e:?}"
     );
     assert_eq!(fb.kind(), hipfile_core::BackendKind::Fallback);
+}
+
+// The parallel path: tasks on I/O threads, with a runtime whose copies on a stream run only
+// when synchronised.
+
+const TASK: usize = 64 * KIB;
+const THREADS: usize = 4;
+
+/// A fallback with `THREADS` threads, `TASK`-byte tasks and 128 KiB of staging memory (16 KiB
+/// chunks, so four per task and each buffer reused within a task), handing off every request
+/// above `threshold` bytes.
+fn pipelined(rt: &Arc<HostMemRuntime>, threshold: u64) -> Fallback {
+    let knobs = FallbackKnobs {
+        io_threads: THREADS,
+        task_size: TASK as u64,
+        staging_memory: 128 * KIB as u64,
+        small_io_threshold: threshold,
+    };
+    let c = Config {
+        fallback: knobs,
+        ..config()
+    };
+    let staging = StagingConfig::for_knobs(&knobs);
+    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 8));
+    Fallback::with_runtime(&c, rt.clone(), staging)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pipelined_round_trip(
+    rt: &Arc<HostMemRuntime>,
+    fb: &Fallback,
+    file: &File,
+    path: &Path,
+    buf_off: usize,
+    file_offset: u64,
+    size: usize,
+    seed: u8,
+) {
+    const SLACK: usize = 7;
+    let data = pattern(size, seed);
+    let len = buf_off + size + SLACK;
+    let mut src = vec![0xee; len];
+    src[buf_off..buf_off + size].copy_from_slice(&data);
+    let src = rt.device_with(&src);
+    let wrote = run(
+        fb,
+        &**rt,
+        file,
+        Op::Write,
+        src,
+        len as u64,
+        buf_off as u64,
+        file_offset,
+        size as u64,
+    );
+    assert_eq!(
+        wrote.unwrap(),
+        size as i64,
+        "write of {size} at {file_offset}"
+    );
+    let mut on_disk = vec![0; size];
+    File::open(path)
+        .unwrap()
+        .read_exact_at(&mut on_disk, file_offset)
+        .unwrap();
+    assert!(on_disk == data, "file differs: {size} at {file_offset}");
+
+    let dst = device(rt, len);
+    let read = run(
+        fb,
+        &**rt,
+        file,
+        Op::Read,
+        dst,
+        len as u64,
+        buf_off as u64,
+        file_offset,
+        size as u64,
+    );
+    assert_eq!(
+        read.unwrap(),
+        size as i64,
+        "read of {size} at {file_offset}"
+    );
+    let back = rt.read_device(dst, len);
+    assert!(
+        back[buf_off..buf_off + size] == data[..],
+        "device differs: {size} at {file_offset}"
+    );
+    assert!(back[..buf_off].iter().all(|&b| b == 0), "wrote before");
+    assert!(back[buf_off + size..].iter().all(|&b| b == 0), "wrote past");
+    assert_pool_idle(fb);
+}
+
+#[test]
+fn pipelined_round_trips_around_task_boundaries() {
+    let dir = TempDir::new("fallback-pipe-round-trip");
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 4096);
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let mut seed = 0u8;
+    for file_offset in [0, 5, 4096, TASK as u64 - 1, 3 * TASK as u64 + 4097] {
+        for k in 1..=4 {
+            for size in [k * TASK - 1, k * TASK, k * TASK + 1] {
+                seed = seed.wrapping_add(1);
+                pipelined_round_trip(&rt, &fb, &file, &path, 13, file_offset, size, seed);
+            }
+        }
+    }
+    assert!(fb.tasks_dispatched() > 0);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    let pool = fb.staging().unwrap();
+    assert!(pool.allocated() <= 2 * THREADS, "{pool:?}");
+    drop(fb);
+    assert_eq!(
+        rt.live_pinned(),
+        0,
+        "the pool frees its buffers when dropped"
+    );
+    assert_eq!(
+        rt.streams_created.load(Ordering::SeqCst),
+        rt.streams_destroyed.load(Ordering::SeqCst),
+        "every worker destroys its stream when the pool is dropped"
+    );
+    assert!(rt.streams_created.load(Ordering::SeqCst) <= THREADS);
+}
+
+#[test]
+fn a_pipelined_read_stops_at_the_end_of_the_file_inside_the_third_task() {
+    let dir = TempDir::new("fallback-pipe-eof");
+    let path = dir.path().join("f");
+    // From offset 100: task 1 is 100..64 KiB, task 2 the next 64 KiB, the end of the file in
+    // task 3, tasks 4 and 5 after it.
+    let data = pattern(2 * TASK + 5000, 3);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 0);
+    let size = 5 * TASK - 100; // 100..5 × 64 KiB: five tasks
+    let dst = device(&rt, size);
+    for _ in 0..3 {
+        let before = fb.tasks_dispatched();
+        let n = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            100,
+            size as u64,
+        )
+        .unwrap();
+        assert_eq!(fb.tasks_dispatched() - before, 5);
+        assert_eq!(n, (data.len() - 100) as i64);
+        let back = rt.read_device(dst, size);
+        assert!(back[..data.len() - 100] == data[100..]);
+        assert!(
+            back[data.len() - 100..].iter().all(|&b| b == 0),
+            "bytes after the end of the file"
+        );
+        assert_pool_idle(&fb);
+    }
+    // The end of the file on a task boundary, and a read that starts after it.
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        (data.len() - 5000 - TASK) as u64,
+        size as u64,
+    );
+    assert_eq!(n.unwrap(), (TASK + 5000) as i64);
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        1 << 30,
+        size as u64,
+    );
+    assert_eq!(n.unwrap(), 0);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
+    let dir = TempDir::new("fallback-pipe-copy-fail");
+    let path = dir.path().join("f");
+    let size = 5 * TASK;
+    let data = pattern(size, 4);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    // Twenty copies per request (four chunks per task): fail the tenth, in the middle
+    // whichever threads issue the copies.
+    let rt = Arc::new(HostMemRuntime::deferred(Faults {
+        copy_to_device: Some(9),
+        copy_to_host: Some(9),
+        ..Faults::default()
+    }));
+    let fb = pipelined(&rt, 0);
+    let dst = device(&rt, size);
+    let e = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.code == 999),
+        "{e:?}"
+    );
+    assert_pool_idle(&fb);
+    let src = rt.device_with(&pattern(size, 40));
+    let e = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.code == 999),
+        "{e:?}"
+    );
+    assert_pool_idle(&fb);
+
+    // The same threads and buffers serve the next requests.
+    std::fs::write(&path, &data).unwrap();
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap();
+    assert_eq!(n, size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn a_pipelined_read_error_fails_the_request() {
+    let dir = TempDir::new("fallback-pipe-ebadf");
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(4 * TASK, 3)).unwrap();
+    let file = OpenOptions::new().write(true).open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 0);
+    let dst = device(&rt, 4 * TASK);
+    let size = 4 * TASK as u64;
+    let e = run(&fb, &*rt, &file, Op::Read, dst, size, 0, 0, size).unwrap_err();
+    assert_eq!(
+        e,
+        BackendError::Os {
+            call: "pread",
+            errno: libc::EBADF
+        }
+    );
+    assert_eq!(rt.copies_to_device.load(Ordering::SeqCst), 0);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn small_requests_stay_on_the_callers_thread() {
+    let dir = TempDir::new("fallback-pipe-small");
+    let path = dir.path().join("f");
+    let data = pattern(2 * MIB, 5);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD);
+    let dst = device(&rt, 2 * MIB);
+    for size in [1, 4096, TASK + 1, MIB] {
+        let n = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            2 * MIB as u64,
+            0,
+            3,
+            size as u64,
+        );
+        assert_eq!(n.unwrap(), size as i64);
+        assert!(rt.read_device(dst, size) == data[3..3 + size]);
+    }
+    assert_eq!(fb.tasks_dispatched(), 0, "a small request was handed off");
+    assert_eq!(
+        fb.io_threads_started(),
+        0,
+        "threads started for small requests"
+    );
+    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 0);
+
+    let size = MIB + 1;
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        dst,
+        2 * MIB as u64,
+        0,
+        3,
+        size as u64,
+    );
+    assert_eq!(n.unwrap(), size as i64);
+    assert!(rt.read_device(dst, size) == data[3..3 + size]);
+    // 3..1 MiB + 4 spans 17 tasks cut at multiples of 64 KiB.
+    assert_eq!(fb.tasks_dispatched(), 17);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    assert_pool_idle(&fb);
+}
+
+#[test]
+fn eight_callers_share_the_io_threads() {
+    const CALLERS: usize = 8;
+    let part = 5 * TASK + 4097;
+    let dir = TempDir::new("fallback-pipe-callers");
+    let path = dir.path().join("f");
+    let data = pattern(CALLERS * part, 8);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 4096);
+
+    std::thread::scope(|s| {
+        for t in 0..CALLERS {
+            let (fb, rt, file, data) = (&fb, &rt, &file, &data);
+            s.spawn(move || {
+                let dst = device(rt, part);
+                for _ in 0..3 {
+                    let off = (t * part) as u64;
+                    let n = run(
+                        fb,
+                        &**rt,
+                        file,
+                        Op::Read,
+                        dst,
+                        part as u64,
+                        0,
+                        off,
+                        part as u64,
+                    );
+                    assert_eq!(n.unwrap(), part as i64);
+                    assert!(
+                        rt.read_device(dst, part) == data[t * part..(t + 1) * part],
+                        "caller {t}"
+                    );
+                }
+            });
+        }
+    });
+    assert_pool_idle(&fb);
+
+    let new = pattern(CALLERS * part, 77);
+    std::thread::scope(|s| {
+        for t in 0..CALLERS {
+            let (fb, rt, file, new) = (&fb, &rt, &file, &new);
+            s.spawn(move || {
+                let src = rt.device_with(&new[t * part..(t + 1) * part]);
+                let off = (t * part) as u64;
+                let n = run(
+                    fb,
+                    &**rt,
+                    file,
+                    Op::Write,
+                    src,
+                    part as u64,
+                    0,
+                    off,
+                    part as u64,
+                );
+                assert_eq!(n.unwrap(), part as i64);
+            });
+        }
+    });
+    assert!(std::fs::read(&path).unwrap() == new);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    let pool = fb.staging().unwrap();
+    assert!(pool.allocated() <= 8, "{pool:?}");
+    assert_pool_idle(&fb);
+}
+
+/// As [`a_write_is_on_disk_when_it_returns`], through the I/O threads: the one `fdatasync`
+/// runs on the caller's thread after every task is done (`transfer.rs`), so what the tasks
+/// wrote is durable when the call returns.
+#[test]
+fn a_pipelined_write_is_on_disk_when_it_returns() {
+    let dir = TempDir::new("fallback-pipe-durable");
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 0);
+    let size = 7 * TASK + 17;
+    let data = pattern(size, 9);
+    let src = rt.device_with(&data);
+    let control = read_write(&dir.path().join("control"));
+    control.write_all_at(&data, 0).unwrap();
+    let measurable = matches!(dirty_pages(&control), Some((d, w)) if d + w > 0);
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    )
+    .unwrap();
+    assert_eq!(n, size as i64);
+    assert!(fb.tasks_dispatched() >= 8);
+    if measurable {
+        assert_eq!(dirty_pages(&file), Some((0, 0)), "pages still dirty");
+    } else {
+        eprintln!("note: cachestat cannot show dirty pages here; checking the data only");
+    }
+    assert!(std::fs::read(&path).unwrap() == data);
 }

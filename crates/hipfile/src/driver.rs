@@ -115,8 +115,11 @@ impl Driver {
             hipfile_core::config::warn_once(&hipfile_core::ConfigWarning::NoBackend);
         }
         let fastpath = Fastpath::with_runtime(&config, Arc::clone(&runtime));
-        let fallback =
-            Fallback::with_runtime(&config, Arc::clone(&runtime), StagingConfig::default());
+        let fallback = Fallback::with_runtime(
+            &config,
+            Arc::clone(&runtime),
+            StagingConfig::for_knobs(&config.fallback_knobs()),
+        );
         Driver {
             inner: Arc::new(Inner {
                 config,

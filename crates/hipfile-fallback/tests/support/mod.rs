@@ -6,6 +6,11 @@
 //! after checking that both sides lie inside allocations it made (so a transfer that strays
 //! outside its range fails the test instead of corrupting memory), counts calls, and can be
 //! told to fail the N-th copy or pinned allocation.
+//!
+//! Made with [`HostMemRuntime::deferred`], copies on a stream are only checked when queued
+//! and run when the stream, or an event recorded after them, is synchronised, as on a GPU:
+//! a backend that reuses a staging buffer before its copy is done, or returns before its
+//! stream is synchronised, moves the wrong bytes.
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
@@ -17,7 +22,7 @@ use hipfile_core::{
 };
 use hipfile_probe::FileFacts;
 use std::alloc::Layout;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, RawFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +51,35 @@ pub struct HostMemRuntime {
     pub copies_to_host: AtomicUsize,
     pub pinned_allocs: AtomicUsize,
     pub pinned_frees: AtomicUsize,
+    pub streams_created: AtomicUsize,
+    pub streams_destroyed: AtomicUsize,
+    pub stream_syncs: AtomicUsize,
+    /// Whether copies on a stream wait for a synchronisation.
+    defer: bool,
+    queues: Mutex<Queues>,
+}
+
+/// Work queued on streams, for a deferred runtime.
+#[derive(Debug, Default)]
+struct Queues {
+    next_handle: usize,
+    by_stream: HashMap<usize, Vec<Queued>>,
+}
+
+#[derive(Debug)]
+enum Queued {
+    Copy { dst: usize, src: usize, len: usize },
+    Event(usize),
+}
+
+impl Queued {
+    fn run(&self) {
+        if let Queued::Copy { dst, src, len } = *self {
+            // SAFETY: both ranges were checked to lie inside allocations of ours when the copy
+            // was queued; a backend that freed them since has broken its contract anyway.
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+        }
+    }
 }
 
 fn rt_error(call: &'static str, code: i32, message: impl Into<String>) -> RuntimeError {
@@ -97,6 +131,29 @@ impl HostMemRuntime {
         let rt = Self::default();
         *rt.faults.lock().unwrap() = faults;
         rt
+    }
+
+    /// A runtime whose copies on a stream run only when synchronised.
+    pub fn deferred(faults: Faults) -> Self {
+        let mut rt = Self::with_faults(faults);
+        rt.defer = true;
+        rt
+    }
+
+    /// Runs a copy now, or queues it on `stream` for a deferred runtime.
+    fn copy(&self, dst: usize, src: usize, len: usize, stream: Option<StreamHandle>) {
+        match stream {
+            Some(s) if self.defer => {
+                let mut q = self.queues.lock().unwrap();
+                let queue = q
+                    .by_stream
+                    .get_mut(&s.0)
+                    .expect("a copy on an unknown stream");
+                queue.push(Queued::Copy { dst, src, len });
+            }
+            // SAFETY: the caller checked both ranges against our allocations.
+            _ => unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) },
+        }
     }
 
     /// Device memory filled with `data`.
@@ -206,26 +263,61 @@ impl GpuRuntime for HostMemRuntime {
     }
 
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
-        Ok(StreamHandle(1))
+        self.streams_created.fetch_add(1, Ordering::SeqCst);
+        let mut q = self.queues.lock().unwrap();
+        q.next_handle += 1;
+        let h = q.next_handle;
+        q.by_stream.insert(h, Vec::new());
+        Ok(StreamHandle(h))
     }
 
-    fn stream_destroy(&self, _: StreamHandle) -> Result<(), RuntimeError> {
+    fn stream_destroy(&self, s: StreamHandle) -> Result<(), RuntimeError> {
+        self.streams_destroyed.fetch_add(1, Ordering::SeqCst);
+        let queue = self.queues.lock().unwrap().by_stream.remove(&s.0);
+        assert!(
+            queue.is_none_or(|q| q.iter().all(|w| matches!(w, Queued::Event(_)))),
+            "a stream destroyed with copies still queued"
+        );
         Ok(())
     }
 
-    fn stream_synchronize(&self, _: StreamHandle) -> Result<(), RuntimeError> {
+    fn stream_synchronize(&self, s: StreamHandle) -> Result<(), RuntimeError> {
+        self.stream_syncs.fetch_add(1, Ordering::SeqCst);
+        let mut q = self.queues.lock().unwrap();
+        if let Some(queue) = q.by_stream.get_mut(&s.0) {
+            for w in queue.drain(..) {
+                w.run();
+            }
+        }
         Ok(())
     }
 
     fn event_create(&self) -> Result<EventHandle, RuntimeError> {
-        Ok(EventHandle(1))
+        let mut q = self.queues.lock().unwrap();
+        q.next_handle += 1;
+        Ok(EventHandle(q.next_handle))
     }
 
-    fn event_record(&self, _: EventHandle, _: StreamHandle) -> Result<(), RuntimeError> {
+    fn event_record(&self, e: EventHandle, s: StreamHandle) -> Result<(), RuntimeError> {
+        let mut q = self.queues.lock().unwrap();
+        if let Some(queue) = q.by_stream.get_mut(&s.0) {
+            queue.push(Queued::Event(e.0));
+        }
         Ok(())
     }
 
-    fn event_synchronize(&self, _: EventHandle) -> Result<(), RuntimeError> {
+    fn event_synchronize(&self, e: EventHandle) -> Result<(), RuntimeError> {
+        let mut q = self.queues.lock().unwrap();
+        for queue in q.by_stream.values_mut() {
+            if let Some(last) = queue
+                .iter()
+                .rposition(|w| matches!(w, Queued::Event(x) if *x == e.0))
+            {
+                for w in queue.drain(..=last) {
+                    w.run();
+                }
+            }
+        }
         Ok(())
     }
 
@@ -238,7 +330,7 @@ impl GpuRuntime for HostMemRuntime {
         dst: DevicePtr,
         src: *const u8,
         len: usize,
-        _: Option<StreamHandle>,
+        stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
         if self.fault(&self.copies_to_device, |f| f.copy_to_device) {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
@@ -251,8 +343,7 @@ impl GpuRuntime for HostMemRuntime {
             contains(&self.pinned, src as usize, len),
             "copy_to_device from {src:?} + {len} leaves pinned memory"
         );
-        // SAFETY: both ranges lie inside allocations of ours (checked above).
-        unsafe { std::ptr::copy(src, dst.0 as *mut u8, len) };
+        self.copy(dst.0 as usize, src as usize, len, stream);
         Ok(())
     }
 
@@ -261,7 +352,7 @@ impl GpuRuntime for HostMemRuntime {
         dst: *mut u8,
         src: DevicePtr,
         len: usize,
-        _: Option<StreamHandle>,
+        stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
         if self.fault(&self.copies_to_host, |f| f.copy_to_host) {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
@@ -274,8 +365,7 @@ impl GpuRuntime for HostMemRuntime {
             contains(&self.pinned, dst as usize, len),
             "copy_to_host to {dst:?} + {len} leaves pinned memory"
         );
-        // SAFETY: both ranges lie inside allocations of ours (checked above).
-        unsafe { std::ptr::copy(src.0 as *const u8, dst, len) };
+        self.copy(dst as usize, src.0 as usize, len, stream);
         Ok(())
     }
 
