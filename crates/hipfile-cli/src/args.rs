@@ -15,12 +15,14 @@ Usage: hipfile <COMMAND> [OPTIONS]
 Commands:
   check    Explain which backend would serve a request on each file, and why
   cp       Copy a file through GPU memory
+  bench    Measure read or write bandwidth through GPU memory, and the limits
 
 Options:
   -h, --help       Print this help
   -V, --version    Print the version
 
-Run 'hipfile check --help' or 'hipfile cp --help' for the options of each command.
+Run 'hipfile check --help', 'hipfile cp --help' or 'hipfile bench --help' for the options of
+each command.
 ";
 
 /// `hipfile check --help`.
@@ -142,6 +144,10 @@ pub enum Command {
     CpHelp,
     /// Run `cp`.
     Cp(CpArgs),
+    /// Print [`BENCH_HELP`].
+    BenchHelp,
+    /// Run `bench`.
+    Bench(BenchArgs),
 }
 
 /// The options of `hipfile check`.
@@ -203,6 +209,154 @@ impl CpArgs {
     pub const DEFAULT_CHUNK: u64 = 64 << 20;
 }
 
+/// `hipfile bench --help`.
+pub const BENCH_HELP: &str = "\
+hipfile bench: measure read or write bandwidth through GPU memory, and the limits
+
+Usage: hipfile bench [OPTIONS]
+
+Creates the test file (written with plain pwrite of a pattern; reused when it exists with
+the right size), then runs the case --runs times: --threads threads each move their own
+part of the file in requests of --io-size bytes between the file and a GPU buffer of their
+own, with the library's reads or writes, until the whole file has been moved once. Each
+run is timed; the median and the spread (min-max) are reported in GB/s (10^9 bytes per
+second), with the bytes each backend served and the peak resident memory of the process.
+
+Before each run the page cache is emptied (--cold: fdatasync, then
+posix_fadvise(DONTNEED) on the file, and /proc/sys/vm/drop_caches when run as root) or
+filled (--hot: the file is read once with plain pread).
+
+With --limits the same run also measures what the case is compared against: raw pread
+(reads) or pwrite + fdatasync (writes) bandwidth of the same file in 16 MiB requests with
+1, 4, 8 and 16 threads (the best), in the same cache state; pageable host <-> device copy
+bandwidth; and the median latency of 1000 raw requests (pread + one synchronous copy, or
+copy + pwrite + fdatasync) of 4 KiB and 64 KiB beside the library's, on a hot cache. The
+ratio is the median over the lowest limit that applies.
+
+Options:
+      --op read|write        Direction [default: read]
+      --size N               Size of the test file [default: 8GiB]
+      --io-size N            Bytes per request, at most 2147479552; never more than --size
+                             [default: 64MiB]
+      --threads N            Threads issuing requests, 1 to 1024 [default: 1]
+      --cold                 Empty the page cache of the file before each run
+      --hot                  Read the file once before each run [default]
+      --backend auto|fallback|fastpath
+                             auto: the configuration decides; fallback: force
+                             compatibility mode; fastpath: compatibility mode not allowed
+                             [default: auto]
+      --limits               Also measure the limits, and report each ratio
+      --json                 Print one JSON object
+      --file PATH            The test file [default: hipfile-bench.dat]
+      --runs N               Timed runs, 1 to 1000 [default: 3]
+      --runtime auto|emulated
+                             The GPU runtime to use: the one found on this machine, or
+                             the emulated runtime libhipfile_emu.so in this program's
+                             directory or its deps/ subdirectory (test and development
+                             only; its limit is the host memory bandwidth) [default: auto]
+  -h, --help                 Print this help
+
+Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
+power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 64K.
+
+Exit status: 0 when every run moved the whole file; 1 when a request, the driver or a
+measurement failed; 2 on bad arguments, a test file that cannot be created, or an
+emulated runtime that is not found.
+";
+
+/// Whether a benchmark run starts with the file in the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    /// Read once before each run.
+    Hot,
+    /// Dropped before each run.
+    Cold,
+}
+
+impl Cache {
+    /// The name used in the output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cache::Hot => "hot",
+            Cache::Cold => "cold",
+        }
+    }
+}
+
+/// Which backends a benchmark lets serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The configuration's defaults.
+    Auto,
+    /// Compatibility mode forced: only the fallback.
+    Fallback,
+    /// Compatibility mode not allowed: only the fastpath.
+    Fastpath,
+}
+
+impl BackendChoice {
+    /// The name used in the output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Fallback => "fallback",
+            BackendChoice::Fastpath => "fastpath",
+        }
+    }
+}
+
+/// The options of `hipfile bench`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchArgs {
+    /// Read or write.
+    pub op: Op,
+    /// Size of the test file (≥ 1).
+    pub size: u64,
+    /// Bytes per request as asked (≥ 1, at most [`MAX_CHUNK`]); clamped to `size` when used.
+    pub io_size: u64,
+    /// Threads issuing requests (1 to [`BenchArgs::MAX_THREADS`]).
+    pub threads: usize,
+    /// The page-cache state each run starts in.
+    pub cache: Cache,
+    /// Which backends may serve.
+    pub backend: BackendChoice,
+    /// Also measure the limits.
+    pub limits: bool,
+    /// One JSON object instead of a table.
+    pub json: bool,
+    /// The test file.
+    pub file: PathBuf,
+    /// Timed runs (1 to [`BenchArgs::MAX_RUNS`]).
+    pub runs: u32,
+    /// The runtime to use.
+    pub runtime: RuntimeChoice,
+}
+
+impl BenchArgs {
+    /// The most `--threads`.
+    pub const MAX_THREADS: usize = 1024;
+    /// The most `--runs`.
+    pub const MAX_RUNS: u32 = 1000;
+}
+
+impl Default for BenchArgs {
+    fn default() -> Self {
+        BenchArgs {
+            op: Op::Read,
+            size: 8 << 30,
+            io_size: 64 << 20,
+            threads: 1,
+            cache: Cache::Hot,
+            backend: BackendChoice::Auto,
+            limits: false,
+            json: false,
+            file: PathBuf::from("hipfile-bench.dat"),
+            runs: 3,
+            runtime: RuntimeChoice::Auto,
+        }
+    }
+}
+
 /// A command line that cannot be run, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgError {
@@ -233,6 +387,13 @@ impl ArgError {
             help: "hipfile cp --help",
         }
     }
+
+    fn bench(message: String) -> ArgError {
+        ArgError {
+            message,
+            help: "hipfile bench --help",
+        }
+    }
 }
 
 impl fmt::Display for ArgError {
@@ -257,6 +418,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgErr
         Some("-V" | "--version") => Ok(Command::Version),
         Some("check") => parse_check(args),
         Some("cp") => parse_cp(args),
+        Some("bench") => parse_bench(args),
         _ => Err(ArgError::main(format!(
             "unknown command {}; {COMMANDS}",
             quote(&first)
@@ -264,7 +426,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgErr
     }
 }
 
-const COMMANDS: &str = "the commands are 'check' and 'cp'";
+const COMMANDS: &str = "the commands are 'check', 'cp' and 'bench'";
 
 /// One command-line word after the command: a path, the end of options, or an option with
 /// its inline value (`--name=value`).
@@ -410,6 +572,137 @@ fn parse_chunk(value: &str) -> Result<u64, ArgError> {
     Ok(n)
 }
 
+fn parse_bench(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
+    let mut out = BenchArgs::default();
+    while let Some(arg) = args.next() {
+        let (name, inline) = match word(arg, false, ArgError::bench)? {
+            Word::Path(p) => {
+                return Err(ArgError::bench(format!(
+                    "bench takes no PATH ({}); use --file PATH",
+                    quote(&p)
+                )));
+            }
+            Word::EndOfOptions => {
+                return Err(ArgError::bench(
+                    "bench takes no PATH; use --file PATH".into(),
+                ));
+            }
+            Word::Option { name, inline } => (name, inline),
+        };
+        let flag = |set: &mut bool| {
+            no_value(&name, inline.as_ref(), ArgError::bench)?;
+            *set = true;
+            Ok::<(), ArgError>(())
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Command::BenchHelp),
+            "--json" => flag(&mut out.json)?,
+            "--limits" => flag(&mut out.limits)?,
+            "--cold" | "--hot" => {
+                no_value(&name, inline.as_ref(), ArgError::bench)?;
+                out.cache = if name == "--cold" {
+                    Cache::Cold
+                } else {
+                    Cache::Hot
+                };
+            }
+            "--file" => {
+                let v = path_value(&name, inline, &mut args)?;
+                if v.is_empty() {
+                    return Err(ArgError::bench("--file needs a non-empty PATH".into()));
+                }
+                out.file = PathBuf::from(v);
+            }
+            "--op" | "--backend" | "--runtime" | "--size" | "--io-size" | "--threads"
+            | "--runs" => {
+                let v = value(&name, inline, &mut args, ArgError::bench)?;
+                set_bench(&mut out, &name, &v)?;
+            }
+            _ => return Err(ArgError::bench(format!("unknown option {name:?}"))),
+        }
+    }
+    Ok(Command::Bench(out))
+}
+
+/// The value of `--file`, which need not be valid text.
+fn path_value(
+    name: &str,
+    inline: Option<String>,
+    args: &mut impl Iterator<Item = OsString>,
+) -> Result<OsString, ArgError> {
+    match inline {
+        Some(v) => Ok(OsString::from(v)),
+        None => args
+            .next()
+            .ok_or_else(|| ArgError::bench(format!("{name} needs a value (a PATH)"))),
+    }
+}
+
+fn set_bench(out: &mut BenchArgs, name: &str, value: &str) -> Result<(), ArgError> {
+    let bad = || {
+        ArgError::bench(format!(
+            "{name}: {value:?} is not valid; expected {}",
+            expected(name)
+        ))
+    };
+    let bytes = || {
+        parse_size(value).map_err(|why| {
+            ArgError::bench(format!(
+                "{name}: {value:?} is not a number of bytes ({why}); use a whole number, \
+                 optionally followed by K, KiB, M, MiB, G or GiB"
+            ))
+        })
+    };
+    match name {
+        "--op" => {
+            out.op = match value {
+                "read" => Op::Read,
+                "write" => Op::Write,
+                _ => return Err(bad()),
+            }
+        }
+        "--backend" => {
+            out.backend = match value {
+                "auto" => BackendChoice::Auto,
+                "fallback" => BackendChoice::Fallback,
+                "fastpath" => BackendChoice::Fastpath,
+                _ => return Err(bad()),
+            }
+        }
+        "--runtime" => out.runtime = runtime_choice(value, ArgError::bench)?,
+        "--size" => {
+            out.size = bytes()?;
+            if out.size == 0 || out.size > i64::MAX as u64 {
+                return Err(ArgError::bench(format!(
+                    "--size: {value:?} is not valid; expected a number of bytes, at least 1"
+                )));
+            }
+        }
+        "--io-size" => {
+            out.io_size = bytes()?;
+            if out.io_size == 0 || out.io_size > MAX_CHUNK {
+                return Err(bad());
+            }
+        }
+        "--threads" => {
+            out.threads = value
+                .parse()
+                .ok()
+                .filter(|n| (1..=BenchArgs::MAX_THREADS).contains(n))
+                .ok_or_else(bad)?;
+        }
+        "--runs" => {
+            out.runs = value
+                .parse()
+                .ok()
+                .filter(|n| (1..=BenchArgs::MAX_RUNS).contains(n))
+                .ok_or_else(bad)?;
+        }
+        _ => return Err(ArgError::bench(format!("unknown option {name:?}"))),
+    }
+    Ok(())
+}
+
 fn parse_check(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
     let mut out = CheckArgs::default();
     let mut only_paths = false;
@@ -455,6 +748,10 @@ fn expected(name: &str) -> &'static str {
         "--buffer-align" => "a number of bytes, at least 1",
         "--runtime" => "auto or emulated",
         "--chunk" => "a number of bytes, a multiple of 4096 from 4096 to 2147479552",
+        "--io-size" => "a number of bytes from 1 to 2147479552",
+        "--threads" => "a whole number from 1 to 1024",
+        "--runs" => "a whole number from 1 to 1000",
+        "--backend" => "auto, fallback or fastpath",
         _ => "a number of bytes",
     }
 }
@@ -780,6 +1077,98 @@ mod tests {
             e.contains("auto or emulated") && e.contains("hipfile cp --help"),
             "{e}"
         );
+    }
+
+    fn bench(args: &[&str]) -> BenchArgs {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        match parse_strs(&all) {
+            Ok(Command::Bench(b)) => b,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bench_defaults_and_options() {
+        assert_eq!(bench(&[]), BenchArgs::default());
+        let d = BenchArgs::default();
+        assert_eq!(
+            (d.size, d.io_size, d.threads, d.runs),
+            (8 << 30, 64 << 20, 1, 3)
+        );
+        assert_eq!((d.cache, d.backend), (Cache::Hot, BackendChoice::Auto));
+        assert_eq!(d.file, PathBuf::from("hipfile-bench.dat"));
+        let b = bench(&[
+            "--op=write",
+            "--size",
+            "8MiB",
+            "--io-size=1M",
+            "--threads",
+            "4",
+            "--cold",
+            "--backend",
+            "fallback",
+            "--limits",
+            "--json",
+            "--file",
+            "x.dat",
+            "--runs",
+            "5",
+            "--runtime",
+            "emulated",
+        ]);
+        assert_eq!(
+            b,
+            BenchArgs {
+                op: Op::Write,
+                size: 8 << 20,
+                io_size: 1 << 20,
+                threads: 4,
+                cache: Cache::Cold,
+                backend: BackendChoice::Fallback,
+                limits: true,
+                json: true,
+                file: PathBuf::from("x.dat"),
+                runs: 5,
+                runtime: RuntimeChoice::Emulated,
+            }
+        );
+        assert_eq!(bench(&["--cold", "--hot"]).cache, Cache::Hot);
+        assert_eq!(
+            bench(&["--backend=fastpath"]).backend,
+            BackendChoice::Fastpath
+        );
+        assert_eq!(parse_strs(&["bench", "--help"]), Ok(Command::BenchHelp));
+    }
+
+    #[test]
+    fn bench_errors_name_the_problem() {
+        for (args, want) in [
+            (&["--threads", "0"][..], "from 1 to 1024"),
+            (&["--threads", "1025"], "from 1 to 1024"),
+            (&["--runs", "0"], "from 1 to 1000"),
+            (&["--io-size", "0"], "from 1 to 2147479552"),
+            (&["--io-size", "4G"], "from 1 to 2147479552"),
+            (&["--size", "0"], "at least 1"),
+            (&["--size", "x"], "not a number of bytes"),
+            (&["--backend", "gpu"], "auto, fallback or fastpath"),
+            (&["--op", "copy"], "read or write"),
+            (&["--runtime", "cuda"], "auto or emulated"),
+            (&["--file", ""], "non-empty PATH"),
+            (&["--file"], "--file needs a value"),
+            (&["--cold=1"], "--cold takes no value"),
+            (&["--frob", "1"], "unknown option \"--frob\""),
+            (&["x"], "takes no PATH"),
+            (&["--", "x"], "takes no PATH"),
+        ] {
+            let mut all = vec!["bench"];
+            all.extend_from_slice(args);
+            let e = error(&all);
+            assert!(
+                e.contains(want) && e.contains("hipfile bench --help"),
+                "{args:?}: {e}"
+            );
+        }
     }
 
     #[test]

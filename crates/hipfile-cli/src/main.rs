@@ -6,13 +6,16 @@
 //!   Its decisions are the library's (`hipfile::explain`).
 //! - `hipfile cp` copies a file through one GPU buffer with the library's reads and writes,
 //!   and reports how many bytes each backend moved.
+//! - `hipfile bench` times whole-file reads or writes through GPU buffers, with the raw
+//!   bandwidths and latencies they compare against measured in the same run.
 //!
-//! The tool adds argument parsing, output and, for `cp`, the copy loop; every I/O decision
-//! is the library's.
+//! The tool adds argument parsing, output and, for `cp` and `bench`, the I/O loops; every
+//! I/O decision is the library's.
 
 #![forbid(unsafe_code)]
 
 mod args;
+mod bench;
 mod check;
 mod cp;
 mod json;
@@ -30,6 +33,8 @@ fn main() -> ExitCode {
         Ok(Command::Check(a)) => check::run(&a),
         Ok(Command::CpHelp) => print(args::CP_HELP),
         Ok(Command::Cp(a)) => cp::run(&a),
+        Ok(Command::BenchHelp) => print(args::BENCH_HELP),
+        Ok(Command::Bench(a)) => bench::run(&a),
         Err(e) => {
             eprintln!("hipfile: {e}");
             check::EXIT_ERROR

@@ -1,0 +1,955 @@
+//! `hipfile bench`: times whole-file reads or writes through GPU buffers with the library's
+//! calls, and, with `--limits`, the raw bandwidths and latencies they are compared against,
+//! measured in the same process on the same file.
+//!
+//! A case is one `--op`, `--size`, `--io-size`, `--threads`, cache state and `--backend`. Each
+//! of its runs moves the whole file once; only those runs are timed and counted in `served`.
+//! The limits use plain `pread`/`pwrite` on the same file and the facade's synchronous copies
+//! from pageable, page-aligned host memory: the facade offers no pinned host allocation
+//! without `unsafe`, so a pinned copy bandwidth is not measured here.
+
+use crate::args::{BackendChoice, BenchArgs, Cache};
+use crate::json::Value;
+use hipfile::{BackendKind, ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome, Op};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Instant;
+
+/// Every run moved the whole file.
+pub const EXIT_DONE: u8 = 0;
+/// A request, the driver or a measurement failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Bad arguments, a test file that cannot be created, or no emulated runtime.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Request size of the raw `pread`/`pwrite` limits, and of the pattern writes.
+const RAW_IO: u64 = 16 << 20;
+/// Thread counts the raw limits are measured with; the best counts.
+const RAW_THREADS: [usize; 4] = [1, 4, 8, 16];
+/// Threads that fill the page cache before a hot run.
+const WARM_THREADS: usize = 8;
+/// Request sizes of the latency comparison.
+const LATENCY_SIZES: [u64; 2] = [4 << 10, 64 << 10];
+/// Requests per latency figure (the median is reported).
+const LATENCY_ITERATIONS: usize = 1000;
+/// Host buffers are aligned to this, as a page-aligned staging buffer would be.
+const PAGE: usize = 4096;
+
+/// Bytes served by each backend, counted from the outcomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    /// Bytes the fastpath moved.
+    pub fastpath_bytes: u64,
+    /// Bytes the fallback moved.
+    pub fallback_bytes: u64,
+}
+
+impl Served {
+    fn count(&mut self, outcome: &IoOutcome) {
+        match outcome.backend {
+            BackendKind::Fastpath => self.fastpath_bytes += outcome.bytes,
+            BackendKind::Fallback => self.fallback_bytes += outcome.bytes,
+        }
+    }
+
+    fn add(&mut self, other: Served) {
+        self.fastpath_bytes += other.fastpath_bytes;
+        self.fallback_bytes += other.fallback_bytes;
+    }
+
+    fn to_json(self) -> Value {
+        Value::Object(vec![
+            ("fastpath_bytes", Value::UInt(self.fastpath_bytes)),
+            ("fallback_bytes", Value::UInt(self.fallback_bytes)),
+        ])
+    }
+}
+
+/// The median latency of one request size, raw and through the library.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    /// Bytes per request.
+    pub size: u64,
+    /// Raw: `pread` + one synchronous host-to-device copy (reads), or one device-to-host
+    /// copy + `pwrite` + `fdatasync` (writes), in microseconds.
+    pub raw_us: f64,
+    /// One library request of the same size, in microseconds.
+    pub hipfile_us: f64,
+}
+
+/// The limits measured beside a case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Raw parallel `pread` (reads) or `pwrite` + one `fdatasync` (writes) of the file, best
+    /// of [`RAW_THREADS`], in the case's cache state.
+    pub raw_io_gbps: f64,
+    /// Synchronous copies between pageable host memory and the device buffers:
+    /// host-to-device for reads, device-to-host for writes.
+    pub copy_gbps: f64,
+    /// Latencies, on a hot cache.
+    pub latency: Vec<Latency>,
+}
+
+impl Limits {
+    /// The lowest limit that applies.
+    pub fn lowest(&self) -> f64 {
+        self.raw_io_gbps.min(self.copy_gbps)
+    }
+}
+
+/// The result of one case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Read or write.
+    pub op: Op,
+    /// Bytes of the file, moved once per run.
+    pub size: u64,
+    /// Bytes per request (clamped to `size`).
+    pub io_size: u64,
+    /// Threads that issued requests (no more than there are requests in a run).
+    pub threads: usize,
+    /// The cache state of each run.
+    pub cache: Cache,
+    /// The backends allowed.
+    pub backend: BackendChoice,
+    /// The test file, as given.
+    pub file: String,
+    /// GB/s of each run, in order.
+    pub runs: Vec<f64>,
+    /// What each backend served over all runs.
+    pub served: Served,
+    /// `VmHWM` of the process at the end, when `/proc/self/status` says.
+    pub peak_rss_bytes: Option<u64>,
+    /// With `--limits`.
+    pub limits: Option<Limits>,
+}
+
+/// Median, minimum and maximum of `xs` (zeros when empty).
+pub fn spread(xs: &[f64]) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let Some((&min, &max)) = v.first().zip(v.last()) else {
+        return (0.0, 0.0, 0.0);
+    };
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    (median, min, max)
+}
+
+/// Gigabytes (10^9 bytes) per second; 0 when no time was measured.
+pub fn gbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+impl Report {
+    /// The median over the lowest limit, with `--limits`.
+    pub fn ratio(&self) -> Option<f64> {
+        let limits = self.limits.as_ref()?;
+        let lowest = limits.lowest();
+        (lowest > 0.0).then(|| spread(&self.runs).0 / lowest)
+    }
+
+    /// The `--json` object (no newline).
+    pub fn to_json(&self) -> String {
+        let (median, min, max) = spread(&self.runs);
+        let mut members = vec![
+            ("op", Value::str(self.op.as_str())),
+            ("size", Value::UInt(self.size)),
+            ("io_size", Value::UInt(self.io_size)),
+            ("threads", Value::UInt(self.threads as u64)),
+            ("cache", Value::str(self.cache.as_str())),
+            ("backend", Value::str(self.backend.as_str())),
+            ("file", Value::str(self.file.clone())),
+            (
+                "runs",
+                Value::Array(self.runs.iter().map(|&x| Value::Float(x)).collect()),
+            ),
+            ("median_gbps", Value::Float(median)),
+            ("min_gbps", Value::Float(min)),
+            ("max_gbps", Value::Float(max)),
+            ("served", self.served.to_json()),
+            (
+                "peak_rss_bytes",
+                self.peak_rss_bytes.map_or(Value::Null, Value::UInt),
+            ),
+        ];
+        if let Some(l) = &self.limits {
+            let limits = match self.op {
+                Op::Read => vec![
+                    ("pread_gbps", Value::Float(l.raw_io_gbps)),
+                    ("pageable_h2d_gbps", Value::Float(l.copy_gbps)),
+                    ("pinned_h2d_gbps", Value::Null),
+                ],
+                Op::Write => vec![
+                    ("pwrite_fsync_gbps", Value::Float(l.raw_io_gbps)),
+                    ("pageable_d2h_gbps", Value::Float(l.copy_gbps)),
+                    ("pinned_d2h_gbps", Value::Null),
+                ],
+            };
+            members.push(("limits", Value::Object(limits)));
+            members.push(("ratio", self.ratio().map_or(Value::Null, Value::Float)));
+            let latency = l
+                .latency
+                .iter()
+                .map(|x| {
+                    Value::Object(vec![
+                        ("size", Value::UInt(x.size)),
+                        ("raw_us", Value::Float(x.raw_us)),
+                        ("hipfile_us", Value::Float(x.hipfile_us)),
+                        (
+                            "ratio",
+                            Value::Float(if x.raw_us > 0.0 {
+                                x.hipfile_us / x.raw_us
+                            } else {
+                                0.0
+                            }),
+                        ),
+                    ])
+                })
+                .collect();
+            members.push(("latency", Value::Array(latency)));
+        }
+        Value::Object(members).to_json()
+    }
+
+    /// The human-readable table (ends with a newline).
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let (median, min, max) = spread(&self.runs);
+        let _ = writeln!(
+            out,
+            "hipfile bench: {} {} in {} requests, {} thread{}, {} cache, backend {}, file {}",
+            self.op.as_str(),
+            bytes_text(self.size),
+            bytes_text(self.io_size),
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
+            self.cache.as_str(),
+            self.backend.as_str(),
+            self.file
+        );
+        let _ = writeln!(out, "  {:<28} {:>10}", "run", "GB/s");
+        for (i, x) in self.runs.iter().enumerate() {
+            let _ = writeln!(out, "  {:<28} {x:>10.3}", i + 1);
+        }
+        let _ = writeln!(
+            out,
+            "  {:<28} {median:>10.3}   (min {min:.3}, max {max:.3})",
+            "median"
+        );
+        let _ = writeln!(
+            out,
+            "  served: fastpath {} bytes, fallback {} bytes",
+            self.served.fastpath_bytes, self.served.fallback_bytes
+        );
+        if let Some(l) = &self.limits {
+            let (raw, copy, pinned) = match self.op {
+                Op::Read => (
+                    "pread, best of 1/4/8/16 thr",
+                    "pageable host -> device",
+                    "pinned host -> device",
+                ),
+                Op::Write => (
+                    "pwrite + fdatasync, best",
+                    "device -> pageable host",
+                    "device -> pinned host",
+                ),
+            };
+            let _ = writeln!(
+                out,
+                "limits, same run              {:>10}   median / limit",
+                "GB/s"
+            );
+            for (name, x) in [(raw, l.raw_io_gbps), (copy, l.copy_gbps)] {
+                let ratio = if x > 0.0 { median / x } else { 0.0 };
+                let _ = writeln!(out, "  {name:<28} {x:>10.3}   {ratio:.3}");
+            }
+            let _ = writeln!(
+                out,
+                "  {pinned:<28} {:>10}   (no safe API for pinned host memory)",
+                "-"
+            );
+            if let Some(r) = self.ratio() {
+                let _ = writeln!(out, "  {:<28} {:>10}   {r:.3}", "ratio to the lowest", "");
+            }
+            let _ = writeln!(
+                out,
+                "latency, hot, median of {LATENCY_ITERATIONS}    {:>10} {:>12} {:>8}",
+                "raw us", "hipfile us", "ratio"
+            );
+            for x in &l.latency {
+                let ratio = if x.raw_us > 0.0 {
+                    x.hipfile_us / x.raw_us
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<28} {:>10.1} {:>12.1} {ratio:>8.2}",
+                    bytes_text(x.size),
+                    x.raw_us,
+                    x.hipfile_us
+                );
+            }
+        }
+        match self.peak_rss_bytes {
+            Some(b) => {
+                let _ = writeln!(out, "peak resident memory: {}", bytes_text(b));
+            }
+            None => {
+                let _ = writeln!(out, "peak resident memory: unknown");
+            }
+        }
+        out
+    }
+}
+
+/// `n` bytes in the largest binary unit that divides it, else with two decimals.
+pub fn bytes_text(n: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift {
+            return if n.is_multiple_of(1 << shift) {
+                format!("{} {unit}", n >> shift)
+            } else {
+                format!("{:.2} {unit}", n as f64 / (1u64 << shift) as f64)
+            };
+        }
+    }
+    format!("{n} B")
+}
+
+/// Runs `bench` and returns the exit status.
+pub fn run(args: &BenchArgs) -> u8 {
+    let settings = match crate::runtime::settings(args.runtime) {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let settings = backend_settings(settings, args.backend);
+    let file = match prepare_file(&args.file, args.size) {
+        Ok(f) => f,
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let report = match measure(args, settings, &file) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_FAILED;
+        }
+    };
+    let text = if args.json {
+        format!("{}\n", report.to_json())
+    } else {
+        report.text()
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => EXIT_DONE,
+        Err(e) => {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                eprintln!("hipfile: cannot write the output: {e}");
+            }
+            EXIT_FAILED
+        }
+    }
+}
+
+/// The settings for `--backend`.
+pub fn backend_settings(settings: ConfigBuilder, choice: BackendChoice) -> ConfigBuilder {
+    match choice {
+        BackendChoice::Auto => settings,
+        BackendChoice::Fallback => settings.force_compat_mode(true),
+        BackendChoice::Fastpath => settings.allow_compat_mode(false),
+    }
+}
+
+/// The byte at `offset` of the test file: not zero anywhere in a page, so that nothing can
+/// be stored sparsely, and different from page to page.
+fn pattern_byte(offset: u64) -> u8 {
+    let word = offset / 8;
+    (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8 | 1
+}
+
+fn fill_pattern(buf: &mut [u8], offset: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(offset + i as u64);
+    }
+}
+
+/// Opens the test file, reusing it when it is a regular file of `size` bytes, else writing
+/// the pattern over it and cutting it to `size`.
+fn prepare_file(path: &Path, size: u64) -> Result<File, String> {
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| format!("cannot create the test file {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot look at {shown}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("the test file {shown} is not a regular file"));
+    }
+    if meta.len() == size {
+        eprintln!("hipfile: reusing the test file {shown} ({size} bytes)");
+        return Ok(file);
+    }
+    eprintln!("hipfile: writing the test file {shown} ({size} bytes)");
+    let mut buf = vec![0u8; usize::try_from(RAW_IO.min(size)).unwrap_or(PAGE)];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        fill_pattern(&mut buf[..n], offset);
+        file.write_all_at(&buf[..n], offset)
+            .map_err(|e| format!("cannot write the test file {shown} at {offset}: {e}"))?;
+        offset += n as u64;
+    }
+    file.set_len(size)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| format!("cannot finish the test file {shown}: {e}"))?;
+    Ok(file)
+}
+
+/// Empties (`Cold`) or fills (`Hot`) the page cache of `file`.
+fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), String> {
+    match cache {
+        Cache::Cold => {
+            // Dirty pages cannot be dropped: write them first.
+            file.sync_data()
+                .map_err(|e| format!("cannot flush the test file: {e}"))?;
+            rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed).map_err(|e| {
+                format!(
+                    "posix_fadvise(DONTNEED) on the test file failed: {}",
+                    io::Error::from(e)
+                )
+            })?;
+            if rustix::process::geteuid().is_root() {
+                // Best effort: the fadvise above is what is relied on.
+                let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+            }
+            Ok(())
+        }
+        Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS).map(|_| ()),
+    }
+}
+
+/// A page-aligned host buffer of `len` bytes, in ordinary (pageable) memory.
+struct HostBuf {
+    v: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl HostBuf {
+    fn new(len: usize) -> HostBuf {
+        let v = vec![0u8; len + PAGE];
+        let start = v.as_ptr().align_offset(PAGE);
+        // `align_offset` may decline to compute; unaligned memory still works.
+        let start = if start < PAGE { start } else { 0 };
+        HostBuf { v, start, len }
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.v[self.start..self.start + self.len]
+    }
+
+    fn get_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.start..self.start + self.len]
+    }
+}
+
+/// The byte ranges of `threads` threads over `size` bytes in `io`-byte requests: request
+/// indices split into contiguous parts, one per thread, none empty.
+pub fn partition(size: u64, io: u64, threads: usize) -> Vec<(u64, u64)> {
+    let requests = size.div_ceil(io.max(1));
+    let threads = (threads as u64).clamp(1, requests.max(1));
+    (0..threads)
+        .map(|t| {
+            let first = t * requests / threads;
+            let end = (t + 1) * requests / threads;
+            (first * io, (end * io).min(size))
+        })
+        .filter(|(a, b)| b > a)
+        .collect()
+}
+
+/// Runs `work` on one scoped thread per part and waits for all; the first error wins.
+fn parallel<T: Send>(
+    parts: &[(u64, u64)],
+    work: impl Fn(usize, u64, u64) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
+    std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(parts.len());
+        for (i, &(start, end)) in parts.iter().enumerate() {
+            let work = &work;
+            let h = std::thread::Builder::new()
+                .spawn_scoped(s, move || work(i, start, end))
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+            handles.push(h);
+        }
+        let mut out = Vec::with_capacity(handles.len());
+        let mut first_error = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(x)) => out.push(x),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert_with(|| "a benchmark thread failed".to_owned());
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    })
+}
+
+/// Raw parallel `pread` or `pwrite` (+ one `fdatasync`) of the whole file in [`RAW_IO`]
+/// requests with `threads` threads; returns the seconds taken.
+fn raw_io(file: &File, op: Op, size: u64, threads: usize) -> Result<f64, String> {
+    let parts = partition(size, RAW_IO, threads);
+    let io = RAW_IO.min(size) as usize;
+    let mut bufs: Vec<HostBuf> = parts.iter().map(|_| HostBuf::new(io)).collect();
+    if op == Op::Write {
+        for (b, &(start, _)) in bufs.iter_mut().zip(&parts) {
+            fill_pattern(b.get_mut(), start);
+        }
+    }
+    let bufs: Vec<std::sync::Mutex<HostBuf>> =
+        bufs.into_iter().map(std::sync::Mutex::new).collect();
+    let start = Instant::now();
+    parallel(&parts, |i, from, to| {
+        let mut guard = bufs[i]
+            .lock()
+            .map_err(|_| "a host buffer is unusable".to_owned())?;
+        let buf = guard.get_mut();
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(buf.len() as u64) as usize;
+            match op {
+                Op::Read => file.read_exact_at(&mut buf[..n], at),
+                Op::Write => file.write_all_at(&buf[..n], at),
+            }
+            .map_err(|e| format!("raw {} at {at} failed: {e}", op_call(op)))?;
+            at += n as u64;
+        }
+        Ok(())
+    })?;
+    if op == Op::Write {
+        file.sync_data()
+            .map_err(|e| format!("fdatasync of the test file failed: {e}"))?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn op_call(op: Op) -> &'static str {
+    match op {
+        Op::Read => "pread",
+        Op::Write => "pwrite",
+    }
+}
+
+fn file_offset(offset: u64) -> Result<i64, String> {
+    i64::try_from(offset).map_err(|_| format!("offset {offset} is beyond the largest file offset"))
+}
+
+/// The registered file, the per-thread device buffers, and the case.
+struct Case<'a> {
+    args: &'a BenchArgs,
+    file: &'a File,
+    handle: FileHandle,
+    bufs: Vec<DeviceBuffer>,
+    parts: Vec<(u64, u64)>,
+    io: u64,
+}
+
+fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Report, String> {
+    let driver =
+        Driver::open_with(settings).map_err(|e| format!("cannot open the hipfile driver: {e}"))?;
+    let handle = driver
+        .register_file(file)
+        .map_err(|e| format!("cannot register the test file for GPU I/O: {e}"))?;
+    let io = args.io_size.min(args.size);
+    let parts = partition(args.size, io, args.threads);
+    let runtime_note = driver
+        .runtime()
+        .error
+        .as_ref()
+        .map(|e| format!(" (the runtime reported: {e})"))
+        .unwrap_or_default();
+    let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
+    let mut pattern = HostBuf::new(len);
+    let mut bufs = Vec::with_capacity(parts.len());
+    for &(start, _) in &parts {
+        let buf = driver.alloc(len).map_err(|e| {
+            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
+        })?;
+        driver
+            .register_buffer(&buf)
+            .map_err(|e| format!("cannot register a GPU buffer of {len} bytes: {e}"))?;
+        // What writes write: the file's own pattern.
+        fill_pattern(pattern.get_mut(), start);
+        buf.copy_from_host(0, pattern.get())
+            .map_err(|e| format!("cannot fill a GPU buffer: {e}"))?;
+        bufs.push(buf);
+    }
+    drop(pattern);
+    let case = Case {
+        args,
+        file,
+        handle,
+        bufs,
+        parts,
+        io,
+    };
+    let mut runs = Vec::new();
+    let mut served = Served::default();
+    for _ in 0..args.runs {
+        set_cache(file, args.size, args.cache)?;
+        let (seconds, s) = case.timed_run()?;
+        runs.push(gbps(args.size, seconds));
+        served.add(s);
+    }
+    let limits = if args.limits {
+        Some(case.limits(&driver)?)
+    } else {
+        None
+    };
+    Ok(Report {
+        op: args.op,
+        size: args.size,
+        io_size: io,
+        threads: case.parts.len(),
+        cache: args.cache,
+        backend: args.backend,
+        file: args.file.display().to_string(),
+        runs,
+        served,
+        peak_rss_bytes: peak_rss(),
+        limits,
+    })
+}
+
+impl Case<'_> {
+    /// One run: every thread moves its part; returns the seconds and what was served.
+    fn timed_run(&self) -> Result<(f64, Served), String> {
+        let op = self.args.op;
+        let start = Instant::now();
+        let served = parallel(&self.parts, |i, from, to| {
+            let buf = &self.bufs[i];
+            let mut served = Served::default();
+            let mut at = from;
+            while at < to {
+                let len = (to - at).min(self.io);
+                let mut done = 0u64;
+                while done < len {
+                    let offset = at + done;
+                    let outcome = match op {
+                        Op::Read => self.handle.read(
+                            buf,
+                            len - done,
+                            file_offset(offset)?,
+                            file_offset(done)?,
+                        ),
+                        Op::Write => self.handle.write(
+                            buf,
+                            len - done,
+                            file_offset(offset)?,
+                            file_offset(done)?,
+                        ),
+                    }
+                    .map_err(|e| {
+                        format!(
+                            "cannot {} the test file ({} bytes at offset {offset}): {e}",
+                            op.as_str(),
+                            len - done
+                        )
+                    })?;
+                    served.count(&outcome);
+                    if outcome.bytes == 0 {
+                        return Err(format!(
+                            "the test file ended at {offset}: it changed during the run"
+                        ));
+                    }
+                    done += outcome.bytes;
+                }
+                at += len;
+            }
+            Ok(served)
+        })?;
+        let seconds = start.elapsed().as_secs_f64();
+        let mut total = Served::default();
+        for s in served {
+            total.add(s);
+        }
+        Ok((seconds, total))
+    }
+
+    fn limits(&self, driver: &Driver) -> Result<Limits, String> {
+        let size = self.args.size;
+        let op = self.args.op;
+        let mut raw_best = 0.0f64;
+        for threads in RAW_THREADS {
+            set_cache(self.file, size, self.args.cache)?;
+            let seconds = raw_io(self.file, op, size, threads)?;
+            raw_best = raw_best.max(gbps(size, seconds));
+        }
+        let mut copy_best = 0.0f64;
+        for parts in [1, self.parts.len()] {
+            let seconds = self.copies(op, parts)?;
+            copy_best = copy_best.max(gbps(size, seconds));
+        }
+        let latency = self.latencies(driver)?;
+        Ok(Limits {
+            raw_io_gbps: raw_best,
+            copy_gbps: copy_best,
+            latency,
+        })
+    }
+
+    /// Copies `size` bytes between pageable host memory and the device buffers in requests
+    /// of the case's size with `threads` threads; returns the seconds taken.
+    fn copies(&self, op: Op, threads: usize) -> Result<f64, String> {
+        let parts = partition(self.args.size, self.io, threads);
+        let len = self.io as usize;
+        let hosts: Vec<std::sync::Mutex<HostBuf>> = parts
+            .iter()
+            .map(|_| std::sync::Mutex::new(HostBuf::new(len)))
+            .collect();
+        let start = Instant::now();
+        parallel(&parts, |i, from, to| {
+            let mut host = hosts[i]
+                .lock()
+                .map_err(|_| "a host buffer is unusable".to_owned())?;
+            let buf = &self.bufs[i];
+            let mut at = from;
+            while at < to {
+                let n = (to - at).min(self.io) as usize;
+                match op {
+                    Op::Read => buf.copy_from_host(0, &host.get()[..n]),
+                    Op::Write => buf.copy_to_host(0, &mut host.get_mut()[..n]),
+                }
+                .map_err(|e| format!("copy of {n} bytes failed: {e}"))?;
+                at += n as u64;
+            }
+            Ok(())
+        })?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Median latencies of raw and library requests of each of [`LATENCY_SIZES`] no larger
+    /// than the file, on a hot cache.
+    fn latencies(&self, driver: &Driver) -> Result<Vec<Latency>, String> {
+        let size = self.args.size;
+        let largest = LATENCY_SIZES.iter().copied().max().unwrap_or(PAGE as u64);
+        let buf = driver
+            .alloc(largest as usize)
+            .map_err(|e| format!("cannot allocate a GPU buffer of {largest} bytes: {e}"))?;
+        driver
+            .register_buffer(&buf)
+            .map_err(|e| format!("cannot register a GPU buffer of {largest} bytes: {e}"))?;
+        let mut host = HostBuf::new(largest as usize);
+        fill_pattern(host.get_mut(), 0);
+        buf.copy_from_host(0, host.get())
+            .map_err(|e| format!("cannot fill a GPU buffer: {e}"))?;
+        let op = self.args.op;
+        let mut out = Vec::new();
+        for n in LATENCY_SIZES.into_iter().filter(|&n| n <= size) {
+            let slots = size / n;
+            let offsets: Vec<u64> = (0..LATENCY_ITERATIONS as u64)
+                .map(|i| (i % slots) * n)
+                .collect();
+            let len = n as usize;
+            // Hot: every offset is read once before either is timed.
+            for &at in &offsets {
+                self.file
+                    .read_exact_at(&mut host.get_mut()[..len], at)
+                    .map_err(|e| format!("pread at {at} failed: {e}"))?;
+            }
+            let mut raw = Vec::with_capacity(offsets.len());
+            for &at in &offsets {
+                let t = Instant::now();
+                match op {
+                    Op::Read => {
+                        self.file
+                            .read_exact_at(&mut host.get_mut()[..len], at)
+                            .map_err(|e| format!("pread at {at} failed: {e}"))?;
+                        buf.copy_from_host(0, &host.get()[..len])
+                            .map_err(|e| format!("copy of {len} bytes failed: {e}"))?;
+                    }
+                    Op::Write => {
+                        buf.copy_to_host(0, &mut host.get_mut()[..len])
+                            .map_err(|e| format!("copy of {len} bytes failed: {e}"))?;
+                        self.file
+                            .write_all_at(&host.get()[..len], at)
+                            .and_then(|()| self.file.sync_data())
+                            .map_err(|e| format!("pwrite + fdatasync at {at} failed: {e}"))?;
+                    }
+                }
+                raw.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            let mut lib = Vec::with_capacity(offsets.len());
+            for &at in &offsets {
+                let t = Instant::now();
+                let outcome = match op {
+                    Op::Read => self.handle.read(&buf, n, file_offset(at)?, 0),
+                    Op::Write => self.handle.write(&buf, n, file_offset(at)?, 0),
+                }
+                .map_err(|e| format!("cannot {} {n} bytes at {at}: {e}", op.as_str()))?;
+                lib.push(t.elapsed().as_secs_f64() * 1e6);
+                if outcome.bytes != n {
+                    return Err(format!(
+                        "{} of {n} bytes at {at} moved {} bytes",
+                        op.as_str(),
+                        outcome.bytes
+                    ));
+                }
+            }
+            out.push(Latency {
+                size: n,
+                raw_us: spread(&raw).0,
+                hipfile_us: spread(&lib).0,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `VmHWM` from `/proc/self/status`, in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vm_hwm(&status)
+}
+
+/// The `VmHWM:` line of a `/proc/PID/status` text, in bytes.
+pub fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let mut words = line["VmHWM:".len()..].split_whitespace();
+    let n: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => n.checked_mul(1024),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_disjoint_and_cover_the_file() {
+        assert_eq!(partition(10, 4, 1), [(0, 10)]);
+        assert_eq!(partition(10, 4, 2), [(0, 4), (4, 10)]);
+        assert_eq!(partition(10, 4, 8), [(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(partition(8 << 20, 1 << 20, 3).len(), 3);
+        for (size, io, t) in [
+            (8u64 << 20, 1u64 << 20, 3usize),
+            (12345, 100, 7),
+            (1, 64, 4),
+        ] {
+            let p = partition(size, io, t);
+            assert_eq!(p.first().map(|x| x.0), Some(0));
+            assert_eq!(p.last().map(|x| x.1), Some(size));
+            for w in p.windows(2) {
+                assert_eq!(w[0].1, w[1].0);
+                assert_eq!(w[0].1 % io, 0, "parts start on request boundaries");
+            }
+        }
+    }
+
+    #[test]
+    fn spread_is_median_min_max() {
+        assert_eq!(spread(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(spread(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+        assert_eq!(spread(&[]), (0.0, 0.0, 0.0));
+        assert_eq!(gbps(2_000_000_000, 0.5), 4.0);
+        assert_eq!(gbps(1, 0.0), 0.0);
+    }
+
+    #[test]
+    fn vm_hwm_is_read_in_bytes() {
+        let s = "Name:\thipfile\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(parse_vm_hwm(s), Some(1234 * 1024));
+        assert_eq!(parse_vm_hwm("VmRSS: 1 kB\n"), None);
+        assert_eq!(parse_vm_hwm("VmHWM: x kB\n"), None);
+    }
+
+    #[test]
+    fn the_pattern_has_no_zero_byte() {
+        let mut b = vec![0u8; 8192];
+        fill_pattern(&mut b, 4096);
+        assert!(b.iter().all(|&x| x != 0));
+        assert_ne!(b[..4096], b[4096..]);
+    }
+
+    #[test]
+    fn sizes_are_written_in_binary_units() {
+        assert_eq!(bytes_text(8 << 30), "8 GiB");
+        assert_eq!(bytes_text(64 << 20), "64 MiB");
+        assert_eq!(bytes_text(4096), "4 KiB");
+        assert_eq!(bytes_text(1536), "1.50 KiB");
+        assert_eq!(bytes_text(12), "12 B");
+    }
+
+    #[test]
+    fn json_has_the_documented_keys() {
+        let r = Report {
+            op: Op::Read,
+            size: 8,
+            io_size: 4,
+            threads: 2,
+            cache: Cache::Hot,
+            backend: BackendChoice::Auto,
+            file: "f".into(),
+            runs: vec![1.0, 2.0, 3.0],
+            served: Served {
+                fastpath_bytes: 0,
+                fallback_bytes: 24,
+            },
+            peak_rss_bytes: Some(4096),
+            limits: Some(Limits {
+                raw_io_gbps: 4.0,
+                copy_gbps: 8.0,
+                latency: vec![Latency {
+                    size: 4096,
+                    raw_us: 2.0,
+                    hipfile_us: 3.0,
+                }],
+            }),
+        };
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["median_gbps"], 2.0);
+        assert_eq!(v["ratio"], 0.5);
+        assert_eq!(v["limits"]["pread_gbps"], 4.0);
+        assert_eq!(v["limits"]["pageable_h2d_gbps"], 8.0);
+        assert!(v["limits"]["pinned_h2d_gbps"].is_null());
+        assert_eq!(v["latency"][0]["ratio"], 1.5);
+        assert!(r.text().contains("median"));
+    }
+}
