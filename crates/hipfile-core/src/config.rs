@@ -68,9 +68,11 @@ impl FallbackKnobs {
     pub const MAX_DEFAULT_IO_THREADS: usize = 16;
     /// 1024: the most threads accepted from the environment.
     pub const MAX_IO_THREADS: usize = 1024;
-    /// 8 MiB: in the middle of the 4–16 MiB PERF.md suggests; a 64 MiB request is 8 tasks,
-    /// enough to keep 8 threads busy.
-    pub const DEFAULT_TASK_SIZE: u64 = 8 << 20;
+    /// 4 MiB, the low end of the 4–16 MiB PERF.md suggests: each task is two 2 MiB staging
+    /// chunks, so a worker's pread overlaps its previous copy, and a 64 MiB request keeps 16
+    /// workers busy. Measured on the H200 machine (docs/BENCHMARKS.md): 33.6 GB/s hot against
+    /// 28.1 with 8 MiB and 29.4 with 2 MiB.
+    pub const DEFAULT_TASK_SIZE: u64 = 4 << 20;
     /// 256 MiB of pinned memory per driver.
     pub const DEFAULT_STAGING_MEMORY: u64 = 256 << 20;
     /// 1 MiB: below this the hand-off to a worker and back costs more than it saves.
@@ -700,7 +702,7 @@ mod tests {
         assert!(w.is_empty());
         assert!((1..=16).contains(&k.io_threads));
         assert_eq!(k.io_threads, FallbackKnobs::default_io_threads());
-        assert_eq!(k.task_size, 8 << 20);
+        assert_eq!(k.task_size, 4 << 20);
         assert_eq!(k.staging_memory, 256 << 20);
         assert_eq!(k.small_io_threshold, 1 << 20);
     }

@@ -147,7 +147,7 @@ impl Pipeline {
         if self.start().is_empty() {
             return None;
         }
-        let tasks = split(device, file_offset, self.task_size);
+        let tasks = split(device, file_offset, self.task_for(device.len()));
         let request = Arc::new(Progress {
             cancelled: AtomicBool::new(false),
             short_at: AtomicUsize::new(usize::MAX),
@@ -248,6 +248,20 @@ impl fmt::Debug for Pipeline {
             .finish()
     }
 }
+
+impl Pipeline {
+    /// The task size for a request of `len` bytes: the configured size, but small enough
+    /// that one request keeps every worker busy (a caller issuing one 64 MiB request at a
+    /// time must not leave half of 16 workers idle), and never below [`MIN_TASK`].
+    fn task_for(&self, len: u64) -> u64 {
+        let threads = u64::try_from(self.threads.max(1)).unwrap_or(1);
+        let even_share = len.div_ceil(threads).div_ceil(ALIGN) * ALIGN;
+        self.task_size.min(even_share.max(MIN_TASK))
+    }
+}
+
+/// The smallest task a request is cut into when it is spread over the workers.
+const MIN_TASK: u64 = 1 << 20;
 
 /// `device` at `file_offset`, cut where the file offset is a multiple of `task_size`: each
 /// piece with its file offset.

@@ -72,7 +72,7 @@ impl StagingConfig {
     /// - `chunk_size` is the smaller of half a task (so that a task has at least two chunks to
     ///   overlap) and `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
     ///   worker can hold its two buffers at once), rounded down to a multiple of 4096 and at
-    ///   least 4096. With the defaults (8 MiB tasks, 256 MiB, 16 threads) that is 4 MiB.
+    ///   least 4096. With the defaults (4 MiB tasks, 256 MiB, 16 threads) that is 2 MiB.
     /// - `max_buffers` is as many such buffers as `staging_memory` holds (64 by default:
     ///   32 for the workers, the rest for callers' small requests and for callers beyond
     ///   them), at least 1. Only a bound below 4 KiB is exceeded, by that one buffer.
