@@ -15,6 +15,8 @@ pub struct Context {
     pub force_compat_mode: bool,
     /// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS` as settled.
     pub unsupported_file_systems: bool,
+    /// The fallback's knobs as settled (shown in the human header).
+    pub fallback: hipfile::core::config::FallbackKnobs,
     /// The runtime as found.
     pub runtime: RuntimeReport,
     /// The request asked about.
@@ -35,6 +37,7 @@ impl Context {
             allow_compat_mode: config.allow_compat_mode,
             force_compat_mode: config.force_compat_mode,
             unsupported_file_systems: config.unsupported_file_systems,
+            fallback: config.fallback_knobs(),
             runtime,
             request,
             memory,
@@ -103,13 +106,19 @@ impl Context {
             runtime.push_str(&format!(" [{}]", printable(e)));
         }
         let q = &self.request;
+        let k = &self.fallback;
         format!(
             "runtime: {runtime}; config: allow_compat_mode={} force_compat_mode={} \
-             unsupported_file_systems={}; request: {} {} bytes at file offset {}, \
+             unsupported_file_systems={}; fallback: io_threads={} task_size={} \
+             staging_memory={} small_io_threshold={}; request: {} {} bytes at file offset {}, \
              {} memory at buffer offset {}",
             self.allow_compat_mode,
             self.force_compat_mode,
             self.unsupported_file_systems,
+            k.io_threads,
+            k.task_size,
+            k.staging_memory,
+            k.small_io_threshold,
             q.op,
             q.size,
             q.file_offset,

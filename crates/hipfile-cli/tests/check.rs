@@ -544,6 +544,26 @@ fn json_strings_are_escaped() {
 }
 
 #[test]
+fn human_output_reports_the_fallback_knobs() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let run = hipfile(
+        &[OsStr::new("check"), path.as_os_str()],
+        &[("HIPFILE_IO_THREADS", "3"), ("HIPFILE_TASK_SIZE", "2MiB")],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let header = run.stdout.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("io_threads=3") && header.contains("task_size=2097152"),
+        "{header}"
+    );
+    assert!(
+        header.contains("staging_memory=") && header.contains("small_io_threshold="),
+        "{header}"
+    );
+}
+
+#[test]
 fn human_output_shows_reasons_and_the_selection() {
     let dir = temp_dir();
     let path = data_file(dir.path(), "data", MIB);
