@@ -1,115 +1,23 @@
 //! The per-request decision path on the CPU, in nanoseconds per call: request validation,
 //! each backend's score, the whole `decide` over both backends, and settling a `Config`.
 //!
-//! The core may not depend on the backends, so two local backends stand in for them: they
-//! score by the same rules as the fastpath (SPEC.md §1: configuration, runtime, file kind and
-//! filesystem, memory kind, alignment) and the fallback (compatibility mode, memory kind).
-//! They never serve a request. Run with `cargo bench -p hipfile-core`.
+//! It measures the real backends' scoring (`Fastpath::new`, `Fallback::new`: scoring only,
+//! no runtime), which is why it lives in the cross-crate test package. Run with
+//! `cargo bench -p hipfile-tests`.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hipfile_core::{
-    Backend, BackendError, BackendKind, BufferFacts, ConfigBuilder, DevicePtr, IoTarget,
-    MemoryKind, Op, Reason, Request, Submission, Verdict, decide,
+    Backend, BufferFacts, ConfigBuilder, DevicePtr, MemoryKind, Op, Request, Submission, decide,
 };
+use hipfile_fallback::Fallback;
+use hipfile_fastpath::Fastpath;
 use hipfile_probe::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
 };
 use std::hint::black_box;
 use std::path::PathBuf;
-
-/// Scores as the fastpath does.
-struct FastpathLike {
-    force_compat_mode: bool,
-    amd_file_io: bool,
-    unsupported_file_systems: bool,
-}
-
-fn supported_file_system(file: &FileFacts) -> bool {
-    match file.fs_type() {
-        Some("xfs") => true,
-        Some("ext4") => file.ext4_journal() == Some(Ext4Journal::Ordered),
-        _ => false,
-    }
-}
-
-impl Backend for FastpathLike {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Fastpath
-    }
-
-    fn score(&self, s: &Submission<'_>) -> Verdict {
-        let mut reasons = Vec::new();
-        if self.force_compat_mode {
-            reasons.push(Reason::ForceCompatMode);
-        }
-        if !self.amd_file_io {
-            reasons.push(Reason::RuntimeLacksAmdFileIo);
-        }
-        let direct = s.file.has_direct_io();
-        if direct {
-            match s.file.kind {
-                FileKind::Regular => {
-                    if !self.unsupported_file_systems && !supported_file_system(s.file) {
-                        reasons.push(Reason::UnsupportedFileSystem);
-                    }
-                }
-                FileKind::BlockDevice => {}
-                FileKind::Other => reasons.push(Reason::NotRegularFileOrBlockDevice),
-            }
-        } else {
-            reasons.push(Reason::NoODirectFd);
-        }
-        if s.buffer.memory != MemoryKind::Device {
-            reasons.push(Reason::BufferNotDeviceMemory);
-        }
-        if direct {
-            let offset_align = u64::from(s.file.dio_offset_align());
-            let mem_align = u64::from(s.file.dio_mem_align());
-            if !s.request.file_offset.is_multiple_of(offset_align) {
-                reasons.push(Reason::FileOffsetMisaligned);
-            }
-            if !s.request.size.is_multiple_of(offset_align) {
-                reasons.push(Reason::SizeMisaligned);
-            }
-            if !s.request.address.0.is_multiple_of(mem_align) {
-                reasons.push(Reason::BufferAddressMisaligned);
-            }
-        }
-        Verdict::from_reasons(Verdict::FASTPATH_SCORE, reasons)
-    }
-
-    fn io(&self, _: &Submission<'_>, _: &IoTarget<'_>) -> Result<i64, BackendError> {
-        Err(BackendError::Unsupported("a benchmark stand-in".into()))
-    }
-}
-
-/// Scores as the fallback does.
-struct FallbackLike {
-    allow_compat_mode: bool,
-}
-
-impl Backend for FallbackLike {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Fallback
-    }
-
-    fn score(&self, s: &Submission<'_>) -> Verdict {
-        let mut reasons = Vec::new();
-        if !self.allow_compat_mode {
-            reasons.push(Reason::CompatModeDisallowed);
-        }
-        if s.buffer.memory != MemoryKind::Device {
-            reasons.push(Reason::BufferNotDeviceMemory);
-        }
-        Verdict::from_reasons(Verdict::FALLBACK_SCORE, reasons)
-    }
-
-    fn io(&self, _: &Submission<'_>, _: &IoTarget<'_>) -> Result<i64, BackendError> {
-        Err(BackendError::Unsupported("a benchmark stand-in".into()))
-    }
-}
 
 /// A regular file on ext4 `data=ordered` with direct I/O, as the fastpath likes it.
 fn ext4_file() -> FileFacts {
@@ -172,14 +80,9 @@ fn request(size: u64, file_offset: i64) -> Request {
 
 fn benches(c: &mut Criterion) {
     let buffer = device_buffer();
-    let fast = FastpathLike {
-        force_compat_mode: false,
-        amd_file_io: true,
-        unsupported_file_systems: false,
-    };
-    let slow = FallbackLike {
-        allow_compat_mode: true,
-    };
+    let config = ConfigBuilder::new().build_with(|_| None).0;
+    let fast = Fastpath::new(&config, true);
+    let slow = Fallback::new(&config);
     let backends: [&dyn Backend; 2] = [&fast, &slow];
     let ext4 = ext4_file();
     let tmpfs = tmpfs_file();
