@@ -110,7 +110,8 @@ impl Context {
         format!(
             "runtime: {runtime}; config: allow_compat_mode={} force_compat_mode={} \
              unsupported_file_systems={}; fallback: io_threads={} task_size={} \
-             staging_memory={} small_io_threshold={}; request: {} {} bytes at file offset {}, \
+             staging_memory={} small_io_threshold={} cold_direct_reads={}; request: {} {} bytes \
+             at file offset {}, \
              {} memory at buffer offset {}",
             self.allow_compat_mode,
             self.force_compat_mode,
@@ -119,6 +120,7 @@ impl Context {
             k.task_size,
             k.staging_memory,
             k.small_io_threshold,
+            k.cold_direct_reads,
             q.op,
             q.size,
             q.file_offset,

@@ -549,12 +549,18 @@ fn human_output_reports_the_fallback_knobs() {
     let path = data_file(dir.path(), "data", MIB);
     let run = hipfile(
         &[OsStr::new("check"), path.as_os_str()],
-        &[("HIPFILE_IO_THREADS", "3"), ("HIPFILE_TASK_SIZE", "2MiB")],
+        &[
+            ("HIPFILE_IO_THREADS", "3"),
+            ("HIPFILE_TASK_SIZE", "2MiB"),
+            ("HIPFILE_COLD_DIRECT_READS", "0"),
+        ],
     );
     assert_eq!(run.status, 0, "{}", run.stderr);
     let header = run.stdout.lines().next().unwrap_or_default();
     assert!(
-        header.contains("io_threads=3") && header.contains("task_size=2097152"),
+        header.contains("io_threads=3")
+            && header.contains("task_size=2097152")
+            && header.contains("cold_direct_reads=false"),
         "{header}"
     );
     assert!(

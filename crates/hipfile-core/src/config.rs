@@ -37,6 +37,9 @@ pub const ENV_STAGING_MEMORY: &str = "HIPFILE_STAGING_MEMORY";
 /// `HIPFILE_SMALL_IO_THRESHOLD`: fallback requests of at most this many bytes run on the
 /// caller's thread.
 pub const ENV_SMALL_IO_THRESHOLD: &str = "HIPFILE_SMALL_IO_THRESHOLD";
+/// `HIPFILE_COLD_DIRECT_READS`: whether large fallback reads take what the page cache does
+/// not hold with `O_DIRECT`.
+pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
 
 /// How the fallback backend sizes its work: worker threads, task size, pinned memory and the
 /// size below which a request is not handed off at all.
@@ -60,6 +63,12 @@ pub struct FallbackKnobs {
     /// the workers. Default [`FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD`]; 0 hands off
     /// every request.
     pub small_io_threshold: u64,
+    /// Whether a read above the small-request threshold takes the parts that are not in the
+    /// page cache from the disk with `O_DIRECT` (aligned middle; head and tail buffered),
+    /// when the file has a direct descriptor. Default on: measured on the GPU machine's disk,
+    /// direct reads moved an uncached file faster through the pipeline than buffered ones
+    /// (docs/BENCHMARKS.md). Such reads leave the page cache as it was.
+    pub cold_direct_reads: bool,
 }
 
 impl FallbackKnobs {
@@ -93,6 +102,7 @@ impl Default for FallbackKnobs {
             task_size: Self::DEFAULT_TASK_SIZE,
             staging_memory: Self::DEFAULT_STAGING_MEMORY,
             small_io_threshold: Self::DEFAULT_SMALL_IO_THRESHOLD,
+            cold_direct_reads: true,
         }
     }
 }
@@ -246,6 +256,7 @@ pub struct ConfigBuilder {
     task_size: Option<u64>,
     staging_memory: Option<u64>,
     small_io_threshold: Option<u64>,
+    cold_direct_reads: Option<bool>,
 }
 
 impl ConfigBuilder {
@@ -322,6 +333,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// Overrides `HIPFILE_COLD_DIRECT_READS`.
+    pub fn cold_direct_reads(mut self, on: bool) -> Self {
+        self.cold_direct_reads = Some(on);
+        self
+    }
+
     /// Settles the configuration from the process environment; warnings go to stderr, each
     /// one once per process.
     pub fn build_from_env(self) -> Config {
@@ -369,6 +386,11 @@ impl ConfigBuilder {
             self.unsupported_file_systems,
             ENV_UNSUPPORTED_FILE_SYSTEMS,
             defaults.unsupported_file_systems,
+        );
+        let cold_direct_reads = boolean(
+            self.cold_direct_reads,
+            ENV_COLD_DIRECT_READS,
+            defaults.fallback.cold_direct_reads,
         );
         let stats_level = self
             .stats_level
@@ -477,6 +499,7 @@ impl ConfigBuilder {
                 task_size,
                 staging_memory,
                 small_io_threshold,
+                cold_direct_reads,
             },
         };
         if config.leaves_no_backend() {
@@ -705,6 +728,7 @@ mod tests {
         assert_eq!(k.task_size, 4 << 20);
         assert_eq!(k.staging_memory, 256 << 20);
         assert_eq!(k.small_io_threshold, 1 << 20);
+        assert!(k.cold_direct_reads);
     }
 
     #[test]
@@ -714,6 +738,7 @@ mod tests {
             (ENV_TASK_SIZE, "64K"),
             (ENV_STAGING_MEMORY, "1g"),
             (ENV_SMALL_IO_THRESHOLD, "0"),
+            (ENV_COLD_DIRECT_READS, "off"),
         ]));
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(
@@ -723,6 +748,7 @@ mod tests {
                 task_size: 64 << 10,
                 staging_memory: 1 << 30,
                 small_io_threshold: 0,
+                cold_direct_reads: false,
             }
         );
         for (text, n) in [
@@ -746,10 +772,12 @@ mod tests {
             (ENV_TASK_SIZE, "0"),
             (ENV_STAGING_MEMORY, "big"),
             (ENV_SMALL_IO_THRESHOLD, "-5"),
+            (ENV_COLD_DIRECT_READS, "sometimes"),
         ]));
         assert_eq!(c.fallback, FallbackKnobs::default());
-        assert_eq!(w.len(), 4, "{w:?}");
+        assert_eq!(w.len(), 5, "{w:?}");
         for (warning, var) in w.iter().zip([
+            ENV_COLD_DIRECT_READS,
             ENV_IO_THREADS,
             ENV_TASK_SIZE,
             ENV_STAGING_MEMORY,
@@ -768,7 +796,9 @@ mod tests {
             .task_size(1 << 16)
             .staging_memory(1 << 24)
             .small_io_threshold(7)
+            .cold_direct_reads(false)
             .build_with(env(&[
+                (ENV_COLD_DIRECT_READS, "1"),
                 (ENV_IO_THREADS, "garbage"),
                 (ENV_TASK_SIZE, "1M"),
                 (ENV_STAGING_MEMORY, "1M"),
@@ -782,6 +812,7 @@ mod tests {
                 task_size: 1 << 16,
                 staging_memory: 1 << 24,
                 small_io_threshold: 7,
+                cold_direct_reads: false,
             }
         );
     }

@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+mod cache;
 mod pipeline;
 mod staging;
 mod transfer;
@@ -33,6 +34,8 @@ pub struct Fallback {
     allow_compat_mode: bool,
     /// Requests of at most this many bytes run on the caller's thread.
     small_io_threshold: u64,
+    /// Whether large reads take what the page cache lacks with `O_DIRECT`.
+    cold_direct_reads: bool,
     /// `None` for a fallback that only scores.
     staging: Option<Arc<StagingPool>>,
     /// `None` for a fallback that only scores. Declared after `staging`: its drop joins the
@@ -47,6 +50,7 @@ impl Fallback {
         Fallback {
             allow_compat_mode: config.allow_compat_mode,
             small_io_threshold: config.fallback.small_io_threshold,
+            cold_direct_reads: config.fallback.cold_direct_reads,
             staging: None,
             pipeline: None,
         }
@@ -81,6 +85,12 @@ impl Fallback {
         self.pipeline.as_ref().map_or(0, |p| p.tasks_dispatched())
     }
 
+    /// Bytes that large reads took from the disk with `O_DIRECT` because the page cache did
+    /// not hold them (0 for a fallback that only scores).
+    pub fn direct_read_bytes(&self) -> u64 {
+        self.pipeline.as_ref().map_or(0, |p| p.direct_read_bytes())
+    }
+
     /// I/O threads started so far: none before the first large request.
     pub fn io_threads_started(&self) -> usize {
         self.pipeline.as_ref().map_or(0, |p| p.threads_started())
@@ -97,6 +107,7 @@ impl fmt::Debug for Fallback {
         f.debug_struct("Fallback")
             .field("allow_compat_mode", &self.allow_compat_mode)
             .field("small_io_threshold", &self.small_io_threshold)
+            .field("cold_direct_reads", &self.cold_direct_reads)
             .field("staging", &self.staging)
             .field("pipeline", &self.pipeline)
             .finish()
@@ -120,7 +131,9 @@ impl Backend for Fallback {
     }
 
     /// Reads with `pread` on the buffered descriptor into a staging buffer, then copies to
-    /// the device; writes copy from the device, then `pwrite`, and end with one `fdatasync`
+    /// the device (a read above the small-request threshold takes what the page cache does
+    /// not hold with `O_DIRECT` on the file's direct descriptor, when it has one and
+    /// `cold_direct_reads` is on); writes copy from the device, then `pwrite`, and end with one `fdatasync`
     /// (SPEC.md §3: durable on return). Chunks are at most the pool's `chunk_size`. A request
     /// above the small-request threshold is split into tasks served by the I/O threads while
     /// the caller waits. Returns the bytes moved, short only for a read that reaches the end
@@ -143,12 +156,21 @@ impl Backend for Fallback {
                 s.request.op
             )));
         };
+        let direct = target
+            .direct
+            .filter(|_| self.cold_direct_reads && s.file.dio_offset_align() > 0)
+            .map(|fd| transfer::Direct {
+                fd,
+                offset_align: u64::from(s.file.dio_offset_align()),
+                mem_align: u64::from(s.file.dio_mem_align()).max(1),
+            });
         let moved = transfer::serve(
             pool,
             self.pipeline.as_deref(),
             self.small_io_threshold,
             s.request,
             target.buffered,
+            direct,
         )?;
         // At most `MAX_IO_SIZE`, so it fits.
         Ok(i64::try_from(moved).unwrap_or(i64::MAX))

@@ -545,6 +545,7 @@ mod tests {
             task_size,
             staging_memory,
             small_io_threshold: 1 << 20,
+            cold_direct_reads: true,
         };
         let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 256 << 20));
         assert_eq!((c.chunk_size, c.max_buffers), (4 << 20, 64));

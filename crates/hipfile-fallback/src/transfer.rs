@@ -7,11 +7,48 @@
 //! [`Pipeline`](crate::pipeline::Pipeline), which splits it into tasks for its workers. Either
 //! way the `fdatasync` of a write is made here, once, after every byte is written.
 
+use crate::cache::{cached_pages, pages_in};
 use crate::pipeline::Pipeline;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
 use hipfile_core::{BackendError, Op, ValidRequest};
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The file's `O_DIRECT` descriptor and its alignments, for the parts of large reads that are
+/// not in the page cache.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Direct<'a> {
+    pub(crate) fd: BorrowedFd<'a>,
+    /// File offsets and sizes of direct reads are multiples of this (at least 1).
+    pub(crate) offset_align: u64,
+    /// Memory addresses of direct reads are multiples of this (at least 1).
+    pub(crate) mem_align: u64,
+}
+
+/// What the cold-read path of one fallback has learned and done: whether the kernel says
+/// what the page cache holds, and the bytes read with `O_DIRECT`.
+#[derive(Debug)]
+pub(crate) struct ColdReads {
+    cachestat_works: AtomicBool,
+    direct_bytes: AtomicU64,
+    page: u64,
+}
+
+impl ColdReads {
+    pub(crate) fn new() -> Self {
+        ColdReads {
+            cachestat_works: AtomicBool::new(true),
+            direct_bytes: AtomicU64::new(0),
+            page: rustix::param::page_size() as u64,
+        }
+    }
+
+    /// Bytes read with `O_DIRECT` so far.
+    pub(crate) fn direct_bytes(&self) -> u64 {
+        self.direct_bytes.load(Ordering::Relaxed)
+    }
+}
 
 /// Serves `r` on `fd` (a buffered descriptor) and returns the bytes moved: short only for a
 /// read that reaches the end of the file. Size 0 returns 0 and touches nothing (a write of
@@ -26,13 +63,14 @@ pub(crate) fn serve(
     small_io_threshold: u64,
     r: &ValidRequest,
     fd: BorrowedFd<'_>,
+    direct: Option<Direct<'_>>,
 ) -> Result<u64, BackendError> {
     if r.size == 0 {
         return Ok(0);
     }
     if r.size > small_io_threshold
         && let Some(p) = pipeline
-        && let Some(moved) = p.run(r.op, fd, DeviceRange::of_request(r), r.file_offset)
+        && let Some(moved) = p.run(r.op, fd, direct, DeviceRange::of_request(r), r.file_offset)
     {
         let moved = moved?;
         if r.op == Op::Write {
@@ -111,6 +149,99 @@ pub(crate) fn pread_full(
             Ok(n) => filled += n,
             Err(Errno::INTR) => {}
             Err(e) => return Err(os("pread", e)),
+        }
+    }
+    Ok(filled)
+}
+
+/// Fills `buf` from `offset..` like [`pread_full`], reading the range with `O_DIRECT` when
+/// `direct` is given and the page cache holds less than half of it (PERF.md: uncached, the
+/// disk is faster to the pipeline with direct reads; docs/BENCHMARKS.md). A range mostly in
+/// the cache is read buffered, at the cost of a plain `pread` and one `cachestat`. A kernel
+/// without `cachestat` turns the direct path off for this fallback.
+pub(crate) fn pread_chunk(
+    fd: BorrowedFd<'_>,
+    direct: Option<Direct<'_>>,
+    cold: &ColdReads,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, BackendError> {
+    let Some(direct) = direct.filter(|_| cold.cachestat_works.load(Ordering::Relaxed)) else {
+        return pread_full(fd, buf, offset);
+    };
+    let len = buf.len() as u64;
+    match cached_pages(fd, offset, len) {
+        None => {
+            cold.cachestat_works.store(false, Ordering::Relaxed);
+            pread_full(fd, buf, offset)
+        }
+        Some(cached) if cached * 2 >= pages_in(offset, len, cold.page) => {
+            pread_full(fd, buf, offset)
+        }
+        Some(_) => read_uncached(fd, direct, cold, buf, offset),
+    }
+}
+
+/// `buf` from `offset..`, mostly not in the page cache: the head up to the first aligned
+/// offset and the tail after the last one buffered, the middle with `O_DIRECT` (which
+/// writes back any dirty cached page of the range first, so it reads what a buffered read
+/// would). All
+/// buffered when there is no aligned middle or it would not land on an aligned address.
+fn read_uncached(
+    fd: BorrowedFd<'_>,
+    direct: Direct<'_>,
+    cold: &ColdReads,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, BackendError> {
+    let align = direct.offset_align.max(1);
+    let end = offset + buf.len() as u64;
+    let first = offset.div_ceil(align) * align;
+    let last = end / align * align;
+    // Below `buf.len()`, so a `usize`.
+    let head = (first.min(end) - offset) as usize;
+    let aligned_address =
+        (buf.as_ptr() as usize + head).is_multiple_of(direct.mem_align.max(1) as usize);
+    if first >= last || !aligned_address {
+        return pread_full(fd, buf, offset);
+    }
+    let got = pread_full(fd, &mut buf[..head], offset)?;
+    if got < head {
+        return Ok(got);
+    }
+    let middle = head + (last - first) as usize;
+    let got = pread_direct(fd, direct, cold, &mut buf[head..middle], first)?;
+    if head + got < middle {
+        return Ok(head + got); // end of file
+    }
+    Ok(middle + pread_full(fd, &mut buf[middle..], last)?)
+}
+
+/// `O_DIRECT` reads of `buf` (aligned in address, offset and size) until it is full or the
+/// file ends. Should the kernel refuse the alignment after all (`EINVAL`), the rest is read
+/// through the buffered descriptor `fd`.
+fn pread_direct(
+    fd: BorrowedFd<'_>,
+    direct: Direct<'_>,
+    cold: &ColdReads,
+    buf: &mut [u8],
+    offset: u64,
+) -> Result<usize, BackendError> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let at = offset + filled as u64;
+        match rustix::io::pread(direct.fd, &mut buf[filled..], at) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                cold.direct_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                if !(n as u64).is_multiple_of(direct.offset_align.max(1)) {
+                    break; // the end of the file
+                }
+            }
+            Err(Errno::INTR) => {}
+            Err(Errno::INVAL) => return Ok(filled + pread_full(fd, &mut buf[filled..], at)?),
+            Err(e) => return Err(os("pread (O_DIRECT)", e)),
         }
     }
     Ok(filled)

@@ -563,24 +563,27 @@ fn a_fallback_without_a_runtime_only_scores() {
 // when synchronised.
 
 const TASK: usize = 64 * KIB;
-const THREADS: usize = 4;
+/// Enough threads that a request of up to `THREADS × TASK` bytes is cut into `TASK`-byte
+/// tasks (a larger one is cut into even shares per thread).
+const THREADS: usize = 8;
 
-/// A fallback with `THREADS` threads, `TASK`-byte tasks and 128 KiB of staging memory (16 KiB
+/// A fallback with `THREADS` threads, `TASK`-byte tasks and 256 KiB of staging memory (16 KiB
 /// chunks, so four per task and each buffer reused within a task), handing off every request
 /// above `threshold` bytes.
 fn pipelined(rt: &Arc<HostMemRuntime>, threshold: u64) -> Fallback {
     let knobs = FallbackKnobs {
         io_threads: THREADS,
         task_size: TASK as u64,
-        staging_memory: 128 * KIB as u64,
+        staging_memory: 256 * KIB as u64,
         small_io_threshold: threshold,
+        cold_direct_reads: true,
     };
     let c = Config {
         fallback: knobs,
         ..config()
     };
     let staging = StagingConfig::for_knobs(&knobs);
-    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 8));
+    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 16));
     Fallback::with_runtime(&c, rt.clone(), staging)
 }
 
@@ -892,8 +895,9 @@ fn small_requests_stay_on_the_callers_thread() {
     );
     assert_eq!(n.unwrap(), size as i64);
     assert!(rt.read_device(dst, size) == data[3..3 + size]);
-    // 3..1 MiB + 4 spans 17 tasks cut at multiples of 64 KiB.
-    assert_eq!(fb.tasks_dispatched(), 17);
+    // 3..1 MiB + 4 is more than `THREADS` tasks of 64 KiB: it is cut into even shares of
+    // 132 KiB (1 MiB + 1 over 8 threads, rounded up to 4 KiB) at multiples of 132 KiB, 8 tasks.
+    assert_eq!(fb.tasks_dispatched(), 8);
     assert_eq!(fb.io_threads_started(), THREADS);
     assert_pool_idle(&fb);
 }
@@ -964,7 +968,7 @@ fn eight_callers_share_the_io_threads() {
     assert!(std::fs::read(&path).unwrap() == new);
     assert_eq!(fb.io_threads_started(), THREADS);
     let pool = fb.staging().unwrap();
-    assert!(pool.allocated() <= 8, "{pool:?}");
+    assert!(pool.allocated() <= 16, "{pool:?}");
     assert_pool_idle(&fb);
 }
 
@@ -1004,4 +1008,106 @@ fn a_pipelined_write_is_on_disk_when_it_returns() {
         eprintln!("note: cachestat cannot show dirty pages here; checking the data only");
     }
     assert!(std::fs::read(&path).unwrap() == data);
+}
+
+/// Drops `file`'s pages from the page cache (after writing back any dirty ones).
+fn drop_cache(file: &File) {
+    file.sync_all().unwrap();
+    // SAFETY: plain advice on an open descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "posix_fadvise");
+}
+
+/// Large reads of a file that is not in the page cache take its aligned middle with
+/// `O_DIRECT` on a real ext4: the bytes are those of the file for unaligned offsets, a partly
+/// cached file and the end of the file inside a chunk; a cached file, and a fallback with
+/// `cold_direct_reads` off, read nothing directly.
+#[test]
+fn uncached_parts_of_large_reads_come_through_o_direct() {
+    let fs = require!(MountedFs::ext4(hipfile_testfs::Ext4Data::Ordered, 64));
+    let path = fs.path().join("cold");
+    let size = 4 * MIB + 1234;
+    let data = pattern(size, 21);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let fb = pipelined(&rt, 0);
+    let dst = device(&rt, size + 13);
+    let read = |fb: &Fallback, file_offset: usize, len: usize| {
+        let n = support::run_probed(
+            fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            (size + 13) as u64,
+            13,
+            file_offset as u64,
+            len as u64,
+        )
+        .unwrap() as usize;
+        let end = (file_offset + len).min(size);
+        assert_eq!(n, end - file_offset, "read of {len} at {file_offset}");
+        assert!(
+            rt.read_device(dst, 13 + n)[13..] == data[file_offset..end],
+            "bytes of the read of {len} at {file_offset}"
+        );
+    };
+
+    drop_cache(&file);
+    read(&fb, 0, size);
+    let whole = fb.direct_read_bytes();
+    assert!(whole > 3 * MIB as u64, "{whole} bytes read directly");
+
+    // Part of the file cached, an unaligned start, the end of the file inside the last chunk.
+    // The MiB is read through a descriptor without readahead, so that only it is cached.
+    drop_cache(&file);
+    let no_readahead = File::open(&path).unwrap();
+    // SAFETY: plain advice on an open descriptor.
+    let rc =
+        unsafe { libc::posix_fadvise(no_readahead.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(rc, 0, "posix_fadvise(RANDOM)");
+    let mut cached = vec![0; MIB];
+    no_readahead.read_exact_at(&mut cached, MIB as u64).unwrap();
+    read(&fb, 4097, size);
+    let partly = fb.direct_read_bytes() - whole;
+    // Chunks are cut at multiples of the chunk size in file offsets, so only the first one
+    // (unaligned) and those over the cached MiB are read buffered.
+    assert!(
+        partly > 2 * MIB as u64 && partly <= (size - MIB) as u64,
+        "{partly} bytes read directly"
+    );
+
+    // All of it cached now (a buffered read fills the cache): nothing goes direct.
+    std::fs::read(&path).unwrap();
+    let before = fb.direct_read_bytes();
+    read(&fb, 5, size - 5000);
+    assert_eq!(fb.direct_read_bytes(), before);
+
+    let off = Config {
+        fallback: FallbackKnobs {
+            cold_direct_reads: false,
+            ..config().fallback
+        },
+        ..config()
+    };
+    let knobs = FallbackKnobs {
+        io_threads: THREADS,
+        task_size: TASK as u64,
+        staging_memory: 256 * KIB as u64,
+        small_io_threshold: 0,
+        cold_direct_reads: false,
+    };
+    let buffered_only = Fallback::with_runtime(
+        &Config {
+            fallback: knobs,
+            ..off
+        },
+        rt.clone(),
+        StagingConfig::for_knobs(&knobs),
+    );
+    drop_cache(&file);
+    read(&buffered_only, 0, size);
+    assert_eq!(buffered_only.direct_read_bytes(), 0);
+    assert_pool_idle(&fb);
 }

@@ -390,13 +390,15 @@ impl GpuRuntime for HostMemRuntime {
     }
 }
 
-/// A file's facts for a submission: the fallback does not look at them, so any will do.
+/// A file's facts for a submission (the fallback looks only at the direct-I/O alignments,
+/// and uses them only with a direct descriptor, see [`run_probed`]).
 pub fn facts(file: &std::fs::File) -> FileFacts {
     hipfile_probe::file_facts(file.as_fd()).unwrap()
 }
 
 /// Validates and runs one request on `backend`, as core does: `size` bytes at `file_offset`
-/// of `file`, at `buffer_offset` into the device buffer `base` (registered with `len`).
+/// of `file`, at `buffer_offset` into the device buffer `base` (registered with `len`), with
+/// no direct descriptor.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     backend: &dyn Backend,
@@ -408,6 +410,57 @@ pub fn run(
     buffer_offset: u64,
     file_offset: u64,
     size: u64,
+) -> Result<i64, BackendError> {
+    let target = IoTarget {
+        direct: None,
+        buffered: file.as_fd(),
+    };
+    submit(
+        backend,
+        runtime,
+        &facts(file),
+        &target,
+        (op, base, len),
+        (buffer_offset, file_offset, size),
+    )
+}
+
+/// As [`run`], with the descriptors and facts of a registration: the file is probed, and its
+/// `O_DIRECT` descriptor, if it has one, is passed on.
+#[allow(clippy::too_many_arguments)]
+pub fn run_probed(
+    backend: &dyn Backend,
+    runtime: &dyn GpuRuntime,
+    file: &std::fs::File,
+    op: Op,
+    base: DevicePtr,
+    len: u64,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+) -> Result<i64, BackendError> {
+    let probed = hipfile_probe::probe_fd(file.as_fd()).unwrap();
+    let target = IoTarget {
+        direct: probed.direct_fd.as_ref().map(|d| d.as_fd(file.as_fd())),
+        buffered: probed.buffered_fd.as_fd(file.as_fd()),
+    };
+    submit(
+        backend,
+        runtime,
+        &probed.facts,
+        &target,
+        (op, base, len),
+        (buffer_offset, file_offset, size),
+    )
+}
+
+fn submit(
+    backend: &dyn Backend,
+    runtime: &dyn GpuRuntime,
+    file: &FileFacts,
+    target: &IoTarget<'_>,
+    (op, base, len): (Op, DevicePtr, u64),
+    (buffer_offset, file_offset, size): (u64, u64, u64),
 ) -> Result<i64, BackendError> {
     let buffer: BufferFacts = hipfile_core::runtime::inspect_buffer(
         runtime,
@@ -423,23 +476,16 @@ pub fn run(
     }
     .validate(&buffer)
     .unwrap();
-    let file_facts = facts(file);
     let s = Submission {
         request: &request,
-        file: &file_facts,
+        file,
         buffer: &buffer,
     };
     assert!(
         backend.score(&s).accepted(),
         "the backend refuses {request:?}"
     );
-    backend.io(
-        &s,
-        &IoTarget {
-            direct: None,
-            buffered: file.as_fd(),
-        },
-    )
+    backend.io(&s, target)
 }
 
 /// The default configuration.
