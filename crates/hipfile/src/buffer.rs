@@ -1,7 +1,9 @@
-//! Device buffers: owned allocations, or memory the caller allocated.
+//! Device buffers (owned allocations, or memory the caller allocated) and pinned host
+//! buffers.
 
 use crate::driver::Driver;
 use hipfile_core::{DevicePtr, Error};
+use std::ptr::NonNull;
 
 /// A range of GPU device memory that hipfile reads into or writes from.
 ///
@@ -136,6 +138,93 @@ impl Drop for DeviceBuffer {
         let freed = unsafe { self.driver.gpu().free_device(self.ptr) };
         if let Err(e) = freed {
             eprintln!("hipfile: warning: freeing device buffer {}: {e}", self.ptr);
+        }
+    }
+}
+
+/// Page-locked ("pinned") host memory from the GPU runtime (`hipHostMalloc` or
+/// `cudaHostAlloc`), which the GPU copies to and from at full speed, where pageable memory
+/// goes through the driver's own staging. Zeroed when allocated, freed when dropped; used as
+/// a byte slice.
+pub struct PinnedHostBuffer {
+    driver: Driver,
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is the sole owner of plain page-locked host memory, which is not tied
+// to the thread that allocated it; shared access gives only `&[u8]`.
+#[allow(unsafe_code)]
+unsafe impl Send for PinnedHostBuffer {}
+// SAFETY: as for `Send`: `&PinnedHostBuffer` gives only shared reads.
+#[allow(unsafe_code)]
+unsafe impl Sync for PinnedHostBuffer {}
+
+impl std::fmt::Debug for PinnedHostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedHostBuffer")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl PinnedHostBuffer {
+    pub(crate) fn alloc(driver: Driver, len: usize) -> Result<PinnedHostBuffer, Error> {
+        if len == 0 {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: "cannot allocate a pinned buffer of 0 bytes".into(),
+            });
+        }
+        let raw = driver.gpu().alloc_pinned(len).map_err(Error::Runtime)?;
+        let Some(ptr) = NonNull::new(raw) else {
+            return Err(Error::Runtime(hipfile_core::RuntimeError {
+                call: "pinned host allocation",
+                code: 0,
+                message: "the runtime returned a null pointer".into(),
+            }));
+        };
+        // SAFETY: the runtime allocated `len` writable bytes at `ptr`, which nothing else
+        // uses yet; zeroing them makes every byte initialised before a slice is made.
+        #[allow(unsafe_code)]
+        unsafe {
+            ptr.as_ptr().write_bytes(0, len);
+        }
+        Ok(PinnedHostBuffer { driver, ptr, len })
+    }
+}
+
+impl std::ops::Deref for PinnedHostBuffer {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` initialised bytes owned by this buffer until it is dropped.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr(), self.len)
+        }
+    }
+}
+
+impl std::ops::DerefMut for PinnedHostBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, borrowed exclusively through `&mut self`.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len)
+        }
+    }
+}
+
+impl Drop for PinnedHostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the memory came from `alloc_pinned` of this runtime, and no slice of it
+        // outlives the buffer.
+        #[allow(unsafe_code)]
+        let freed = unsafe { self.driver.gpu().free_pinned(self.ptr.as_ptr()) };
+        if let Err(e) = freed {
+            eprintln!("hipfile: warning: freeing a pinned host buffer: {e}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The driver: one configuration, one runtime, the two backends, the registries and the
 //! counters. Handles keep it alive; it closes when the last one goes.
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
 use crate::file::FileHandle;
 use crate::runtime::{RuntimeReport, load_runtime};
 use crate::stats::{Stats, StatsSnapshot};
@@ -173,6 +173,17 @@ impl Driver {
     /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
         DeviceBuffer::alloc(self.clone(), len)
+    }
+
+    /// Allocates `len` bytes of pinned host memory, zeroed, freed when the buffer is dropped:
+    /// the fastest source and target of [`DeviceBuffer::copy_from_host`] and
+    /// [`DeviceBuffer::copy_to_host`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHostBuffer, Error> {
+        PinnedHostBuffer::alloc(self.clone(), len)
     }
 
     /// Registers a device buffer (optional: unregistered buffers are validated per call).

@@ -28,7 +28,7 @@ pub use hipfile_fastpath::Fastpath;
 pub use hipfile_probe as probe;
 pub use hipfile_sys as sys;
 
-pub use buffer::DeviceBuffer;
+pub use buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use driver::Driver;
 pub use file::{FileHandle, IoOutcome};
 pub use hipfile_core::{

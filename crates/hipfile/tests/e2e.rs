@@ -645,3 +645,23 @@ fn deregistration_while_in_flight_is_refused() {
         "a deregistration must have met a request in flight"
     );
 }
+
+/// Pinned host memory from the runtime: zeroed, usable as a slice, a source and target of
+/// device copies; a size of 0 is refused.
+#[test]
+fn pinned_host_buffers_copy_to_and_from_the_device() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let mut host = d.alloc_pinned(3 * 4096 + 5).unwrap();
+    assert_eq!(host.len(), 3 * 4096 + 5);
+    assert!(host.iter().all(|&b| b == 0), "not zeroed");
+    host.copy_from_slice(&pattern(3 * 4096 + 5, 9));
+    let dev = d.alloc(4 * 4096).unwrap();
+    dev.copy_from_host(100, &host).unwrap();
+    let mut back = d.alloc_pinned(3 * 4096 + 5).unwrap();
+    dev.copy_to_host(100, &mut back).unwrap();
+    assert!(back[..] == host[..]);
+    assert!(matches!(
+        d.alloc_pinned(0),
+        Err(hipfile::Error::InvalidValue { .. })
+    ));
+}
