@@ -157,12 +157,21 @@ fn limits_are_measured_and_positive() {
     let limits = &v["limits"];
     assert_eq!(
         keys(limits),
-        ["pageable_h2d_gbps", "pinned_h2d_gbps", "pread_gbps"],
+        [
+            "pageable_h2d_gbps",
+            "pinned_h2d_gbps",
+            "pread_direct_gbps",
+            "pread_gbps"
+        ],
         "{v}"
     );
     assert!(f64_of(&limits["pread_gbps"]) > 0.0, "{v}");
     assert!(f64_of(&limits["pageable_h2d_gbps"]) > 0.0, "{v}");
-    assert!(limits["pinned_h2d_gbps"].is_null(), "{v}");
+    assert!(f64_of(&limits["pinned_h2d_gbps"]) > 0.0, "{v}");
+    assert!(
+        limits["pread_direct_gbps"].is_null(),
+        "measured for cold reads only: {v}"
+    );
     assert!(f64_of(&v["ratio"]) > 0.0, "{v}");
     let latency = v["latency"].as_array().unwrap();
     assert_eq!(latency.len(), 2, "{v}");
@@ -192,16 +201,22 @@ fn write_limits_are_pwrite_and_device_to_host() {
     );
     assert!(f64_of(&limits["pwrite_fsync_gbps"]) > 0.0, "{v}");
     assert!(f64_of(&limits["pageable_d2h_gbps"]) > 0.0, "{v}");
+    assert!(f64_of(&limits["pinned_d2h_gbps"]) > 0.0, "{v}");
     assert!(f64_of(&v["ratio"]) > 0.0, "{v}");
 }
 
 #[test]
 fn cold_runs_drop_the_cache() {
     require!(is_root());
-    let dir = temp_dir();
-    let file = dir.path().join("b.dat");
+    // On ext4, which does direct I/O: the cold limits include raw O_DIRECT reads.
+    let fs = require!(hipfile_testfs::MountedFs::ext4(
+        hipfile_testfs::Ext4Data::Ordered,
+        64
+    ));
+    let file = fs.path().join("b.dat");
     let v = bench_json(&file, &["--cold", "--limits"]);
     assert_eq!(v["cache"], "cold");
+    assert!(f64_of(&v["limits"]["pread_direct_gbps"]) > 0.0, "{v}");
     let (fast, slow) = served(&v);
     assert_eq!(fast + slow, 3 * SIZE, "{v}");
     let v = bench_json(&file, &["--cold", "--hot"]);
