@@ -158,7 +158,11 @@ impl Pipeline {
         if self.start().is_empty() {
             return None;
         }
-        let tasks = split(device, file_offset, self.task_for(device.len()));
+        let task_size = self.task_for(device.len());
+        let tasks = split(device, file_offset, task_size);
+        // Long tasks read sequentially enough for the kernel's readahead to keep the disk
+        // busy; short ones do better with direct reads (see `DIRECT_BELOW_TASK`).
+        let direct = direct.filter(|_| task_size < DIRECT_BELOW_TASK);
         let request = Arc::new(Progress {
             cancelled: AtomicBool::new(false),
             short_at: AtomicUsize::new(usize::MAX),
@@ -282,6 +286,14 @@ impl Pipeline {
 
 /// The smallest task a request is cut into when it is spread over the workers.
 const MIN_TASK: u64 = 1 << 20;
+
+/// Uncached parts of reads go direct only in tasks shorter than this. Measured on the GPU
+/// machine's disk in one run, cold 8 GiB file (docs/BENCHMARKS.md): with 4 MiB tasks
+/// (64 MiB requests over 16 workers) direct reads moved 1.91 GB/s against 1.62 buffered;
+/// with 16 MiB tasks 1.79 against 1.80; with 64 MiB tasks 1.64 and 2.01 against 2.00 and
+/// 2.05. One synchronous direct read per worker keeps fewer bytes in flight than readahead
+/// does along a long sequential task, while short tasks end before readahead gets going.
+const DIRECT_BELOW_TASK: u64 = 16 << 20;
 
 /// The largest task a request is cut into, unless the configured task size is larger: with
 /// 2 MiB chunks, 32 of them, so the drain at the end of a task costs about 3 % (measured on

@@ -1111,3 +1111,52 @@ fn uncached_parts_of_large_reads_come_through_o_direct() {
     assert_eq!(buffered_only.direct_read_bytes(), 0);
     assert_pool_idle(&fb);
 }
+
+/// With one I/O thread a request is one task: below 16 MiB its uncached parts go direct, from
+/// 16 MiB on they are read buffered (readahead keeps the disk busier along a long task).
+#[test]
+fn long_tasks_read_uncached_parts_buffered() {
+    let fs = require!(MountedFs::ext4(hipfile_testfs::Ext4Data::Ordered, 64));
+    let path = fs.path().join("long");
+    let size = 17 * MIB;
+    let data = pattern(size, 22);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let knobs = FallbackKnobs {
+        io_threads: 1,
+        task_size: TASK as u64,
+        staging_memory: 256 * KIB as u64,
+        small_io_threshold: 0,
+        cold_direct_reads: true,
+    };
+    let fb = Fallback::with_runtime(
+        &Config {
+            fallback: knobs,
+            ..config()
+        },
+        rt.clone(),
+        StagingConfig::for_knobs(&knobs),
+    );
+    let dst = device(&rt, size);
+    for (len, direct) in [(8 * MIB, true), (size, false)] {
+        drop_cache(&file);
+        let before = fb.direct_read_bytes();
+        let n = support::run_probed(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            len as u64,
+        )
+        .unwrap();
+        assert_eq!(n, len as i64);
+        assert!(rt.read_device(dst, len) == data[..len]);
+        assert_eq!(fb.direct_read_bytes() > before, direct, "a read of {len}");
+    }
+    assert_pool_idle(&fb);
+}
