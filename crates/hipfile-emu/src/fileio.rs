@@ -16,6 +16,9 @@
 //! once. While the configuration is invalid both return `hipErrorNotInitialized`, so that no
 //! test runs with a fault list silently ignored.
 //!
+//! The bytes moved count in the per-device copy counters (`hipfileEmuDeviceCopyBytes`): a read
+//! copies into the memory of the buffer's device, a write out of it.
+//!
 //! # Safety
 //!
 //! The only memory written is the device range checked against the allocation table (kept
@@ -24,7 +27,7 @@
 use crate::config;
 use crate::error::{INVALID_VALUE, NOT_INITIALIZED, SUCCESS, UNKNOWN};
 use crate::fault::{FaultPlan, Op, count_call, count_injected};
-use crate::memory::{device_range, transfer_gate};
+use crate::memory::{Allocation, Kind, count_copied, device_range, transfer_gate};
 use std::ffi::{c_int, c_void};
 
 /// The kernel's `MAX_RW_COUNT`: the most one `pread`/`pwrite` moves.
@@ -77,7 +80,7 @@ fn last_errno() -> i32 {
 }
 
 /// One file-I/O call without the C out-pointers: checks, draws a fault from `faults`, moves
-/// the bytes. Returns the bytes moved.
+/// the bytes and counts them for the buffer's device. Returns the bytes moved.
 ///
 /// # Errors
 ///
@@ -99,9 +102,13 @@ pub unsafe fn transfer(
     }
     let len = usize::try_from(size).map_err(|_| IoFailure::Hip(INVALID_VALUE))?;
     let _gate = transfer_gate();
-    if device_range(ptr as usize, len).is_none() {
+    let Some(Allocation {
+        kind: Kind::Device { device },
+        ..
+    }) = device_range(ptr as usize, len)
+    else {
         return Err(IoFailure::Hip(INVALID_VALUE));
-    }
+    };
     let fits = i64::try_from(len).ok().and_then(|l| offset.checked_add(l));
     if offset < 0 || fits.is_none() {
         return Err(IoFailure::Errno(libc::EINVAL));
@@ -148,7 +155,12 @@ pub unsafe fn transfer(
             }
         }
     }
-    Ok(done as u64)
+    let done = done as u64;
+    match op {
+        Op::Read => count_copied(Some(device), None, done),
+        Op::Write => count_copied(None, Some(device), done),
+    }
+    Ok(done)
 }
 
 /// The C entry points' shared body.
@@ -261,8 +273,10 @@ pub(crate) const WRITE: HipAmdFileIoFn = amd_file_write;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MAX_DEVICES;
+    use crate::device::set_device;
     use crate::fault::parse_faults;
-    use crate::memory::{hipFree, hipMalloc};
+    use crate::memory::{counters_lock, device_copy_bytes, hipFree, hipMalloc};
     use hipfile_testfs::{Skip, require};
     use std::fs::File;
     use std::io::Write as _;
@@ -383,5 +397,40 @@ mod tests {
             assert_eq!(transfer(Op::Read, fd, p, 4096, 1 << 20, &plan), Ok(0));
             assert_eq!(hipFree(p), SUCCESS);
         }
+    }
+
+    #[test]
+    fn file_io_counts_bytes_for_the_buffer_device() {
+        let (_dir, file) = require!(scratch("emu-counted", true));
+        let fd = file.as_raw_fd();
+        // A thread of its own, so that no other test sees its current device.
+        std::thread::spawn(move || {
+            let _counters = counters_lock();
+            assert_eq!(set_device(13, MAX_DEVICES), Ok(()));
+            let p = device_alloc(8192);
+            // The buffer's device counts, not the current one.
+            assert_eq!(set_device(0, MAX_DEVICES), Ok(()));
+            let copied = || device_copy_bytes(13, MAX_DEVICES).unwrap();
+            let plan = FaultPlan::new(parse_faults("read:EIO:1").unwrap());
+            let before = copied();
+            // SAFETY: `p` is an 8192-byte device allocation, live until the end.
+            unsafe {
+                assert_eq!(
+                    transfer(Op::Read, fd, p, 8192, 0, &plan),
+                    Err(IoFailure::Errno(libc::EIO))
+                );
+                assert_eq!(copied(), before, "a faulted read moved nothing");
+                assert_eq!(transfer(Op::Read, fd, p, 8192, 0, &plan), Ok(8192));
+                assert_eq!(transfer(Op::Write, fd, p, 4096, 4096, &plan), Ok(4096));
+                // Short at end of file: only what moved counts.
+                assert_eq!(transfer(Op::Read, fd, p, 8192, 4096, &plan), Ok(4096));
+                assert_eq!(hipFree(p), SUCCESS);
+            }
+            let after = copied();
+            assert_eq!(after.0 - before.0, 8192 + 4096, "read into device 13");
+            assert_eq!(after.1 - before.1, 4096, "written out of device 13");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::error::{INVALID_VALUE, SUCCESS};
 use crate::{config, fault, memory};
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_ulonglong};
 
 /// What `hipfileEmuVersion` returns: `hipfile-emu <crate version>`.
 pub const VERSION: &CStr = {
@@ -23,9 +23,10 @@ pub extern "C" fn hipfileEmuVersion() -> *const c_char {
 }
 
 /// `hipError_t hipfileEmuReset(void)` — a test hook: reads the `HIPFILE_EMU_*` variables
-/// again, puts them in force (fault counts start afresh) and zeroes the file-I/O counters.
-/// The allocation table, streams and events are untouched. Meant for tests that change the
-/// environment within one process; a thread's current device keeps its value.
+/// again, puts them in force (fault counts start afresh) and zeroes the file-I/O counters and
+/// the per-device copy counters. The allocation table, streams and events (with their
+/// devices) are untouched. Meant for tests that change the environment within one process; a
+/// thread's current device keeps its value.
 ///
 /// # Errors
 ///
@@ -34,6 +35,7 @@ pub extern "C" fn hipfileEmuVersion() -> *const c_char {
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfileEmuReset() -> i32 {
     fault::reset_counters();
+    memory::reset_copy_counters();
     if config::reload().problems.is_empty() {
         SUCCESS
     } else {
@@ -63,9 +65,52 @@ pub extern "C" fn hipfileEmuLiveAllocations() -> u64 {
     memory::live_entries() as u64
 }
 
+/// `hipError_t hipfileEmuDeviceCopyBytes(int device, unsigned long long* to_device,
+/// unsigned long long* from_device)` — the bytes copied into (`*to_device`) and out of
+/// (`*from_device`) the memory of `device` since load or the last reset, by `hipMemcpy`,
+/// `hipMemcpyAsync`, `hipAmdFileRead` (into) and `hipAmdFileWrite` (out of). A copy between
+/// two places in one device's memory counts both ways; refused copies count nothing. So that
+/// a test can check that data went through the device it meant.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null pointer (checked first);
+/// `hipErrorInvalidDevice` outside `0..HIPFILE_EMU_DEVICES`. Nothing is written on error.
+///
+/// # Safety
+///
+/// `to_device` and `from_device` are null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipfileEmuDeviceCopyBytes(
+    device: c_int,
+    to_device: *mut c_ulonglong,
+    from_device: *mut c_ulonglong,
+) -> i32 {
+    if to_device.is_null() || from_device.is_null() {
+        return INVALID_VALUE;
+    }
+    match memory::device_copy_bytes(device, config::current().devices) {
+        Ok((to, from)) => {
+            // SAFETY: both non-null and writable by the caller's promise.
+            unsafe {
+                to_device.write(to);
+                from_device.write(from);
+            }
+            SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MAX_DEVICES;
+    use crate::device::set_device;
+    use crate::error::INVALID_DEVICE;
+    use crate::memory::{counters_lock, device_copy_bytes, hipFree, hipMalloc, hipMemcpy};
+    use std::ffi::c_void;
+    use std::ptr::null_mut;
 
     #[test]
     fn the_marker_names_the_crate_version() {
@@ -82,5 +127,70 @@ mod tests {
         assert_eq!(hipfileEmuFileIoCalls(2), u64::MAX);
         assert_eq!(hipfileEmuFaultsInjected(-1), u64::MAX);
         assert_ne!(hipfileEmuFileIoCalls(0), u64::MAX);
+    }
+
+    #[test]
+    fn device_copy_bytes_checks_its_arguments() {
+        let (mut to, mut from) = (u64::MAX, u64::MAX);
+        let count = config::current().devices;
+        // SAFETY: the out-pointers are writable; null ones are refused.
+        unsafe {
+            assert_eq!(hipfileEmuDeviceCopyBytes(0, &mut to, &mut from), SUCCESS);
+            assert_ne!((to, from), (u64::MAX, u64::MAX));
+            assert_eq!(
+                hipfileEmuDeviceCopyBytes(0, null_mut(), &mut from),
+                INVALID_VALUE
+            );
+            assert_eq!(
+                hipfileEmuDeviceCopyBytes(0, &mut to, null_mut()),
+                INVALID_VALUE
+            );
+            assert_eq!(
+                hipfileEmuDeviceCopyBytes(count, null_mut(), null_mut()),
+                INVALID_VALUE,
+                "null pointers are checked first"
+            );
+            (to, from) = (7, 7);
+            assert_eq!(
+                hipfileEmuDeviceCopyBytes(count, &mut to, &mut from),
+                INVALID_DEVICE
+            );
+            assert_eq!(
+                hipfileEmuDeviceCopyBytes(-1, &mut to, &mut from),
+                INVALID_DEVICE
+            );
+        }
+        assert_eq!((to, from), (7, 7), "nothing written on error");
+    }
+
+    #[test]
+    fn reset_zeroes_the_device_copy_counters() {
+        // A thread of its own, so that no other test sees its current device.
+        std::thread::spawn(|| {
+            let _counters = counters_lock();
+            assert_eq!(set_device(15, MAX_DEVICES), Ok(()));
+            let mut d = null_mut::<c_void>();
+            let mut host = [9u8; 512];
+            // SAFETY: `d` is writable; `host` is readable for 512 bytes.
+            unsafe {
+                assert_eq!(hipMalloc(&mut d, 512), SUCCESS);
+                assert_eq!(hipMemcpy(d, host.as_ptr().cast(), 512, 1), SUCCESS);
+            }
+            let copied = || device_copy_bytes(15, MAX_DEVICES).unwrap();
+            assert!(copied().0 >= 512);
+            let valid = config::current().problems.is_empty();
+            assert_eq!(hipfileEmuReset() == SUCCESS, valid);
+            assert_eq!(copied(), (0, 0));
+            // Counting starts afresh.
+            // SAFETY: `host` is writable for 512 bytes; `d` is this test's allocation.
+            unsafe {
+                let r = hipMemcpy(host.as_mut_ptr().cast(), d, 256, 2);
+                assert_eq!(r, SUCCESS);
+                assert_eq!(hipFree(d), SUCCESS);
+            }
+            assert_eq!(copied(), (0, 256));
+        })
+        .join()
+        .unwrap();
     }
 }

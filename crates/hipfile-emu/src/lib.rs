@@ -12,6 +12,12 @@
 //! only when it is given its path, and recognises it by `hipfileEmuVersion` to report
 //! `platform: emulated`.
 //!
+//! Where a real runtime would quietly go through peer access, it is stricter, so that tests of
+//! multi-GPU routing can fail: streams and events belong to the device current at their
+//! creation, and `hipMemcpyAsync` on a stream refuses device memory of another device
+//! ([`memory`], [`stream`]). `hipfileEmuDeviceCopyBytes` counts the bytes copied into and out
+//! of each device's memory ([`hooks`]).
+//!
 //! Who may depend on it: tests and tools only, and explicitly (by path or as a
 //! dev-dependency). No library crate of the workspace depends on it, and it depends on none.
 //!

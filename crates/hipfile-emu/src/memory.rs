@@ -12,17 +12,33 @@
 //! Copies and file I/O hold a gate (a read-write lock) shared from validation to the end of
 //! the transfer, and the functions that release memory hold it exclusively, so memory is never
 //! released under a running transfer (as `hipFree` synchronises the device first).
+//!
+//! # Devices
+//!
+//! Unified addressing routes a copy by its pointers, so `hipMemcpy` and `hipMemcpyAsync` on
+//! the null stream copy between any devices' memory. A non-null stream, though, belongs to one
+//! device ([`crate::stream`]), and `hipMemcpyAsync` on it refuses, with
+//! `hipErrorInvalidValue` and copying nothing, a copy with a device-memory operand (any
+//! pointer that lies in a `hipMalloc` allocation, whatever the kind says: the destination of
+//! a host-to-device copy, the source of a device-to-host one, either of a device-to-device
+//! one) of another device than the stream's. A real runtime would do such a copy through peer
+//! access, at a lower speed; the emulation refuses it so that misrouted copies show in tests.
+//!
+//! The bytes copied into and out of each device's memory (by `hipMemcpy`, `hipMemcpyAsync`
+//! and the emulated `hipAmdFileRead`/`hipAmdFileWrite`) are counted per device
+//! ([`device_copy_bytes`], `hipfileEmuDeviceCopyBytes`); `hipfileEmuReset` zeroes them.
 
-use crate::config;
+use crate::config::{self, MAX_DEVICES};
 use crate::device::current_device;
 use crate::error::{
-    HOST_MEMORY_ALREADY_REGISTERED, HOST_MEMORY_NOT_REGISTERED, INVALID_HANDLE,
+    HOST_MEMORY_ALREADY_REGISTERED, HOST_MEMORY_NOT_REGISTERED, INVALID_DEVICE,
     INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_FOUND, OUT_OF_MEMORY, SUCCESS, UNKNOWN, code_of,
 };
-use crate::stream::{HipStream, stream_is_valid};
+use crate::stream::{HipStream, stream_device};
 use std::alloc::{self, Layout};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The alignment of every allocation: a page, as the kernel's direct-I/O paths want.
@@ -92,6 +108,59 @@ pub(crate) fn transfer_gate() -> RwLockReadGuard<'static, ()> {
 
 fn release_gate() -> RwLockWriteGuard<'static, ()> {
     GATE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bytes copied into (`[0]`) and out of (`[1]`) each device's memory, by device number.
+static COPIED: [[AtomicU64; 2]; MAX_DEVICES as usize] =
+    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; MAX_DEVICES as usize];
+
+/// Counts `bytes` moved into the memory of device `into` and out of the memory of device
+/// `out_of` (`None`: not device memory). Devices without counters are ignored.
+pub(crate) fn count_copied(into: Option<c_int>, out_of: Option<c_int>, bytes: u64) {
+    for (device, side) in [(into, 0), (out_of, 1)] {
+        let counter = device
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| COPIED.get(d));
+        if let Some(counter) = counter {
+            counter[side].fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The bytes copied into and out of the memory of `device`, given `count` devices, since load
+/// or the last reset: `(to_device, from_device)`.
+///
+/// # Errors
+///
+/// `hipErrorInvalidDevice` unless `0 <= device < count`.
+pub fn device_copy_bytes(device: c_int, count: c_int) -> Result<(u64, u64), i32> {
+    if !(0..count).contains(&device) {
+        return Err(INVALID_DEVICE);
+    }
+    let counter = usize::try_from(device)
+        .ok()
+        .and_then(|d| COPIED.get(d))
+        .ok_or(INVALID_DEVICE)?;
+    Ok((
+        counter[0].load(Ordering::Relaxed),
+        counter[1].load(Ordering::Relaxed),
+    ))
+}
+
+/// Sets every per-device copy counter back to zero.
+pub(crate) fn reset_copy_counters() {
+    for c in COPIED.iter().flatten() {
+        c.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Held by the unit tests that check exact per-device counters, and by the one that resets
+/// them, so that a reset never runs in the middle of a check. Each such test also copies only
+/// on devices of its own (8 and above; other tests use devices below 8).
+#[cfg(test)]
+pub(crate) fn counters_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn containing(table: &BTreeMap<usize, Entry>, addr: usize) -> Option<Allocation> {
@@ -559,13 +628,34 @@ pub unsafe extern "C" fn hipMemGetAddressRange(
     SUCCESS
 }
 
-/// Checks a copy of `len > 0` bytes against the table (see the module documentation).
+/// The devices whose memory a checked copy writes and reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The device of the destination, `None` when it is not device memory.
+    pub dst: Option<c_int>,
+    /// The device of the source, `None` when it is not device memory.
+    pub src: Option<c_int>,
+}
+
+impl Route {
+    /// Whether every device-memory operand is memory of `device`.
+    pub fn stays_on(self, device: c_int) -> bool {
+        [self.dst, self.src]
+            .into_iter()
+            .flatten()
+            .all(|d| d == device)
+    }
+}
+
+/// Checks a copy of `len > 0` bytes against the table (see the module documentation), and
+/// says which devices' memory it touches: any operand in a device allocation, whatever the
+/// kind declares it.
 ///
 /// # Errors
 ///
 /// `hipErrorInvalidMemcpyDirection` for a kind outside 0..=4; `hipErrorInvalidValue` for a
 /// null pointer or a range the kind or the table forbids.
-pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<(), i32> {
+pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<Route, i32> {
     let (dst_device, src_device) = match kind {
         0 | 4 => (false, false),
         1 => (true, false),
@@ -587,15 +677,32 @@ pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<(),
             return Err(INVALID_VALUE);
         }
     }
-    Ok(())
+    let device_of = |addr| match containing(&table, addr) {
+        Some(Allocation {
+            kind: Kind::Device { device },
+            ..
+        }) => Some(device),
+        _ => None,
+    };
+    Ok(Route {
+        dst: device_of(dst),
+        src: device_of(src),
+    })
 }
 
-/// The copy of `hipMemcpy`/`hipMemcpyAsync`, checked, under the transfer gate.
+/// The copy of `hipMemcpy`/`hipMemcpyAsync`, checked, under the transfer gate, and counted
+/// per device. With `stream_device`, every device-memory operand must be of that device.
 ///
 /// # Safety
 ///
 /// Host-side ranges outside the table are valid for the copy.
-unsafe fn copy(dst: *mut c_void, src: *const c_void, len: usize, kind: c_int) -> Result<(), i32> {
+unsafe fn copy(
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    kind: c_int,
+    stream_device: Option<c_int>,
+) -> Result<(), i32> {
     if !(0..=4).contains(&kind) {
         return Err(INVALID_MEMCPY_DIRECTION);
     }
@@ -603,18 +710,23 @@ unsafe fn copy(dst: *mut c_void, src: *const c_void, len: usize, kind: c_int) ->
         return Ok(());
     }
     let _gate = transfer_gate();
-    check_copy(dst as usize, src as usize, len, kind)?;
+    let route = check_copy(dst as usize, src as usize, len, kind)?;
+    if stream_device.is_some_and(|device| !route.stays_on(device)) {
+        return Err(INVALID_VALUE);
+    }
     // SAFETY: both ranges are valid: those in the table were just checked to fit their
     // entries, which the gate keeps alive; the others are the caller's promise. `copy` allows
     // overlap.
     unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
+    count_copied(route.dst, route.src, len as u64);
     Ok(())
 }
 
 /// `hipError_t hipMemcpy(void* dst, const void* src, size_t size, hipMemcpyKind kind)` —
 /// copies `size` bytes, checked against the table first: a device side must lie in one device
 /// allocation, every side that falls into a known entry must fit in it (`hipMemcpyDefault`
-/// checks only that). Size 0 is a no-op.
+/// checks only that). Size 0 is a no-op. The devices of the two sides may differ (unified
+/// addressing routes the copy by its pointers).
 ///
 /// # Errors
 ///
@@ -633,16 +745,20 @@ pub unsafe extern "C" fn hipMemcpy(
     kind: c_int,
 ) -> i32 {
     // SAFETY: the caller's promise is `copy`'s.
-    code_of(unsafe { copy(dst, src, size, kind) })
+    code_of(unsafe { copy(dst, src, size, kind, None) })
 }
 
 /// `hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, hipMemcpyKind kind,
 /// hipStream_t stream)` — [`hipMemcpy`] on a stream. The copy is done before the call
-/// returns: streams here have no queue, so stream order holds trivially.
+/// returns: streams here have no queue, so stream order holds trivially. On a non-null
+/// stream, every device-memory operand must be memory of the stream's device (see the module
+/// documentation); the null stream copies between any devices.
 ///
 /// # Errors
 ///
-/// As [`hipMemcpy`]; `hipErrorInvalidHandle` for a stream that is not null or live.
+/// As [`hipMemcpy`]; `hipErrorInvalidHandle` for a stream that is not null or live;
+/// `hipErrorInvalidValue` (nothing copied) for device memory of another device than the
+/// stream's.
 ///
 /// # Safety
 ///
@@ -655,17 +771,20 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     stream: HipStream,
 ) -> i32 {
-    if !stream_is_valid(stream) {
-        return INVALID_HANDLE;
-    }
+    let stream_device = match stream_device(stream) {
+        Ok(device) => device,
+        Err(e) => return e,
+    };
     // SAFETY: the caller's promise is `copy`'s.
-    code_of(unsafe { copy(dst, src, size, kind) })
+    code_of(unsafe { copy(dst, src, size, kind, stream_device) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::set_device;
+    use crate::error::{INVALID_HANDLE, INVALID_VALUE};
+    use crate::stream::{hipStreamCreateWithFlags, hipStreamDestroy};
     use std::mem::{offset_of, size_of};
     use std::ptr::null_mut;
 
@@ -1085,5 +1204,195 @@ mod tests {
         );
         drop(gate);
         assert_eq!(freer.join().unwrap(), SUCCESS);
+    }
+
+    fn new_stream() -> HipStream {
+        let mut s = null_mut();
+        // SAFETY: `s` is writable.
+        assert_eq!(unsafe { hipStreamCreateWithFlags(&mut s, 0) }, SUCCESS);
+        s
+    }
+
+    /// `(to_device, from_device)` of `device`, among all the devices that have counters.
+    fn copied(device: c_int) -> (u64, u64) {
+        device_copy_bytes(device, MAX_DEVICES).unwrap()
+    }
+
+    /// Makes `device` current on this thread, with room for every device that has counters.
+    fn use_device(device: c_int) {
+        assert_eq!(set_device(device, MAX_DEVICES), Ok(()));
+    }
+
+    #[test]
+    fn async_copies_must_stay_on_the_stream_device() {
+        // A thread of its own, so that no other test sees its current device.
+        std::thread::spawn(|| {
+            let _counters = counters_lock();
+            use_device(8);
+            let (d8, s8) = (device_alloc(4096), new_stream());
+            use_device(9);
+            let (d9, s9) = (device_alloc(4096), new_stream());
+            let before = (copied(8), copied(9));
+            let src = vec![0x3Cu8; 4096];
+            let mut host = vec![0xAAu8; 4096];
+            let (h, hm) = (src.as_ptr().cast::<c_void>(), host.as_mut_ptr().cast());
+            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked; every
+            // call is refused before copying.
+            unsafe {
+                // Host to device 9, device 9 to host, on device 8's stream.
+                assert_eq!(hipMemcpyAsync(d9.cast(), h, 4096, 1, s8), INVALID_VALUE);
+                assert_eq!(hipMemcpyAsync(hm, d9.cast(), 4096, 2, s8), INVALID_VALUE);
+                // Device to device, one side on another device than the stream's.
+                assert_eq!(
+                    hipMemcpyAsync(d8.cast(), d9.cast(), 64, 3, s8),
+                    INVALID_VALUE
+                );
+                assert_eq!(
+                    hipMemcpyAsync(d8.cast(), d9.cast(), 64, 3, s9),
+                    INVALID_VALUE
+                );
+                // hipMemcpyDefault is routed by the pointers, and refused the same way.
+                assert_eq!(hipMemcpyAsync(d9.cast(), h, 4096, 4, s8), INVALID_VALUE);
+            }
+            assert!(host.iter().all(|&b| b == 0xAA));
+            // SAFETY: the allocation is 4096 bytes, live, and written by no one.
+            let d9_bytes = unsafe { std::slice::from_raw_parts(d9, 4096) };
+            assert!(d9_bytes.iter().all(|&b| b == 0), "a refused copy wrote");
+            assert_eq!((copied(8), copied(9)), before, "a refused copy was counted");
+            free(d8);
+            free(d9);
+            for s in [s8, s9] {
+                assert_eq!(hipStreamDestroy(s), SUCCESS);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn async_copies_on_the_right_stream_run_and_are_counted() {
+        std::thread::spawn(|| {
+            let _counters = counters_lock();
+            use_device(10);
+            let (d, d2, s) = (device_alloc(4096), device_alloc(4096), new_stream());
+            // The stream's device counts, not the current one.
+            use_device(0);
+            let before = copied(10);
+            let src: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+            let mut back = vec![0u8; 4096];
+            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
+            unsafe {
+                let r = hipMemcpyAsync(d.cast(), src.as_ptr().cast(), 4096, 1, s);
+                assert_eq!(r, SUCCESS);
+                assert_eq!(hipMemcpyAsync(d2.cast(), d.cast(), 1000, 3, s), SUCCESS);
+                let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d2.cast(), 1000, 4, s);
+                assert_eq!(r, SUCCESS);
+                // Host to host touches no device memory, on any stream.
+                let r = hipMemcpyAsync(
+                    back[1000..].as_mut_ptr().cast(),
+                    src[1000..].as_ptr().cast(),
+                    8,
+                    0,
+                    s,
+                );
+                assert_eq!(r, SUCCESS);
+            }
+            assert_eq!(back[..1008], src[..1008]);
+            let after = copied(10);
+            assert_eq!(after.0 - before.0, 4096 + 1000, "into device 10");
+            assert_eq!(after.1 - before.1, 1000 + 1000, "out of device 10");
+            free(d);
+            free(d2);
+            assert_eq!(hipStreamDestroy(s), SUCCESS);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn sync_and_null_stream_copies_cross_devices() {
+        std::thread::spawn(|| {
+            let _counters = counters_lock();
+            use_device(11);
+            let d11 = device_alloc(4096);
+            use_device(12);
+            let d12 = device_alloc(4096);
+            let before = (copied(11), copied(12));
+            let src = vec![0x77u8; 4096];
+            let mut back = vec![0u8; 4096];
+            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
+            unsafe {
+                // Current device 12, memory of device 11.
+                assert_eq!(hipMemcpy(d11.cast(), src.as_ptr().cast(), 4096, 1), SUCCESS);
+                assert_eq!(hipMemcpy(d12.cast(), d11.cast(), 4096, 3), SUCCESS);
+                let r = hipMemcpyAsync(d11.cast(), d12.cast(), 2048, 4, null_mut());
+                assert_eq!(r, SUCCESS);
+                let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d11.cast(), 4096, 2, null_mut());
+                assert_eq!(r, SUCCESS);
+            }
+            assert_eq!(back, src);
+            let (d11_before, d12_before) = before;
+            let (d11_after, d12_after) = (copied(11), copied(12));
+            assert_eq!(d11_after.0 - d11_before.0, 4096 + 2048);
+            assert_eq!(d11_after.1 - d11_before.1, 4096 + 4096);
+            assert_eq!(d12_after.0 - d12_before.0, 4096);
+            assert_eq!(d12_after.1 - d12_before.1, 2048);
+            free(d11);
+            free(d12);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn copy_counters_exist_for_the_configured_devices_only() {
+        assert_eq!(device_copy_bytes(-1, 4), Err(INVALID_DEVICE));
+        assert_eq!(device_copy_bytes(4, 4), Err(INVALID_DEVICE));
+        assert_eq!(
+            device_copy_bytes(MAX_DEVICES, MAX_DEVICES + 1),
+            Err(INVALID_DEVICE),
+            "no counters beyond the most devices emulated"
+        );
+        assert!(device_copy_bytes(3, 4).is_ok());
+        // Devices without counters are not counted, and nothing panics.
+        count_copied(Some(-1), Some(MAX_DEVICES), 1);
+    }
+
+    #[test]
+    fn routes_name_the_devices_of_device_memory() {
+        std::thread::spawn(|| {
+            use_device(5);
+            let d = device_alloc(4096);
+            let host = [0u8; 64];
+            let h = host.as_ptr() as usize;
+            let route = check_copy(d as usize, h, 64, 1).unwrap();
+            assert_eq!(
+                route,
+                Route {
+                    dst: Some(5),
+                    src: None
+                }
+            );
+            assert!(route.stays_on(5) && !route.stays_on(4));
+            // A side declared host memory that lies in device memory is still routed.
+            let route = check_copy(h, d as usize + 64, 64, 0).unwrap();
+            assert_eq!(
+                route,
+                Route {
+                    dst: None,
+                    src: Some(5)
+                }
+            );
+            assert!(
+                Route {
+                    dst: None,
+                    src: None
+                }
+                .stays_on(7)
+            );
+            free(d);
+        })
+        .join()
+        .unwrap();
     }
 }

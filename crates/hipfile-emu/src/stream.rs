@@ -9,10 +9,17 @@
 //! Handles are unique, non-null, never dereferenced values from one counter; each handle is
 //! live from its creation to its destruction, and an unknown handle is
 //! `hipErrorInvalidHandle`. The null stream is the default stream, always valid.
-
+//!
+//! Each stream and each event belongs to a device: the one current on the calling thread when
+//! it was created (as in HIP). `hipMemcpyAsync` uses the stream's device to refuse copies
+//! routed to the wrong device (see [`crate::memory`]), and `hipEventRecord` refuses an event
+//! of one device on a stream of another with `hipErrorInvalidValue` (real HIP refuses such a
+//! record too; the emulation keeps to this one simple rule). The null stream belongs to no
+//! particular device here: it accepts events and copies of every device.
+use crate::device::current_device;
 use crate::error::{INVALID_HANDLE, INVALID_VALUE, SUCCESS};
-use std::collections::BTreeSet;
-use std::ffi::{c_uint, c_void};
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -28,28 +35,35 @@ const STREAM_NON_BLOCKING: c_uint = 1;
 
 /// The next handle value (times 16, so that handles look like aligned pointers).
 static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(1);
-static STREAMS: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
-static EVENTS: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+/// Every live stream handle, with the device it belongs to.
+static STREAMS: Mutex<BTreeMap<usize, c_int>> = Mutex::new(BTreeMap::new());
+/// Every live event handle, with the device it belongs to.
+static EVENTS: Mutex<BTreeMap<usize, c_int>> = Mutex::new(BTreeMap::new());
 
-fn new_handle(live: &Mutex<BTreeSet<usize>>) -> *mut c_void {
+/// A new live handle in `live`, belonging to the calling thread's current device.
+fn new_handle(live: &Mutex<BTreeMap<usize, c_int>>) -> *mut c_void {
     let value = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed).wrapping_mul(16);
     live.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(value);
+        .insert(value, current_device());
     std::ptr::without_provenance_mut(value)
 }
 
-fn is_live(live: &Mutex<BTreeSet<usize>>, handle: *mut c_void) -> bool {
+/// The device of `handle` if it is live in `live`.
+fn device_of(live: &Mutex<BTreeMap<usize, c_int>>, handle: *mut c_void) -> Option<c_int> {
     live.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .contains(&(handle as usize))
+        .get(&(handle as usize))
+        .copied()
 }
 
-fn destroy(live: &Mutex<BTreeSet<usize>>, handle: *mut c_void) -> i32 {
+/// Ends `handle` in `live`: `hipSuccess`, or `hipErrorInvalidHandle` if it was not live.
+fn destroy(live: &Mutex<BTreeMap<usize, c_int>>, handle: *mut c_void) -> i32 {
     if live
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .remove(&(handle as usize))
+        .is_some()
     {
         SUCCESS
     } else {
@@ -59,11 +73,28 @@ fn destroy(live: &Mutex<BTreeSet<usize>>, handle: *mut c_void) -> i32 {
 
 /// Whether `stream` is the default stream or a live one.
 pub fn stream_is_valid(stream: HipStream) -> bool {
-    stream.is_null() || is_live(&STREAMS, stream)
+    stream.is_null() || device_of(&STREAMS, stream).is_some()
+}
+
+/// The device `stream` belongs to: `None` for the null stream, which belongs to none.
+///
+/// # Errors
+///
+/// `hipErrorInvalidHandle` for a stream that is neither null nor live.
+pub fn stream_device(stream: HipStream) -> Result<Option<c_int>, i32> {
+    if stream.is_null() {
+        return Ok(None);
+    }
+    device_of(&STREAMS, stream).map(Some).ok_or(INVALID_HANDLE)
+}
+
+/// The device a live `event` belongs to, `None` for one that is not live.
+pub fn event_device(event: HipEvent) -> Option<c_int> {
+    device_of(&EVENTS, event)
 }
 
 /// `hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags)` — a new
-/// stream handle.
+/// stream handle, belonging to the calling thread's current device.
 ///
 /// # Errors
 ///
@@ -136,7 +167,8 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
     SUCCESS
 }
 
-/// `hipError_t hipEventCreate(hipEvent_t* event)` — a new event handle.
+/// `hipError_t hipEventCreate(hipEvent_t* event)` — a new event handle, belonging to the
+/// calling thread's current device.
 ///
 /// # Errors
 ///
@@ -156,18 +188,21 @@ pub unsafe extern "C" fn hipEventCreate(event: *mut HipEvent) -> i32 {
 }
 
 /// `hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)` — the event completes at
-/// once.
+/// once. The stream must be null or of the event's device.
 ///
 /// # Errors
 ///
 /// `hipErrorInvalidHandle` for an event that is not live or a stream that is neither null nor
-/// live.
+/// live; `hipErrorInvalidValue` for a stream of another device than the event's.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipEventRecord(event: HipEvent, stream: HipStream) -> i32 {
-    if is_live(&EVENTS, event) && stream_is_valid(stream) {
-        SUCCESS
-    } else {
-        INVALID_HANDLE
+    let Some(event_device) = event_device(event) else {
+        return INVALID_HANDLE;
+    };
+    match stream_device(stream) {
+        Err(e) => e,
+        Ok(Some(device)) if device != event_device => INVALID_VALUE,
+        Ok(_) => SUCCESS,
     }
 }
 
@@ -178,7 +213,7 @@ pub extern "C" fn hipEventRecord(event: HipEvent, stream: HipStream) -> i32 {
 /// `hipErrorInvalidHandle` for an event that is not live.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipEventSynchronize(event: HipEvent) -> i32 {
-    if is_live(&EVENTS, event) {
+    if event_device(event).is_some() {
         SUCCESS
     } else {
         INVALID_HANDLE
@@ -198,6 +233,7 @@ pub extern "C" fn hipEventDestroy(event: HipEvent) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::set_device;
     use std::ptr::null_mut;
 
     fn new_stream(flags: c_uint) -> HipStream {
@@ -272,5 +308,66 @@ mod tests {
         assert_eq!(hipEventSynchronize(e), INVALID_HANDLE);
         assert_eq!(hipEventRecord(null_mut(), null_mut()), INVALID_HANDLE);
         assert_eq!(hipStreamDestroy(s), SUCCESS);
+    }
+
+    fn new_event() -> HipEvent {
+        let mut e = null_mut();
+        // SAFETY: `e` is writable.
+        assert_eq!(unsafe { hipEventCreate(&mut e) }, SUCCESS);
+        e
+    }
+
+    #[test]
+    fn streams_and_events_belong_to_the_creating_device() {
+        // A thread of its own, so that no other test sees its current device.
+        std::thread::spawn(|| {
+            let s0 = new_stream(0);
+            let e0 = new_event();
+            assert_eq!(set_device(3, 4), Ok(()));
+            let s3 = new_stream(STREAM_NON_BLOCKING);
+            let e3 = new_event();
+            assert_eq!(stream_device(s0), Ok(Some(0)));
+            assert_eq!(stream_device(s3), Ok(Some(3)));
+            assert_eq!(stream_device(null_mut()), Ok(None));
+            assert_eq!(event_device(e0), Some(0));
+            assert_eq!(event_device(e3), Some(3));
+            // The device is the creator's, whatever is current now.
+            assert_eq!(set_device(1, 4), Ok(()));
+            assert_eq!(stream_device(s0), Ok(Some(0)));
+            assert_eq!(hipStreamDestroy(s3), SUCCESS);
+            assert_eq!(stream_device(s3), Err(INVALID_HANDLE));
+            assert_eq!(hipStreamDestroy(s0), SUCCESS);
+            assert_eq!(hipEventDestroy(e0), SUCCESS);
+            assert_eq!(hipEventDestroy(e3), SUCCESS);
+            assert_eq!(event_device(e3), None);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn events_are_recorded_only_on_streams_of_their_device() {
+        std::thread::spawn(|| {
+            assert_eq!(set_device(2, 4), Ok(()));
+            let (s2, e2) = (new_stream(0), new_event());
+            assert_eq!(set_device(1, 4), Ok(()));
+            let (s1, e1) = (new_stream(0), new_event());
+            assert_eq!(hipEventRecord(e2, s2), SUCCESS);
+            assert_eq!(hipEventRecord(e1, s1), SUCCESS);
+            assert_eq!(hipEventRecord(e2, s1), INVALID_VALUE);
+            assert_eq!(hipEventRecord(e1, s2), INVALID_VALUE);
+            // The null stream takes events of every device.
+            assert_eq!(hipEventRecord(e2, null_mut()), SUCCESS);
+            assert_eq!(hipEventRecord(e1, null_mut()), SUCCESS);
+            // Handles are checked before devices.
+            assert_eq!(hipEventDestroy(e1), SUCCESS);
+            assert_eq!(hipEventRecord(e1, s2), INVALID_HANDLE);
+            assert_eq!(hipStreamDestroy(s1), SUCCESS);
+            assert_eq!(hipEventRecord(e2, s1), INVALID_HANDLE);
+            assert_eq!(hipStreamDestroy(s2), SUCCESS);
+            assert_eq!(hipEventDestroy(e2), SUCCESS);
+        })
+        .join()
+        .unwrap();
     }
 }

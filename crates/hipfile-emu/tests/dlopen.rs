@@ -29,6 +29,7 @@ const NOT_FOUND: i32 = 500;
 const UNKNOWN: i32 = 999;
 const H2D: c_int = 1;
 const D2H: c_int = 2;
+const D2D: c_int = 3;
 
 /// Every symbol the library must export.
 const EXPORTED: &[&str] = &[
@@ -64,6 +65,7 @@ const EXPORTED: &[&str] = &[
     "hipfileEmuFileIoCalls",
     "hipfileEmuFaultsInjected",
     "hipfileEmuLiveAllocations",
+    "hipfileEmuDeviceCopyBytes",
 ];
 
 /// `hipPointerAttribute_t`, declared here again from the ABI.
@@ -118,6 +120,13 @@ struct Api {
     malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
     free: unsafe extern "C" fn(*mut c_void) -> i32,
     memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> i32,
+    memcpy_async:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut c_void) -> i32,
+    stream_create: unsafe extern "C" fn(*mut *mut c_void, c_uint) -> i32,
+    stream_destroy: unsafe extern "C" fn(*mut c_void) -> i32,
+    event_create: unsafe extern "C" fn(*mut *mut c_void) -> i32,
+    event_record: unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32,
+    event_destroy: unsafe extern "C" fn(*mut c_void) -> i32,
     get_proc_address:
         unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> i32,
     emu_version: unsafe extern "C" fn() -> *const c_char,
@@ -125,6 +134,7 @@ struct Api {
     emu_calls: unsafe extern "C" fn(c_int) -> u64,
     emu_injected: unsafe extern "C" fn(c_int) -> u64,
     emu_live: unsafe extern "C" fn() -> u64,
+    emu_copy_bytes: unsafe extern "C" fn(c_int, *mut u64, *mut u64) -> i32,
 }
 
 /// Where cargo put the library. The test binary is `target/<profile>/deps/dlopen-<hash>`;
@@ -169,12 +179,19 @@ fn api() -> &'static Api {
             malloc: sym!("hipMalloc"),
             free: sym!("hipFree"),
             memcpy: sym!("hipMemcpy"),
+            memcpy_async: sym!("hipMemcpyAsync"),
+            stream_create: sym!("hipStreamCreateWithFlags"),
+            stream_destroy: sym!("hipStreamDestroy"),
+            event_create: sym!("hipEventCreate"),
+            event_record: sym!("hipEventRecord"),
+            event_destroy: sym!("hipEventDestroy"),
             get_proc_address: sym!("hipGetProcAddress"),
             emu_version: sym!("hipfileEmuVersion"),
             emu_reset: sym!("hipfileEmuReset"),
             emu_calls: sym!("hipfileEmuFileIoCalls"),
             emu_injected: sym!("hipfileEmuFaultsInjected"),
             emu_live: sym!("hipfileEmuLiveAllocations"),
+            emu_copy_bytes: sym!("hipfileEmuDeviceCopyBytes"),
             _lib: lib,
         }
     })
@@ -225,6 +242,28 @@ impl Api {
         assert!(!pfn.is_null());
         // SAFETY: the runtime hands out a function of the hipAmdFileRead/Write signature.
         unsafe { std::mem::transmute::<*mut c_void, FileIoFn>(pfn) }
+    }
+
+    fn stream(&self) -> *mut c_void {
+        let mut s = null_mut();
+        // SAFETY: `s` is writable.
+        assert_eq!(unsafe { (self.stream_create)(&mut s, 0) }, SUCCESS);
+        s
+    }
+
+    fn event(&self) -> *mut c_void {
+        let mut e = null_mut();
+        // SAFETY: `e` is writable.
+        assert_eq!(unsafe { (self.event_create)(&mut e) }, SUCCESS);
+        e
+    }
+
+    /// `hipfileEmuDeviceCopyBytes(device)`: (return, to_device, from_device).
+    fn copy_bytes(&self, device: c_int) -> (i32, u64, u64) {
+        let (mut to, mut from) = (u64::MAX, u64::MAX);
+        // SAFETY: writable out-pointers.
+        let r = unsafe { (self.emu_copy_bytes)(device, &mut to, &mut from) };
+        (r, to, from)
     }
 
     fn attributes(&self, p: *const c_void) -> (i32, PointerAttribute) {
@@ -544,4 +583,92 @@ fn the_default_runtime_uses_the_rocm_6_numbering() {
     let (r, a) = api.attributes(std::ptr::from_ref(&local).cast());
     assert_eq!((r, a.memory_type, a.device), (SUCCESS, 0, -2));
     api.free(d);
+}
+
+#[test]
+fn copies_are_routed_and_counted_per_device() {
+    run_child("devices_child_process", &[("HIPFILE_EMU_DEVICES", "2")]);
+}
+
+#[test]
+#[ignore = "run by copies_are_routed_and_counted_per_device in a child process"]
+fn devices_child_process() {
+    if !is_child_for("devices_child_process") {
+        return;
+    }
+    let api = api();
+    // SAFETY: plain values.
+    let set_device = |d| unsafe { (api.set_device)(d) };
+    // SAFETY: as above.
+    let reset = || unsafe { (api.emu_reset)() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { (api.init)(0) }, SUCCESS);
+    let (d0, s0, e0) = (api.malloc(4096), api.stream(), api.event());
+    assert_eq!(set_device(1), SUCCESS);
+    let (d1, s1, e1) = (api.malloc(4096), api.stream(), api.event());
+    assert_eq!(api.copy_bytes(0), (SUCCESS, 0, 0));
+    assert_eq!(api.copy_bytes(1), (SUCCESS, 0, 0));
+
+    let data = pattern(4096, 5);
+    let h = data.as_ptr().cast::<c_void>();
+    // SAFETY: `data` is readable for 4096 bytes; the runtime checks the device sides.
+    unsafe {
+        // Device 1's memory on device 0's stream is refused, copying nothing.
+        assert_eq!((api.memcpy_async)(d1, h, 4096, H2D, s0), INVALID_VALUE);
+        assert_eq!((api.memcpy_async)(d0, d1, 4096, D2D, s0), INVALID_VALUE);
+        assert_eq!(api.copy_bytes(1), (SUCCESS, 0, 0));
+        // On its own device's stream it runs, whatever device is current.
+        assert_eq!(set_device(0), SUCCESS);
+        assert_eq!((api.memcpy_async)(d1, h, 4096, H2D, s1), SUCCESS);
+        // The null stream copies between devices.
+        let r = (api.memcpy_async)(d0, d1, 4096, D2D, null_mut());
+        assert_eq!(r, SUCCESS);
+    }
+    // So does hipMemcpy.
+    assert_eq!(api.download(d0, 4096), data);
+    assert_eq!(api.copy_bytes(0), (SUCCESS, 4096, 4096));
+    assert_eq!(api.copy_bytes(1), (SUCCESS, 4096, 4096));
+
+    // Events are recorded on streams of their own device, or on the null stream.
+    // SAFETY: live handles, or null.
+    unsafe {
+        assert_eq!((api.event_record)(e0, s1), INVALID_VALUE);
+        assert_eq!((api.event_record)(e0, s0), SUCCESS);
+        assert_eq!((api.event_record)(e1, null_mut()), SUCCESS);
+    }
+
+    // The counters exist for the configured devices; null pointers are refused.
+    assert_eq!(api.copy_bytes(2).0, INVALID_DEVICE);
+    assert_eq!(api.copy_bytes(-1).0, INVALID_DEVICE);
+    let mut to = 0;
+    // SAFETY: a writable pointer and a null one, which is refused.
+    let r = unsafe { (api.emu_copy_bytes)(0, &mut to, null_mut()) };
+    assert_eq!(r, INVALID_VALUE);
+
+    // A reset zeroes them.
+    assert_eq!(reset(), SUCCESS);
+    assert_eq!(api.copy_bytes(0), (SUCCESS, 0, 0));
+    assert_eq!(api.copy_bytes(1), (SUCCESS, 0, 0));
+
+    // SAFETY: live handles, destroyed once.
+    unsafe {
+        for s in [s0, s1] {
+            assert_eq!((api.stream_destroy)(s), SUCCESS);
+        }
+        for e in [e0, e1] {
+            assert_eq!((api.event_destroy)(e), SUCCESS);
+        }
+    }
+
+    // File I/O counts for the buffer's device.
+    let (_dir, _path, file) = require!(direct_file(&data));
+    let fd = file.as_raw_fd();
+    let read = api.file_io(c"hipAmdFileRead");
+    let write = api.file_io(c"hipAmdFileWrite");
+    assert_eq!(io(read, fd, d1, 4096, 0), (SUCCESS, 0, 4096));
+    assert_eq!(io(write, fd, d0, 4096, 0), (SUCCESS, 0, 4096));
+    assert_eq!(api.copy_bytes(0), (SUCCESS, 0, 4096));
+    assert_eq!(api.copy_bytes(1), (SUCCESS, 4096, 0));
+    api.free(d0);
+    api.free(d1);
 }
