@@ -2,9 +2,13 @@
 //!
 //! # Contract
 //!
-//! [`GpuRuntime`] is all a backend may ask of the GPU: pointer attributes and allocation
-//! ranges, pinned host memory, host⇄device copies, streams and events, and AMD's file-I/O
-//! entry points as an optional capability. Implementations translate one call each and
+//! [`GpuRuntime`] is all a backend may ask of the GPU: the devices and the calling thread's
+//! current one, pointer attributes and allocation ranges, pinned host memory, host⇄device
+//! copies, streams and events, and AMD's file-I/O entry points as an optional capability.
+//! Streams and events belong to the device that was current when they were made; an
+//! asynchronous copy runs on a stream of the device that owns its device memory, while
+//! synchronous copies are routed by the runtime from the pointers (unified addressing).
+//! Pinned memory is allocated portable: every device may copy from and to it. Implementations translate one call each and
 //! validate nothing: validation of requests and buffers happens once, in this crate, before a
 //! backend runs, and implementations may rely on it. Every method is callable from any
 //! thread. Runtime failures come back as [`RuntimeError`] (the runtime's own code and text);
@@ -90,6 +94,16 @@ pub trait GpuRuntime: Send + Sync {
     /// Prepares the calling thread (`hipInit(0)` once per thread: older runtimes crash when a
     /// file-I/O call is a thread's first HIP call).
     fn thread_init(&self) -> Result<(), RuntimeError>;
+
+    /// The number of devices the runtime sees.
+    fn device_count(&self) -> Result<i32, RuntimeError>;
+
+    /// The calling thread's current device.
+    fn current_device(&self) -> Result<i32, RuntimeError>;
+
+    /// Makes `device` the calling thread's current device: streams, events and allocations
+    /// made afterwards on this thread belong to it.
+    fn set_device(&self, device: i32) -> Result<(), RuntimeError>;
 
     /// The memory kind and device of `ptr`. A host pointer the runtime does not know is
     /// `MemoryKind::Unregistered`, whatever the runtime's ABI says.

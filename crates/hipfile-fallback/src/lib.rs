@@ -169,6 +169,7 @@ impl Backend for Fallback {
             self.pipeline.as_deref(),
             self.small_io_threshold,
             s.request,
+            s.buffer.device,
             target.buffered,
             direct,
         )?;

@@ -1,16 +1,19 @@
-//! The parallel path for large requests: a request is cut into tasks at file offsets that are
-//! multiples of the task size, a pool of I/O threads serves the tasks of every request from
-//! one queue, and the caller waits for its own tasks, then adds up what they moved.
+//! The parallel path for large requests: a request is cut into tasks (one even share per
+//! worker, see `Pipeline::task_for`) at file offsets that are multiples of the task size, a
+//! pool of I/O threads serves the tasks of every request from one queue, and the caller waits
+//! for its own tasks, then adds up what they moved.
 //!
-//! Each worker creates its own stream and events on its first task and keeps them until the
-//! pool is dropped. For a task it takes up to [`StagingConfig::BUFFERS_PER_WORKER`] buffers
-//! from the driver's [`StagingPool`] (the first waiting, the second only if one is free, so
-//! that workers never wait on each other while holding a buffer) and moves the task chunk by
-//! chunk: for a read, the `pread` of chunk i+1 runs while chunk i is copied to the device; for
-//! a write, chunk i+1 is copied from the device while chunk i is written. Before a buffer is
-//! reused its event is waited for, and at the end of the task the stream is synchronised
-//! before the buffers go back, so the bytes are in place when the caller is told the task is
-//! done.
+//! Each worker creates a stream and events for a device on its first task for a buffer of
+//! that device, and keeps them until the pool is dropped; before a task it makes the buffer's
+//! device current on its thread, so that its copies run on a stream of the device that owns
+//! the memory. For a task it takes up to [`StagingConfig::BUFFERS_PER_WORKER`] buffers from
+//! the driver's [`StagingPool`] (the first waiting, the second only if one is free, so that
+//! workers never wait on each other while holding a buffer) and moves the task chunk by chunk
+//! (cut where the file offset is a multiple of the chunk size): for a read, the `pread` of
+//! chunk i+1 runs while chunk i is copied to the device; for a write, chunk i+1 is copied from
+//! the device while chunk i is written. Before a buffer is reused its event is waited for,
+//! and at the end of the task the stream is synchronised before the buffers go back, so the
+//! bytes are in place when the caller is told the task is done.
 //!
 //! A task that fails marks its request cancelled, and tasks of that request that have not
 //! started yet are skipped; a read task that comes back short (the end of the file) makes
@@ -72,6 +75,8 @@ struct Queue {
 /// One piece of a request.
 struct Task {
     op: Op,
+    /// The device that owns `device`'s memory: the worker's copies run on its stream.
+    gpu: i32,
     fd: RawFd,
     /// The `O_DIRECT` descriptor and its offset and memory alignments, for uncached reads.
     direct: Option<(RawFd, u64, u64)>,
@@ -150,6 +155,7 @@ impl Pipeline {
     pub(crate) fn run(
         &self,
         op: Op,
+        gpu: i32,
         fd: BorrowedFd<'_>,
         direct: Option<Direct<'_>>,
         device: DeviceRange,
@@ -181,6 +187,7 @@ impl Pipeline {
                     .enumerate()
                     .map(|(index, &(device, offset))| Task {
                         op,
+                        gpu,
                         fd: fd.as_raw_fd(),
                         direct: direct.map(|d| (d.fd.as_raw_fd(), d.offset_align, d.mem_align)),
                         device,
@@ -322,17 +329,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A worker's stream and one event per buffer, created on its first task.
+/// A worker's stream and one event per buffer on one device, created on its first task for
+/// that device.
 struct Gpu {
+    device: i32,
     stream: StreamHandle,
     events: Vec<EventHandle>,
 }
 
 impl Gpu {
-    fn create(runtime: &dyn GpuRuntime) -> Result<Gpu, BackendError> {
+    /// Makes `device` current on the calling (worker) thread and creates the stream and
+    /// events there, so that they belong to it.
+    fn create(runtime: &dyn GpuRuntime, device: i32) -> Result<Gpu, BackendError> {
         runtime.thread_init().map_err(BackendError::Runtime)?;
+        runtime.set_device(device).map_err(BackendError::Runtime)?;
         let stream = runtime.stream_create().map_err(BackendError::Runtime)?;
         let mut gpu = Gpu {
+            device,
             stream,
             events: Vec::new(),
         };
@@ -350,6 +363,7 @@ impl Gpu {
 
     fn destroy(self, runtime: &dyn GpuRuntime) {
         // Failures cannot be reported from here and leave only a handle behind.
+        let _ = runtime.set_device(self.device);
         for e in self.events {
             let _ = runtime.event_destroy(e);
         }
@@ -357,9 +371,54 @@ impl Gpu {
     }
 }
 
+/// A worker's streams and events, one set per device it has served, and the device that is
+/// current on its thread.
+#[derive(Default)]
+struct Gpus {
+    each: Vec<Gpu>,
+    current: Option<i32>,
+}
+
+impl Gpus {
+    /// The set for `device`, made current on this thread; created on first use.
+    fn for_device(&mut self, runtime: &dyn GpuRuntime, device: i32) -> Result<&Gpu, BackendError> {
+        match self.each.iter().position(|g| g.device == device) {
+            Some(i) => {
+                if self.current != Some(device) {
+                    self.current = None;
+                    runtime.set_device(device).map_err(BackendError::Runtime)?;
+                    self.current = Some(device);
+                }
+                Ok(&self.each[i])
+            }
+            None => {
+                self.current = None;
+                let g = Gpu::create(runtime, device)?;
+                self.current = Some(device);
+                self.each.push(g);
+                Ok(&self.each[self.each.len() - 1])
+            }
+        }
+    }
+
+    /// Destroys the set for `device` (its stream is not trusted any more).
+    fn discard(&mut self, runtime: &dyn GpuRuntime, device: i32) {
+        if let Some(i) = self.each.iter().position(|g| g.device == device) {
+            self.current = None;
+            self.each.swap_remove(i).destroy(runtime);
+        }
+    }
+
+    fn destroy(self, runtime: &dyn GpuRuntime) {
+        for g in self.each {
+            g.destroy(runtime);
+        }
+    }
+}
+
 fn worker(shared: &Shared) {
     let runtime: &dyn GpuRuntime = &**shared.pool.runtime();
-    let mut gpu: Option<Gpu> = None;
+    let mut gpus = Gpus::default();
     loop {
         let task = {
             let mut queue = lock(&shared.queue);
@@ -369,9 +428,7 @@ fn worker(shared: &Shared) {
                 }
                 if queue.closing {
                     drop(queue);
-                    if let Some(g) = gpu.take() {
-                        g.destroy(runtime);
-                    }
+                    std::mem::take(&mut gpus).destroy(runtime);
                     return;
                 }
                 queue = shared
@@ -389,11 +446,12 @@ fn worker(shared: &Shared) {
         } else {
             let len = task.device.len();
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                serve_task(shared, runtime, &mut gpu, &task)
+                serve_task(shared, runtime, &mut gpus, &task)
             }))
             .unwrap_or_else(|_| {
-                // The stream may be left mid-copy: start afresh next time.
-                gpu = None;
+                // The stream may be left mid-copy: start afresh next time (its handles are
+                // left behind rather than destroyed under a copy).
+                gpus = Gpus::default();
                 Err(BackendError::Os {
                     call: "fallback I/O worker",
                     errno: Errno::IO.raw_os_error(),
@@ -450,20 +508,18 @@ impl Drop for InFlight<'_> {
 fn serve_task(
     shared: &Shared,
     runtime: &dyn GpuRuntime,
-    gpu: &mut Option<Gpu>,
+    gpus: &mut Gpus,
     task: &Task,
 ) -> Result<u64, BackendError> {
-    let g = match gpu {
-        Some(g) => g,
-        None => gpu.insert(Gpu::create(runtime)?),
-    };
+    let g = gpus.for_device(runtime, task.gpu)?;
+    let (stream, events) = (g.stream, g.events.clone());
     let pool = &shared.pool;
     let mut buffers = vec![pool.acquire()?];
     buffers.extend(pool.try_acquire());
     let mut flight = InFlight {
         buffers,
         runtime,
-        stream: g.stream,
+        stream,
         synced: false,
     };
     // SAFETY: the caller of `Pipeline::run` keeps the descriptor open until this task is
@@ -478,19 +534,17 @@ fn serve_task(
     let moved = match task.op {
         Op::Read => read_task(
             &mut flight,
-            &g.events,
+            &events,
             (fd, direct, &shared.cold),
             task.device,
             task.file_offset,
         ),
-        Op::Write => write_task(&mut flight, &g.events, fd, task.device, task.file_offset),
+        Op::Write => write_task(&mut flight, &events, fd, task.device, task.file_offset),
     };
     let synced = flight.finish();
     if synced.is_err() {
         // A stream that failed to synchronise is not trusted again.
-        if let Some(g) = gpu.take() {
-            g.destroy(runtime);
-        }
+        gpus.discard(runtime, task.gpu);
     }
     let moved = moved?;
     synced.map_err(BackendError::Runtime)?;

@@ -50,8 +50,10 @@ impl ColdReads {
     }
 }
 
-/// Serves `r` on `fd` (a buffered descriptor) and returns the bytes moved: short only for a
-/// read that reaches the end of the file. Size 0 returns 0 and touches nothing (a write of
+/// Serves `r` on `fd` (a buffered descriptor) for device memory of device `gpu` and returns
+/// the bytes moved: short only for a read that reaches the end of the file. The caller's
+/// thread copies synchronously, which the runtime routes by the pointers, so its current
+/// device is left alone; the I/O threads copy on streams of `gpu`. Size 0 returns 0 and touches nothing (a write of
 /// nothing has nothing to make durable).
 ///
 /// A write that fails part-way fails the request although earlier chunks may already be in
@@ -62,6 +64,7 @@ pub(crate) fn serve(
     pipeline: Option<&Pipeline>,
     small_io_threshold: u64,
     r: &ValidRequest,
+    gpu: i32,
     fd: BorrowedFd<'_>,
     direct: Option<Direct<'_>>,
 ) -> Result<u64, BackendError> {
@@ -70,7 +73,14 @@ pub(crate) fn serve(
     }
     if r.size > small_io_threshold
         && let Some(p) = pipeline
-        && let Some(moved) = p.run(r.op, fd, direct, DeviceRange::of_request(r), r.file_offset)
+        && let Some(moved) = p.run(
+            r.op,
+            gpu,
+            fd,
+            direct,
+            DeviceRange::of_request(r),
+            r.file_offset,
+        )
     {
         let moved = moved?;
         if r.op == Op::Write {

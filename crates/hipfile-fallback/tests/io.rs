@@ -1160,3 +1160,99 @@ fn long_tasks_read_uncached_parts_buffered() {
     }
     assert_pool_idle(&fb);
 }
+
+/// One file read into buffers on four devices at once, by a caller per device, in requests
+/// large enough for the I/O threads and small enough for the caller's thread; then written
+/// back from each. Every copy runs on a stream of its memory's device (the runtime fails the
+/// test otherwise), the bytes are the file's, and each device's counters show its own bytes.
+#[test]
+fn buffers_on_several_devices_are_served_at_once() {
+    const DEVICES: i32 = 4;
+    let part = 3 * TASK + 4097;
+    let dir = TempDir::new("fallback-devices");
+    let path = dir.path().join("f");
+    let data = pattern(DEVICES as usize * part, 31);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()).with_devices(DEVICES));
+    let fb = pipelined(&rt, 64 * KIB as u64);
+
+    std::thread::scope(|s| {
+        for d in 0..DEVICES {
+            let (fb, rt, file, data) = (&fb, &rt, &file, &data);
+            s.spawn(move || {
+                let dst = rt.device_with_on(d, &vec![0; data.len()]);
+                // The whole file, then a small request on the caller's thread.
+                let n = run(
+                    fb,
+                    &**rt,
+                    file,
+                    Op::Read,
+                    dst,
+                    data.len() as u64,
+                    0,
+                    0,
+                    data.len() as u64,
+                );
+                assert_eq!(n.unwrap(), data.len() as i64);
+                assert!(rt.read_device(dst, data.len()) == data[..], "device {d}");
+                let n = run(
+                    fb,
+                    &**rt,
+                    file,
+                    Op::Read,
+                    dst,
+                    data.len() as u64,
+                    7,
+                    5,
+                    1000,
+                );
+                assert_eq!(n.unwrap(), 1000);
+                assert!(
+                    rt.read_device(dst, 1007)[7..] == data[5..1005],
+                    "device {d}"
+                );
+            });
+        }
+    });
+    for d in 0..DEVICES as usize {
+        assert_eq!(
+            rt.bytes_to_device[d].load(Ordering::SeqCst),
+            data.len() as u64 + 1000,
+            "device {d}"
+        );
+    }
+
+    let new = pattern(DEVICES as usize * part, 32);
+    std::thread::scope(|s| {
+        for d in 0..DEVICES {
+            let (fb, rt, file, new) = (&fb, &rt, &file, &new);
+            s.spawn(move || {
+                let at = d as usize * part;
+                let src = rt.device_with_on(d, &new[at..at + part]);
+                let n = run(
+                    fb,
+                    &**rt,
+                    file,
+                    Op::Write,
+                    src,
+                    part as u64,
+                    0,
+                    at as u64,
+                    part as u64,
+                );
+                assert_eq!(n.unwrap(), part as i64);
+            });
+        }
+    });
+    assert!(std::fs::read(&path).unwrap() == new);
+    for d in 0..DEVICES as usize {
+        assert_eq!(
+            rt.bytes_from_device[d].load(Ordering::SeqCst),
+            part as u64,
+            "device {d}"
+        );
+    }
+    assert!(fb.tasks_dispatched() > 0);
+    assert_pool_idle(&fb);
+}

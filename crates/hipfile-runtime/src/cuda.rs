@@ -182,6 +182,24 @@ impl GpuRuntime for CudaRuntime {
         Ok(())
     }
 
+    fn device_count(&self) -> Result<i32, RuntimeError> {
+        CudaRuntime::device_count(self)
+    }
+
+    fn current_device(&self) -> Result<i32, RuntimeError> {
+        self.cuda
+            .get_device()
+            .map_err(|e| self.error("cudaGetDevice", e))
+    }
+
+    /// `cudaSetDevice`, which also makes the device's primary context current for the
+    /// driver calls made on this thread afterwards.
+    fn set_device(&self, device: i32) -> Result<(), RuntimeError> {
+        self.cuda
+            .set_device(device)
+            .map_err(|e| self.error("cudaSetDevice", e))
+    }
+
     fn pointer_info(&self, p: DevicePtr) -> Result<PointerInfo, RuntimeError> {
         match self.cuda.pointer_attributes(ptr(p)) {
             Ok(a) => {

@@ -129,6 +129,24 @@ impl GpuRuntime for HipRuntime {
         self.hip.init().map_err(|e| self.error("hipInit", e))
     }
 
+    fn device_count(&self) -> Result<i32, RuntimeError> {
+        self.hip
+            .device_count()
+            .map_err(|e| self.error("hipGetDeviceCount", e))
+    }
+
+    fn current_device(&self) -> Result<i32, RuntimeError> {
+        self.hip
+            .get_device()
+            .map_err(|e| self.error("hipGetDevice", e))
+    }
+
+    fn set_device(&self, device: i32) -> Result<(), RuntimeError> {
+        self.hip
+            .set_device(device)
+            .map_err(|e| self.error("hipSetDevice", e))
+    }
+
     fn pointer_info(&self, p: DevicePtr) -> Result<PointerInfo, RuntimeError> {
         match self.hip.pointer_attributes(ptr(p)) {
             Ok(a) => Ok(PointerInfo {

@@ -4,7 +4,7 @@
 use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
 use crate::file::FileHandle;
 use crate::runtime::{RuntimeReport, load_runtime};
-use crate::stats::{Stats, StatsSnapshot};
+use crate::stats::{DeviceStats, Stats, StatsSnapshot};
 use hipfile_core::runtime::{BufferUse, inspect_buffer};
 use hipfile_core::{BufferFacts, Config, ConfigBuilder, Error, GpuRuntime};
 use hipfile_fallback::{Fallback, StagingConfig};
@@ -247,6 +247,40 @@ impl Driver {
     /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
     pub fn stats(&self) -> Option<StatsSnapshot> {
         (self.inner.config.stats_level >= 1).then(|| self.inner.stats.snapshot())
+    }
+
+    /// The counters of each device whose buffers were served, by device number, when
+    /// `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
+    pub fn device_stats(&self) -> Option<Vec<DeviceStats>> {
+        (self.inner.config.stats_level >= 1).then(|| self.inner.stats.devices())
+    }
+
+    /// The number of devices the runtime sees.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`].
+    pub fn device_count(&self) -> Result<i32, Error> {
+        self.gpu().device_count().map_err(Error::Runtime)
+    }
+
+    /// Allocates `len` bytes of device memory on `device`, freed when the buffer is dropped.
+    /// The calling thread's current device is the same afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the device does not exist or cannot allocate;
+    /// [`Error::InvalidValue`] for 0.
+    pub fn alloc_on(&self, device: i32, len: usize) -> Result<DeviceBuffer, Error> {
+        let gpu = self.gpu();
+        gpu.thread_init().map_err(Error::Runtime)?;
+        let before = gpu.current_device().map_err(Error::Runtime)?;
+        gpu.set_device(device).map_err(Error::Runtime)?;
+        let buffer = DeviceBuffer::alloc(self.clone(), len);
+        let restored = gpu.set_device(before).map_err(Error::Runtime);
+        let buffer = buffer?;
+        restored?;
+        Ok(buffer)
     }
 
     /// The facts of `ptr` for one request: the registration's when registered (with the

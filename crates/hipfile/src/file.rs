@@ -178,11 +178,14 @@ impl FileHandle {
                 buffer: &facts,
             };
             let backends: [&dyn Backend; 2] = [&driver.fastpath, &driver.fallback];
-            submit(&backends, &submission, &target)
+            submit(&backends, &submission, &target).map(|o| (o, facts.device))
         })();
         match result {
-            Ok(o) => {
+            Ok((o, device)) => {
                 driver.stats.served(o.backend, o.bytes, o.retried);
+                if driver.config.stats_level >= 1 {
+                    driver.stats.served_device(device, op, o.bytes);
+                }
                 Ok(IoOutcome {
                     bytes: o.bytes,
                     backend: o.backend,

@@ -36,7 +36,7 @@ pub use hipfile_core::{
     ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
 };
 pub use runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
-pub use stats::StatsSnapshot;
+pub use stats::{DeviceStats, StatsSnapshot};
 
 use hipfile_core::{Backend, Submission, decide};
 use hipfile_probe::FileFacts;

@@ -1,7 +1,9 @@
 //! Per-process counters (`HIPFILE_STATS_LEVEL` ≥ 1).
 
-use hipfile_core::BackendKind;
+use hipfile_core::{BackendKind, Op};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -11,6 +13,20 @@ pub(crate) struct Stats {
     fallback_ops: AtomicU64,
     retries: AtomicU64,
     errors: AtomicU64,
+    devices: Mutex<BTreeMap<i32, DeviceStats>>,
+}
+
+/// What was served for buffers of one device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// The device, as the runtime numbers it.
+    pub device: i32,
+    /// Bytes read into its memory.
+    pub read_bytes: u64,
+    /// Bytes written from its memory.
+    pub write_bytes: u64,
+    /// Requests served.
+    pub ops: u64,
 }
 
 /// Counters at one moment.
@@ -41,6 +57,26 @@ impl Stats {
         if retried {
             self.retries.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a served request for a buffer of `device`.
+    pub(crate) fn served_device(&self, device: i32, op: Op, bytes: u64) {
+        let mut map = self.devices.lock().unwrap_or_else(PoisonError::into_inner);
+        let d = map.entry(device).or_insert(DeviceStats {
+            device,
+            ..DeviceStats::default()
+        });
+        match op {
+            Op::Read => d.read_bytes += bytes,
+            Op::Write => d.write_bytes += bytes,
+        }
+        d.ops += 1;
+    }
+
+    /// Every device served so far, by device number.
+    pub(crate) fn devices(&self) -> Vec<DeviceStats> {
+        let map = self.devices.lock().unwrap_or_else(PoisonError::into_inner);
+        map.values().copied().collect()
     }
 
     pub(crate) fn failed(&self) {

@@ -665,3 +665,98 @@ fn pinned_host_buffers_copy_to_and_from_the_device() {
         Err(hipfile::Error::InvalidValue { .. })
     ));
 }
+
+// ---- several devices (children: the emulated device count is read from the environment) ----
+
+/// A child with `HIPFILE_EMU_DEVICES=4`: one file on ext4 read into a buffer on every device
+/// at once by a caller per device, through the fallback (forced) or with the fastpath for
+/// aligned requests, in requests large enough for the I/O threads and small ones; then
+/// written from each device. The emulated runtime refuses a copy on a stream of another
+/// device than its memory's, so a misrouted copy fails the request. Bytes are the file's and
+/// each device's counters show its own bytes.
+fn devices_child(force_fallback: bool) {
+    const DEVICES: i32 = 4;
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 128));
+    let d = require!(driver(
+        ConfigBuilder::new()
+            .stats_level(1)
+            .force_compat_mode(force_fallback)
+    ));
+    assert_eq!(d.device_count().unwrap(), DEVICES);
+    let path = fs.path().join("shard.bin");
+    let size = 24 << 20;
+    let data = pattern(size, 41);
+    write_file(&path, &data);
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    std::thread::scope(|s| {
+        for dev in 0..DEVICES {
+            let (d, fh, data) = (&d, &fh, &data);
+            s.spawn(move || {
+                let buf = d.alloc_on(dev, size).unwrap();
+                d.register_buffer(&buf).unwrap();
+                let small = fh.read(&buf, 4096, 8192, 4096).unwrap();
+                assert_eq!(small.bytes, 4096);
+                let mut got = vec![0u8; 4096];
+                buf.copy_to_host(4096, &mut got).unwrap();
+                assert!(got[..] == data[8192..12288], "device {dev}");
+                let r = fh.read(&buf, size as u64, 0, 0).unwrap();
+                assert_eq!(r.bytes, size as u64, "device {dev}");
+                let mut got = vec![0u8; size];
+                buf.copy_to_host(0, &mut got).unwrap();
+                assert!(got == *data, "device {dev}");
+                // Each device writes its quarter back, unchanged.
+                let quarter = size / DEVICES as usize;
+                let at = dev as usize * quarter;
+                let w = fh
+                    .write(&buf, quarter as u64, at as i64, at as i64)
+                    .unwrap();
+                assert_eq!(w.bytes, quarter as u64);
+            });
+        }
+    });
+    assert!(std::fs::read(&path).unwrap() == data);
+    let per_device = d.device_stats().unwrap();
+    assert_eq!(
+        per_device.iter().map(|s| s.device).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    for s in &per_device {
+        assert_eq!(s.read_bytes, (size + 4096) as u64, "{s:?}");
+        assert_eq!(s.write_bytes, (size / 4) as u64, "{s:?}");
+        assert_eq!(s.ops, 3, "{s:?}");
+    }
+    if force_fallback {
+        assert_eq!(d.stats().unwrap().fastpath_ops, 0);
+    }
+}
+
+#[test]
+#[ignore = "run by buffers_on_every_device_are_served_at_once in a child process"]
+fn child_devices_fallback() {
+    devices_child(true);
+}
+
+#[test]
+#[ignore = "run by buffers_on_every_device_are_served_at_once in a child process"]
+fn child_devices_auto() {
+    devices_child(false);
+}
+
+#[test]
+fn buffers_on_every_device_are_served_at_once() {
+    require!(emulated_runtime().map(drop));
+    for test in ["child_devices_fallback", "child_devices_auto"] {
+        let (ok, text) = child(test, &[("HIPFILE_EMU_DEVICES", "4")]);
+        assert!(ok, "{test} failed:\n{text}");
+    }
+}
+
+/// An unknown device is an error that names it, and the caller's current device is kept.
+#[test]
+fn allocating_on_a_device_that_does_not_exist_fails() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let e = d.alloc_on(7, 4096).unwrap_err();
+    assert!(matches!(e, Error::Runtime(_)), "{e}");
+    assert!(d.alloc_on(0, 4096).is_ok());
+}

@@ -11,6 +11,12 @@
 //! and run when the stream, or an event recorded after them, is synchronised, as on a GPU:
 //! a backend that reuses a staging buffer before its copy is done, or returns before its
 //! stream is synchronised, moves the wrong bytes.
+//!
+//! It has [`HostMemRuntime::with_devices`] devices (1 by default) and a current device per
+//! thread. Device memory and streams belong to the device current when they were made, and
+//! a copy on a stream of another device than its memory's fails the test (a real runtime
+//! would route it through peer access, slowly): a backend that does not follow the buffer's
+//! device is caught. Bytes copied into and out of each device are counted.
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
@@ -22,10 +28,19 @@ use hipfile_core::{
 };
 use hipfile_probe::FileFacts;
 use std::alloc::Layout;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, RawFd};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+thread_local! {
+    /// The calling thread's current device (every runtime of the test binary shares it).
+    static CURRENT_DEVICE: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The most devices a [`HostMemRuntime`] has.
+pub const MAX_DEVICES: usize = 8;
 
 const ALIGN: usize = 4096;
 
@@ -54,6 +69,14 @@ pub struct HostMemRuntime {
     pub streams_created: AtomicUsize,
     pub streams_destroyed: AtomicUsize,
     pub stream_syncs: AtomicUsize,
+    /// Bytes copied into each device's memory.
+    pub bytes_to_device: [AtomicU64; MAX_DEVICES],
+    /// Bytes copied out of each device's memory.
+    pub bytes_from_device: [AtomicU64; MAX_DEVICES],
+    /// Devices (0 means 1).
+    devices: AtomicI32,
+    /// The device of each device allocation, by base address.
+    device_of: Mutex<BTreeMap<usize, i32>>,
     /// Whether copies on a stream wait for a synchronisation.
     defer: bool,
     queues: Mutex<Queues>,
@@ -64,6 +87,8 @@ pub struct HostMemRuntime {
 struct Queues {
     next_handle: usize,
     by_stream: HashMap<usize, Vec<Queued>>,
+    /// The device of each stream.
+    stream_device: HashMap<usize, i32>,
 }
 
 #[derive(Debug)]
@@ -140,6 +165,49 @@ impl HostMemRuntime {
         rt
     }
 
+    /// This runtime with `n` devices (1 to [`MAX_DEVICES`]).
+    pub fn with_devices(self, n: i32) -> Self {
+        assert!((1..=MAX_DEVICES as i32).contains(&n));
+        self.devices.store(n, Ordering::SeqCst);
+        self
+    }
+
+    /// Device memory of `device` filled with `data`; the calling thread's current device is
+    /// left as it was.
+    pub fn device_with_on(&self, device: i32, data: &[u8]) -> DevicePtr {
+        let before = CURRENT_DEVICE.with(Cell::get);
+        self.set_device(device).unwrap();
+        let p = self.device_with(data);
+        CURRENT_DEVICE.with(|c| c.set(before));
+        p
+    }
+
+    /// The device of the device allocation holding `p`.
+    fn device_holding(&self, p: usize) -> Option<i32> {
+        let table = self.device.lock().unwrap();
+        let (&base, &len) = table.range(..=p).next_back()?;
+        (p < base + len.max(1)).then(|| self.device_of.lock().unwrap().get(&base).copied())?
+    }
+
+    /// Fails the test unless `stream` (if any) belongs to the device of `memory`.
+    fn check_route(&self, memory: usize, stream: Option<StreamHandle>, what: &str) {
+        let Some(s) = stream else {
+            return; // synchronous copies are routed by the pointers
+        };
+        let on = self.queues.lock().unwrap().stream_device.get(&s.0).copied();
+        let owner = self.device_holding(memory);
+        assert_eq!(
+            on, owner,
+            "{what} on a stream of device {on:?} for memory of device {owner:?}"
+        );
+    }
+
+    fn count(&self, counters: &[AtomicU64; MAX_DEVICES], memory: usize, len: usize) {
+        if let Some(d) = self.device_holding(memory) {
+            counters[d as usize].fetch_add(len as u64, Ordering::SeqCst);
+        }
+    }
+
     /// Runs a copy now, or queues it on `stream` for a deferred runtime.
     fn copy(&self, dst: usize, src: usize, len: usize, stream: Option<StreamHandle>) {
         match stream {
@@ -208,9 +276,28 @@ impl GpuRuntime for HostMemRuntime {
         Ok(())
     }
 
+    fn device_count(&self) -> Result<i32, RuntimeError> {
+        Ok(self.devices.load(Ordering::SeqCst).max(1))
+    }
+
+    fn current_device(&self) -> Result<i32, RuntimeError> {
+        Ok(CURRENT_DEVICE.with(Cell::get))
+    }
+
+    fn set_device(&self, device: i32) -> Result<(), RuntimeError> {
+        if !(0..self.device_count()?).contains(&device) {
+            return Err(rt_error("hipSetDevice", 101, "invalid device ordinal"));
+        }
+        CURRENT_DEVICE.with(|c| c.set(device));
+        Ok(())
+    }
+
     fn pointer_info(&self, ptr: DevicePtr) -> Result<PointerInfo, RuntimeError> {
         let (memory, device) = if contains(&self.device, ptr.0 as usize, 1) {
-            (MemoryKind::Device, 0)
+            (
+                MemoryKind::Device,
+                self.device_holding(ptr.0 as usize).unwrap_or(0),
+            )
         } else if contains(&self.pinned, ptr.0 as usize, 1) {
             (MemoryKind::Host, -1)
         } else {
@@ -234,10 +321,16 @@ impl GpuRuntime for HostMemRuntime {
     }
 
     fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {
-        Ok(DevicePtr(alloc(&self.device, len) as u64))
+        let p = alloc(&self.device, len) as usize;
+        self.device_of
+            .lock()
+            .unwrap()
+            .insert(p, CURRENT_DEVICE.with(Cell::get));
+        Ok(DevicePtr(p as u64))
     }
 
     unsafe fn free_device(&self, ptr: DevicePtr) -> Result<(), RuntimeError> {
+        self.device_of.lock().unwrap().remove(&(ptr.0 as usize));
         if free(&self.device, ptr.0 as usize) {
             Ok(())
         } else {
@@ -268,12 +361,17 @@ impl GpuRuntime for HostMemRuntime {
         q.next_handle += 1;
         let h = q.next_handle;
         q.by_stream.insert(h, Vec::new());
+        q.stream_device.insert(h, CURRENT_DEVICE.with(Cell::get));
         Ok(StreamHandle(h))
     }
 
     fn stream_destroy(&self, s: StreamHandle) -> Result<(), RuntimeError> {
         self.streams_destroyed.fetch_add(1, Ordering::SeqCst);
-        let queue = self.queues.lock().unwrap().by_stream.remove(&s.0);
+        let queue = {
+            let mut q = self.queues.lock().unwrap();
+            q.stream_device.remove(&s.0);
+            q.by_stream.remove(&s.0)
+        };
         assert!(
             queue.is_none_or(|q| q.iter().all(|w| matches!(w, Queued::Event(_)))),
             "a stream destroyed with copies still queued"
@@ -343,6 +441,8 @@ impl GpuRuntime for HostMemRuntime {
             contains(&self.pinned, src as usize, len),
             "copy_to_device from {src:?} + {len} leaves pinned memory"
         );
+        self.check_route(dst.0 as usize, stream, "copy_to_device");
+        self.count(&self.bytes_to_device, dst.0 as usize, len);
         self.copy(dst.0 as usize, src as usize, len, stream);
         Ok(())
     }
@@ -365,6 +465,8 @@ impl GpuRuntime for HostMemRuntime {
             contains(&self.pinned, dst as usize, len),
             "copy_to_host to {dst:?} + {len} leaves pinned memory"
         );
+        self.check_route(src.0 as usize, stream, "copy_to_host");
+        self.count(&self.bytes_from_device, src.0 as usize, len);
         self.copy(dst as usize, src.0 as usize, len, stream);
         Ok(())
     }

@@ -104,6 +104,19 @@ impl GpuRuntime for HostMemRuntime {
         Ok(())
     }
 
+    // One device: the fastpath leaves the caller's current device alone.
+    fn device_count(&self) -> Result<i32, RuntimeError> {
+        Ok(1)
+    }
+
+    fn current_device(&self) -> Result<i32, RuntimeError> {
+        Ok(0)
+    }
+
+    fn set_device(&self, _: i32) -> Result<(), RuntimeError> {
+        panic!("the fastpath changed the current device")
+    }
+
     fn pointer_info(&self, ptr: DevicePtr) -> Result<PointerInfo, RuntimeError> {
         Ok(if self.inside(ptr.0, 1) {
             PointerInfo {
