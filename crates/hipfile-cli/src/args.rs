@@ -235,6 +235,16 @@ raw requests (pread + one synchronous copy from pinned memory, or copy + pwrite 
 fdatasync) of 4 KiB and 64 KiB beside the library's, on a hot cache. The ratio is the
 median over the lowest limit of the staged path: the best raw file I/O or the pinned copy.
 
+With --devices every listed device moves the whole file in each run, all at once: each with
+--threads threads over the same parts of the file and GPU buffers of its own, allocated on
+that device; every thread of every device starts together. The runs and the median are
+then the total (the devices times --size over the time of the whole run), and each device
+gets its own runs and median (--size over the time its last thread finished, counted from
+the common start); the bytes served count every device. The limits are measured once, as
+with one device: the host's raw file I/O, and copies to and from the first listed device.
+With several devices the file-side limit (the host's page cache or disk) is shared by all
+of them, so the ratio is that of the aggregate.
+
 The default request size, 1 GiB, is that of a loader reading a checkpoint shard or a large
 tensor in one call (KvikIO's own benchmark reads its whole file in one call); with smaller
 requests a single caller pays the pipeline's fill and drain once per request
@@ -245,7 +255,11 @@ Options:
       --size N               Size of the test file [default: 8GiB]
       --io-size N            Bytes per request, at most 2147479552; never more than --size
                              [default: 1GiB]
-      --threads N            Threads issuing requests, 1 to 1024 [default: 1]
+      --threads N            Threads issuing requests, 1 to 1024; per device with
+                             --devices [default: 1]
+      --devices all|N,N,...  Run on these devices at once: all the runtime sees, or a list
+                             of device numbers from 0 to 1023, each once, separated by
+                             commas [default: the current device, alone]
       --cold                 Empty the page cache of the file before each run
       --hot                  Read the file once before each run [default]
       --backend auto|fallback|fastpath
@@ -267,8 +281,8 @@ Numbers are whole numbers of bytes, optionally followed by a suffix that multipl
 power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 64K.
 
 Exit status: 0 when every run moved the whole file; 1 when a request, the driver or a
-measurement failed; 2 on bad arguments, a test file that cannot be created, or an
-emulated runtime that is not found.
+measurement failed, or a device of --devices does not exist; 2 on bad arguments, a test
+file that cannot be created, or an emulated runtime that is not found.
 ";
 
 /// Whether a benchmark run starts with the file in the page cache.
@@ -312,6 +326,16 @@ impl BackendChoice {
     }
 }
 
+/// The devices of `hipfile bench --devices`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Devices {
+    /// Every device the runtime sees: `0..Driver::device_count()`.
+    All,
+    /// These devices, in the order given: at least one, each once, each at most
+    /// [`BenchArgs::MAX_DEVICE`].
+    List(Vec<i32>),
+}
+
 /// The options of `hipfile bench`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchArgs {
@@ -321,8 +345,11 @@ pub struct BenchArgs {
     pub size: u64,
     /// Bytes per request as asked (≥ 1, at most [`MAX_CHUNK`]); clamped to `size` when used.
     pub io_size: u64,
-    /// Threads issuing requests (1 to [`BenchArgs::MAX_THREADS`]).
+    /// Threads issuing requests (1 to [`BenchArgs::MAX_THREADS`]), per device.
     pub threads: usize,
+    /// With `--devices`: the devices that each move the whole file at once; `None`: the
+    /// current device alone.
+    pub devices: Option<Devices>,
     /// The page-cache state each run starts in.
     pub cache: Cache,
     /// Which backends may serve.
@@ -344,6 +371,8 @@ impl BenchArgs {
     pub const MAX_THREADS: usize = 1024;
     /// The most `--runs`.
     pub const MAX_RUNS: u32 = 1000;
+    /// The highest device number `--devices` takes.
+    pub const MAX_DEVICE: i32 = 1023;
 }
 
 impl Default for BenchArgs {
@@ -353,6 +382,7 @@ impl Default for BenchArgs {
             size: 8 << 30,
             io_size: 1 << 30,
             threads: 1,
+            devices: None,
             cache: Cache::Hot,
             backend: BackendChoice::Auto,
             limits: false,
@@ -621,7 +651,7 @@ fn parse_bench(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgE
                 out.file = PathBuf::from(v);
             }
             "--op" | "--backend" | "--runtime" | "--size" | "--io-size" | "--threads"
-            | "--runs" => {
+            | "--runs" | "--devices" => {
                 let v = value(&name, inline, &mut args, ArgError::bench)?;
                 set_bench(&mut out, &name, &v)?;
             }
@@ -705,9 +735,40 @@ fn set_bench(out: &mut BenchArgs, name: &str, value: &str) -> Result<(), ArgErro
                 .filter(|n| (1..=BenchArgs::MAX_RUNS).contains(n))
                 .ok_or_else(bad)?;
         }
+        "--devices" => out.devices = Some(parse_devices(value)?),
         _ => return Err(ArgError::bench(format!("unknown option {name:?}"))),
     }
     Ok(())
+}
+
+/// Parses the value of `--devices`: `all`, or distinct device numbers from 0 to
+/// [`BenchArgs::MAX_DEVICE`] separated by commas.
+fn parse_devices(value: &str) -> Result<Devices, ArgError> {
+    let bad = |why: String| {
+        ArgError::bench(format!(
+            "--devices: {value:?} is not valid ({why}); expected {}",
+            expected("--devices")
+        ))
+    };
+    if value == "all" {
+        return Ok(Devices::All);
+    }
+    if value.is_empty() {
+        return Err(bad("empty".into()));
+    }
+    let mut list = Vec::new();
+    for item in value.split(',') {
+        let device = Some(item)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<i32>().ok())
+            .filter(|n| (0..=BenchArgs::MAX_DEVICE).contains(n))
+            .ok_or_else(|| bad(format!("{item:?} is not a device number")))?;
+        if list.contains(&device) {
+            return Err(bad(format!("device {device} is named twice")));
+        }
+        list.push(device);
+    }
+    Ok(Devices::List(list))
 }
 
 fn parse_check(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgError> {
@@ -758,6 +819,7 @@ fn expected(name: &str) -> &'static str {
         "--io-size" => "a number of bytes from 1 to 2147479552",
         "--threads" => "a whole number from 1 to 1024",
         "--runs" => "a whole number from 1 to 1000",
+        "--devices" => "all, or device numbers from 0 to 1023 separated by commas, each once",
         "--backend" => "auto, fallback or fastpath",
         _ => "a number of bytes",
     }
@@ -1112,6 +1174,8 @@ mod tests {
             "--io-size=1M",
             "--threads",
             "4",
+            "--devices",
+            "2,0",
             "--cold",
             "--backend",
             "fallback",
@@ -1131,6 +1195,7 @@ mod tests {
                 size: 8 << 20,
                 io_size: 1 << 20,
                 threads: 4,
+                devices: Some(Devices::List(vec![2, 0])),
                 cache: Cache::Cold,
                 backend: BackendChoice::Fallback,
                 limits: true,
@@ -1149,6 +1214,29 @@ mod tests {
     }
 
     #[test]
+    fn bench_devices_are_all_or_a_list() {
+        assert_eq!(bench(&[]).devices, None);
+        assert_eq!(bench(&["--devices", "all"]).devices, Some(Devices::All));
+        assert_eq!(
+            bench(&["--devices=3"]).devices,
+            Some(Devices::List(vec![3]))
+        );
+        assert_eq!(
+            bench(&["--devices", "0,1,3"]).devices,
+            Some(Devices::List(vec![0, 1, 3]))
+        );
+        assert_eq!(
+            bench(&["--devices", "1023,0"]).devices,
+            Some(Devices::List(vec![1023, 0]))
+        );
+        assert_eq!(
+            bench(&["--devices", "0", "--devices", "all"]).devices,
+            Some(Devices::All),
+            "the last one wins"
+        );
+    }
+
+    #[test]
     fn bench_errors_name_the_problem() {
         for (args, want) in [
             (&["--threads", "0"][..], "from 1 to 1024"),
@@ -1161,6 +1249,21 @@ mod tests {
             (&["--backend", "gpu"], "auto, fallback or fastpath"),
             (&["--op", "copy"], "read or write"),
             (&["--runtime", "cuda"], "auto or emulated"),
+            (&["--devices", ""], "(empty)"),
+            (&["--devices", "1,1"], "device 1 is named twice"),
+            (&["--devices", "x"], "\"x\" is not a device number"),
+            (&["--devices", "0,"], "\"\" is not a device number"),
+            (&["--devices", ",0"], "\"\" is not a device number"),
+            (&["--devices", "0, 1"], "\" 1\" is not a device number"),
+            (&["--devices", "-1"], "\"-1\" is not a device number"),
+            (&["--devices", "+1"], "\"+1\" is not a device number"),
+            (&["--devices", "1024"], "\"1024\" is not a device number"),
+            (&["--devices", "99999999999"], "from 0 to 1023"),
+            (&["--devices", "ALL"], "from 0 to 1023"),
+            (
+                &["--devices"],
+                "--devices needs a value (all, or device numbers",
+            ),
             (&["--file", ""], "non-empty PATH"),
             (&["--file"], "--file needs a value"),
             (&["--cold=1"], "--cold takes no value"),

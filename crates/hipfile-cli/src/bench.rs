@@ -2,13 +2,13 @@
 //! calls, and, with `--limits`, the raw bandwidths and latencies they are compared against,
 //! measured in the same process on the same file.
 //!
-//! A case is one `--op`, `--size`, `--io-size`, `--threads`, cache state and `--backend`. Each
-//! of its runs moves the whole file once; only those runs are timed and counted in `served`.
-//! The limits use plain `pread`/`pwrite` on the same file and the facade's synchronous copies
-//! from pageable, page-aligned host memory: the facade offers no pinned host allocation
-//! without `unsafe`, so a pinned copy bandwidth is not measured here.
+//! A case is one `--op`, `--size`, `--io-size`, `--threads`, cache state, `--backend` and
+//! `--devices`. Each of its runs moves the whole file once per device, every device at once;
+//! only those runs are timed and counted in `served`.
+//! The limits use plain `pread`/`pwrite` (and, for cold reads, `O_DIRECT` reads) on the same
+//! file and the facade's synchronous copies from pinned and from pageable host memory.
 
-use crate::args::{BackendChoice, BenchArgs, Cache};
+use crate::args::{BackendChoice, BenchArgs, Cache, Devices};
 use crate::json::Value;
 use hipfile::{BackendKind, ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome, Op};
 use std::fs::File;
@@ -113,6 +113,16 @@ impl Limits {
     }
 }
 
+/// The runs of one device of `--devices`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceRuns {
+    /// The device number.
+    pub device: i32,
+    /// GB/s of each run, in order: `size` over the time its last thread finished, counted
+    /// from the start of the run.
+    pub runs: Vec<f64>,
+}
+
 /// The result of one case.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
@@ -122,7 +132,8 @@ pub struct Report {
     pub size: u64,
     /// Bytes per request (clamped to `size`).
     pub io_size: u64,
-    /// Threads that issued requests (no more than there are requests in a run).
+    /// Threads that issued requests for each device (no more than there are requests in a
+    /// run).
     pub threads: usize,
     /// The cache state of each run.
     pub cache: Cache,
@@ -130,9 +141,11 @@ pub struct Report {
     pub backend: BackendChoice,
     /// The test file, as given.
     pub file: String,
-    /// GB/s of each run, in order.
+    /// GB/s of each run, in order: of all devices together.
     pub runs: Vec<f64>,
-    /// What each backend served over all runs.
+    /// With `--devices`: the runs of each device, in the order given.
+    pub devices: Option<Vec<DeviceRuns>>,
+    /// What each backend served over all runs, of all devices.
     pub served: Served,
     /// `VmHWM` of the process at the end, when `/proc/self/status` says.
     pub peak_rss_bytes: Option<u64>,
@@ -191,12 +204,33 @@ impl Report {
             ("median_gbps", Value::Float(median)),
             ("min_gbps", Value::Float(min)),
             ("max_gbps", Value::Float(max)),
+        ];
+        if let Some(devices) = &self.devices {
+            let devices = devices
+                .iter()
+                .map(|d| {
+                    let (median, min, max) = spread(&d.runs);
+                    Value::Object(vec![
+                        ("device", Value::Int(i64::from(d.device))),
+                        (
+                            "runs",
+                            Value::Array(d.runs.iter().map(|&x| Value::Float(x)).collect()),
+                        ),
+                        ("median_gbps", Value::Float(median)),
+                        ("min_gbps", Value::Float(min)),
+                        ("max_gbps", Value::Float(max)),
+                    ])
+                })
+                .collect();
+            members.push(("devices", Value::Array(devices)));
+        }
+        members.extend([
             ("served", self.served.to_json()),
             (
                 "peak_rss_bytes",
                 self.peak_rss_bytes.map_or(Value::Null, Value::UInt),
             ),
-        ];
+        ]);
         if let Some(l) = &self.limits {
             let limits = match self.op {
                 Op::Read => vec![
@@ -245,9 +279,20 @@ impl Report {
         use std::fmt::Write as _;
         let mut out = String::new();
         let (median, min, max) = spread(&self.runs);
+        let on = match &self.devices {
+            Some(devices) => {
+                let list: Vec<String> = devices.iter().map(|d| d.device.to_string()).collect();
+                format!(
+                    " per device on device{} {}",
+                    if list.len() == 1 { "" } else { "s" },
+                    list.join(",")
+                )
+            }
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "hipfile bench: {} {} in {} requests, {} thread{}, {} cache, backend {}, file {}",
+            "hipfile bench: {} {} in {} requests, {} thread{}{on}, {} cache, backend {}, file {}",
             self.op.as_str(),
             bytes_text(self.size),
             bytes_text(self.io_size),
@@ -266,6 +311,14 @@ impl Report {
             "  {:<28} {median:>10.3}   (min {min:.3}, max {max:.3})",
             "median"
         );
+        for d in self.devices.iter().flatten() {
+            let (median, min, max) = spread(&d.runs);
+            let _ = writeln!(
+                out,
+                "  {:<28} {median:>10.3}   (min {min:.3}, max {max:.3})",
+                format!("device {}, median", d.device)
+            );
+        }
         let _ = writeln!(
             out,
             "  served: fastpath {} bytes, fallback {} bytes",
@@ -688,14 +741,66 @@ fn file_offset(offset: u64) -> Result<i64, String> {
     i64::try_from(offset).map_err(|_| format!("offset {offset} is beyond the largest file offset"))
 }
 
-/// The registered file, the per-thread device buffers, and the case.
+/// The buffers of one device: one per part of the file, registered.
+struct Group {
+    /// The device, with `--devices`; `None`: the current device.
+    device: Option<i32>,
+    /// The buffer of each part.
+    bufs: Vec<DeviceBuffer>,
+}
+
+/// The registered file, the per-thread device buffers of each device, and the case.
 struct Case<'a> {
     args: &'a BenchArgs,
     file: &'a File,
     handle: FileHandle,
-    bufs: Vec<DeviceBuffer>,
+    /// One per device, in the order of `--devices`; the first is the one the limits use.
+    groups: Vec<Group>,
     parts: Vec<(u64, u64)>,
     io: u64,
+}
+
+/// `len` bytes of device memory on `device`, or on the current device.
+fn alloc(driver: &Driver, device: Option<i32>, len: usize) -> Result<DeviceBuffer, hipfile::Error> {
+    match device {
+        Some(d) => driver.alloc_on(d, len),
+        None => driver.alloc(len),
+    }
+}
+
+/// The devices of `--devices`, checked against the runtime's count; `[None]` (the current
+/// device) without it.
+fn devices(driver: &Driver, asked: Option<&Devices>) -> Result<Vec<Option<i32>>, String> {
+    let Some(asked) = asked else {
+        return Ok(vec![None]);
+    };
+    let count = driver
+        .device_count()
+        .map_err(|e| format!("cannot count the GPU devices for --devices: {e}"))?;
+    if count < 1 {
+        return Err(format!(
+            "--devices: the runtime sees no GPU device (a count of {count})"
+        ));
+    }
+    let seen = match count {
+        1 => "1 device (device 0)".to_owned(),
+        n => format!("{n} devices (0 to {})", n - 1),
+    };
+    match asked {
+        Devices::All => Ok((0..count).map(Some).collect()),
+        Devices::List(list) if list.is_empty() => {
+            Err("--devices names no device; name at least one, or use --devices all".to_owned())
+        }
+        Devices::List(list) => {
+            if let Some(&d) = list.iter().find(|&&d| d >= count) {
+                return Err(format!(
+                    "--devices: device {d} does not exist; the runtime sees {seen}; \
+                     name devices below {count}, or use --devices all"
+                ));
+            }
+            Ok(list.iter().copied().map(Some).collect())
+        }
+    }
 }
 
 fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Report, String> {
@@ -714,37 +819,57 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
         .unwrap_or_default();
     let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
     let mut pattern = HostBuf::new(len);
-    let mut bufs = Vec::with_capacity(parts.len());
-    for &(start, _) in &parts {
-        let buf = driver.alloc(len).map_err(|e| {
-            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
-        })?;
-        driver
-            .register_buffer(&buf)
-            .map_err(|e| format!("cannot register a GPU buffer of {len} bytes: {e}"))?;
-        // What writes write: the file's own pattern.
-        fill_pattern(pattern.get_mut(), start);
-        buf.copy_from_host(0, pattern.get())
-            .map_err(|e| format!("cannot fill a GPU buffer: {e}"))?;
-        bufs.push(buf);
+    let mut groups = Vec::new();
+    for device in devices(&driver, args.devices.as_ref())? {
+        let on = device
+            .map(|d| format!(" on device {d}"))
+            .unwrap_or_default();
+        let mut bufs = Vec::with_capacity(parts.len());
+        for &(start, _) in &parts {
+            let buf = alloc(&driver, device, len).map_err(|e| {
+                format!("cannot allocate a GPU buffer of {len} bytes{on}: {e}{runtime_note}")
+            })?;
+            driver
+                .register_buffer(&buf)
+                .map_err(|e| format!("cannot register a GPU buffer of {len} bytes{on}: {e}"))?;
+            // What writes write: the file's own pattern.
+            fill_pattern(pattern.get_mut(), start);
+            buf.copy_from_host(0, pattern.get())
+                .map_err(|e| format!("cannot fill a GPU buffer{on}: {e}"))?;
+            bufs.push(buf);
+        }
+        groups.push(Group { device, bufs });
     }
     drop(pattern);
     let case = Case {
         args,
         file,
         handle,
-        bufs,
+        groups,
         parts,
         io,
     };
+    // Every device moves the whole file in each run.
+    let total = args.size.saturating_mul(case.groups.len() as u64);
     let mut runs = Vec::new();
+    let mut device_runs: Vec<Vec<f64>> = case.groups.iter().map(|_| Vec::new()).collect();
     let mut served = Served::default();
     for _ in 0..args.runs {
         set_cache(file, args.size, args.cache)?;
-        let (seconds, s) = case.timed_run()?;
-        runs.push(gbps(args.size, seconds));
+        let (seconds, each, s) = case.timed_run()?;
+        runs.push(gbps(total, seconds));
+        for (r, &t) in device_runs.iter_mut().zip(&each) {
+            r.push(gbps(args.size, t));
+        }
         served.add(s);
     }
+    let device_runs = args.devices.is_some().then(|| {
+        case.groups
+            .iter()
+            .zip(device_runs)
+            .filter_map(|(g, runs)| g.device.map(|device| DeviceRuns { device, runs }))
+            .collect()
+    });
     let limits = if args.limits {
         Some(case.limits(&driver)?)
     } else {
@@ -759,6 +884,7 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
         backend: args.backend,
         file: args.file.display().to_string(),
         runs,
+        devices: device_runs,
         served,
         peak_rss_bytes: peak_rss(),
         limits,
@@ -766,12 +892,22 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
 }
 
 impl Case<'_> {
-    /// One run: every thread moves its part; returns the seconds and what was served.
-    fn timed_run(&self) -> Result<(f64, Served), String> {
+    /// One run: every thread of every device moves its part, all started together; returns
+    /// the seconds of the whole run, those of each device (until its last thread finished),
+    /// and what was served.
+    fn timed_run(&self) -> Result<(f64, Vec<f64>, Served), String> {
         let op = self.args.op;
+        let per_device = self.parts.len();
+        // The parts of every device, one after the other: thread `i` is device
+        // `i / per_device`'s part `i % per_device`.
+        let all: Vec<(u64, u64)> = self
+            .groups
+            .iter()
+            .flat_map(|_| self.parts.iter().copied())
+            .collect();
         let start = Instant::now();
-        let served = parallel(&self.parts, |i, from, to| {
-            let buf = &self.bufs[i];
+        let finished = parallel(&all, |i, from, to| {
+            let buf = &self.groups[i / per_device].bufs[i % per_device];
             let mut served = Served::default();
             let mut at = from;
             while at < to {
@@ -810,14 +946,20 @@ impl Case<'_> {
                 }
                 at += len;
             }
-            Ok(served)
+            Ok((served, start.elapsed().as_secs_f64()))
         })?;
         let seconds = start.elapsed().as_secs_f64();
         let mut total = Served::default();
-        for s in served {
-            total.add(s);
+        let mut each = Vec::with_capacity(self.groups.len());
+        for device in finished.chunks(per_device.max(1)) {
+            let mut last = 0.0f64;
+            for &(s, t) in device {
+                total.add(s);
+                last = last.max(t);
+            }
+            each.push(last);
         }
-        Ok((seconds, total))
+        Ok((seconds, each, total))
     }
 
     fn limits(&self, driver: &Driver) -> Result<Limits, String> {
@@ -854,7 +996,8 @@ impl Case<'_> {
     }
 
     /// Copies `size` bytes between host memory (pinned, or pageable) and the device buffers
-    /// in requests of the case's size with `threads` threads; returns the seconds taken.
+    /// of the first device in requests of the case's size with `threads` threads; returns the
+    /// seconds taken.
     fn copies(&self, driver: &Driver, op: Op, threads: usize, pinned: bool) -> Result<f64, String> {
         let parts = partition(self.args.size, self.io, threads);
         let len = self.io as usize;
@@ -868,12 +1011,13 @@ impl Case<'_> {
                 Host::Pageable(HostBuf::new(len))
             }));
         }
+        let bufs = &self.groups[0].bufs;
         let start = Instant::now();
         parallel(&parts, |i, from, to| {
             let mut host = hosts[i]
                 .lock()
                 .map_err(|_| "a host buffer is unusable".to_owned())?;
-            let buf = &self.bufs[i];
+            let buf = &bufs[i];
             let mut at = from;
             while at < to {
                 let n = (to - at).min(self.io) as usize;
@@ -890,12 +1034,11 @@ impl Case<'_> {
     }
 
     /// Median latencies of raw and library requests of each of [`LATENCY_SIZES`] no larger
-    /// than the file, on a hot cache.
+    /// than the file, on a hot cache, with a buffer on the first device.
     fn latencies(&self, driver: &Driver) -> Result<Vec<Latency>, String> {
         let size = self.args.size;
         let largest = LATENCY_SIZES.iter().copied().max().unwrap_or(PAGE as u64);
-        let buf = driver
-            .alloc(largest as usize)
+        let buf = alloc(driver, self.groups[0].device, largest as usize)
             .map_err(|e| format!("cannot allocate a GPU buffer of {largest} bytes: {e}"))?;
         driver
             .register_buffer(&buf)
@@ -1076,6 +1219,7 @@ mod tests {
             backend: BackendChoice::Auto,
             file: "f".into(),
             runs: vec![1.0, 2.0, 3.0],
+            devices: None,
             served: Served {
                 fastpath_bytes: 0,
                 fallback_bytes: 24,
@@ -1103,6 +1247,57 @@ mod tests {
         assert_eq!(v["limits"]["pageable_h2d_gbps"], 8.0);
         assert_eq!(v["limits"]["pinned_h2d_gbps"], 6.0);
         assert_eq!(v["latency"][0]["ratio"], 1.5);
+        assert!(v.get("devices").is_none(), "only with --devices");
         assert!(r.text().contains("median"));
+        let text = r.text();
+        assert!(!text.contains("per device"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("  device ")), "{text}");
+    }
+
+    #[test]
+    fn each_device_has_its_runs_and_spread() {
+        let r = Report {
+            op: Op::Read,
+            size: 8,
+            io_size: 4,
+            threads: 2,
+            cache: Cache::Hot,
+            backend: BackendChoice::Auto,
+            file: "f".into(),
+            runs: vec![4.0, 6.0],
+            devices: Some(vec![
+                DeviceRuns {
+                    device: 0,
+                    runs: vec![2.0, 3.0],
+                },
+                DeviceRuns {
+                    device: 3,
+                    runs: vec![2.5, 4.5],
+                },
+            ]),
+            served: Served::default(),
+            peak_rss_bytes: None,
+            limits: None,
+        };
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["median_gbps"], 5.0, "the total");
+        assert_eq!(v["threads"], 2, "per device");
+        let d = v["devices"].as_array().unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1]["device"], 3);
+        assert_eq!(d[1]["runs"], serde_json::json!([2.5, 4.5]));
+        assert_eq!(
+            (&d[1]["median_gbps"], &d[1]["min_gbps"], &d[1]["max_gbps"]),
+            (&3.5.into(), &2.5.into(), &4.5.into())
+        );
+        let text = r.text();
+        assert!(
+            text.contains("2 threads per device on devices 0,3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("device 3, median") && text.contains("(min 2.500, max 4.500)"),
+            "{text}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! `hipfile bench` run as a user runs it, on the emulated runtime (`--runtime emulated`) with
 //! small files: the shape of its output, the runs and the bytes each backend served, the
-//! limits, the cache states, the test file it creates and reuses, and its exit statuses.
+//! limits, the cache states, several devices at once (`--devices`, with the emulated
+//! runtime's `HIPFILE_EMU_DEVICES`), the test file it creates and reuses, and its exit
+//! statuses.
 //! Timings are only checked to be positive: they depend on the machine.
 
 // Helpers too are test code: an unwrap that fails is a test failure with its location.
@@ -19,6 +21,11 @@ const SIZE: u64 = 8 * MIB as u64;
 
 /// `hipfile bench --runtime emulated --size 8MiB --io-size 1MiB --runs 3 --file FILE EXTRA...`.
 fn bench(file: &Path, extra: &[&str]) -> Run {
+    bench_env(file, extra, &[])
+}
+
+/// [`bench`] with `env` set.
+fn bench_env(file: &Path, extra: &[&str], env: &[(&str, &str)]) -> Run {
     let mut args: Vec<&OsStr> = [
         "bench",
         "--runtime",
@@ -36,14 +43,19 @@ fn bench(file: &Path, extra: &[&str]) -> Run {
     args.push(OsStr::new("--file"));
     args.push(file.as_os_str());
     args.extend(extra.iter().map(OsStr::new));
-    hipfile(&args, &[])
+    hipfile(&args, env)
 }
 
 /// `bench --json EXTRA...`, which must succeed with one well-formed object.
 fn bench_json(file: &Path, extra: &[&str]) -> Value {
+    bench_json_env(file, extra, &[])
+}
+
+/// [`bench_json`] with `env` set.
+fn bench_json_env(file: &Path, extra: &[&str], env: &[(&str, &str)]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(extra);
-    let run = bench(file, &all);
+    let run = bench_env(file, &all, env);
     assert_eq!(run.status, 0, "{extra:?}: {}", run.stderr);
     let v = run.one();
     assert_shape(&v);
@@ -73,8 +85,11 @@ fn assert_shape(v: &Value) {
     ];
     if v.get("limits").is_some() {
         want.extend(["latency", "limits", "ratio"]);
-        want.sort_unstable();
     }
+    if v.get("devices").is_some() {
+        want.push("devices");
+    }
+    want.sort_unstable();
     assert_eq!(keys(v), want, "{v}");
     assert_eq!(keys(&v["served"]), ["fallback_bytes", "fastpath_bytes"]);
     let runs = v["runs"].as_array().unwrap();
@@ -111,6 +126,7 @@ fn read_runs_three_times_over_the_whole_file() {
     let (fast, slow) = served(&v);
     assert_eq!(fast + slow, 3 * SIZE, "{v}");
     assert!(v.get("limits").is_none());
+    assert!(v.get("devices").is_none(), "only with --devices: {v}");
 }
 
 #[test]
@@ -203,6 +219,157 @@ fn write_limits_are_pwrite_and_device_to_host() {
     assert!(f64_of(&limits["pageable_d2h_gbps"]) > 0.0, "{v}");
     assert!(f64_of(&limits["pinned_d2h_gbps"]) > 0.0, "{v}");
     assert!(f64_of(&v["ratio"]) > 0.0, "{v}");
+}
+
+/// The entries of `"devices"`, each with its keys and positive figures, and the device
+/// numbers in order.
+fn devices_of(v: &Value) -> (Vec<&Value>, Vec<u64>) {
+    let entries: Vec<&Value> = v["devices"].as_array().unwrap().iter().collect();
+    let runs = v["runs"].as_array().unwrap();
+    for d in &entries {
+        assert_eq!(
+            keys(d),
+            ["device", "max_gbps", "median_gbps", "min_gbps", "runs"],
+            "{v}"
+        );
+        let each = d["runs"].as_array().unwrap();
+        assert_eq!(each.len(), runs.len(), "{v}");
+        assert!(each.iter().all(|x| f64_of(x) > 0.0), "{v}");
+        let (median, min, max) = (
+            f64_of(&d["median_gbps"]),
+            f64_of(&d["min_gbps"]),
+            f64_of(&d["max_gbps"]),
+        );
+        assert!(0.0 < min && min <= median && median <= max, "{v}");
+        // A device finished no later than the whole run, which moved the file once per
+        // device.
+        for (x, total) in each.iter().zip(runs) {
+            assert!(
+                f64_of(x) * 1.000_001 >= f64_of(total) / entries.len() as f64,
+                "{v}"
+            );
+        }
+    }
+    let numbers = entries
+        .iter()
+        .map(|d| d["device"].as_u64().unwrap())
+        .collect();
+    (entries, numbers)
+}
+
+#[test]
+fn all_devices_read_the_whole_file_at_once() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let env = [("HIPFILE_EMU_DEVICES", "3")];
+    let v = bench_json_env(&file, &["--devices", "all", "--threads", "2"], &env);
+    assert_eq!(v["threads"], 2, "per device: {v}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    let (_, numbers) = devices_of(&v);
+    assert_eq!(numbers, [0, 1, 2], "{v}");
+    let (fast, slow) = served(&v);
+    assert_eq!(fast + slow, 3 * SIZE * 3, "every device, every run: {v}");
+    // Without --devices, one device still, with 3 present.
+    let v = bench_json_env(&file, &[], &env);
+    assert!(v.get("devices").is_none(), "{v}");
+    let (fast, slow) = served(&v);
+    assert_eq!(fast + slow, 3 * SIZE, "{v}");
+}
+
+#[test]
+fn listed_devices_write_with_limits() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let env = [("HIPFILE_EMU_DEVICES", "3")];
+    let v = bench_json_env(&file, &["--devices", "0,2"], &env);
+    let (_, numbers) = devices_of(&v);
+    assert_eq!(numbers, [0, 2], "{v}");
+    let (fast, slow) = served(&v);
+    assert_eq!(fast + slow, 2 * SIZE * 3, "{v}");
+    let v = bench_json_env(
+        &file,
+        &["--devices=2,1", "--op", "write", "--limits", "--runs", "1"],
+        &env,
+    );
+    assert_eq!(v["op"], "write");
+    let (_, numbers) = devices_of(&v);
+    assert_eq!(numbers, [2, 1], "in the order given: {v}");
+    let (fast, slow) = served(&v);
+    assert_eq!(fast + slow, 2 * SIZE, "{v}");
+    assert!(f64_of(&v["limits"]["pinned_d2h_gbps"]) > 0.0, "{v}");
+    assert!(f64_of(&v["ratio"]) > 0.0, "{v}");
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), SIZE);
+}
+
+#[test]
+fn the_table_has_a_line_per_device() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench_env(
+        &file,
+        &["--devices", "1,0"],
+        &[("HIPFILE_EMU_DEVICES", "2")],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    for word in [
+        "1 thread per device on devices 1,0",
+        "device 1, median",
+        "device 0, median",
+        "served:",
+    ] {
+        assert!(run.stdout.contains(word), "{word}: {}", run.stdout);
+    }
+}
+
+#[test]
+fn an_unknown_device_fails_naming_it() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    // The list, the device count, and the device the message names.
+    for (devices, env, unknown) in [("3", "2", 3), ("0,3", "2", 3), ("1", "1", 1)] {
+        let run = bench_env(
+            &file,
+            &["--devices", devices],
+            &[("HIPFILE_EMU_DEVICES", env)],
+        );
+        assert_eq!(run.status, 1, "{devices} of {env}: {}", run.stderr);
+        let named = format!("device {unknown} does not exist");
+        assert!(
+            run.stderr.contains(&named) && run.stderr.contains(&format!("sees {env} device")),
+            "{devices} of {env}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty());
+    }
+}
+
+#[test]
+fn malformed_device_lists_are_usage_errors() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    for (devices, why) in [
+        ("", "empty"),
+        ("1,1", "device 1 is named twice"),
+        ("x", "\"x\" is not a device number"),
+        ("0,,1", "\"\" is not a device number"),
+        ("1024", "\"1024\" is not a device number"),
+    ] {
+        let run = bench_env(
+            &file,
+            &["--devices", devices],
+            &[("HIPFILE_EMU_DEVICES", "2")],
+        );
+        assert_eq!(run.status, 2, "{devices:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--devices")
+                && run.stderr.contains(why)
+                && run.stderr.contains("hipfile bench --help"),
+            "{devices:?}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{devices:?}");
+    }
+    assert!(!file.exists(), "bad arguments create nothing");
 }
 
 #[test]
@@ -315,6 +482,9 @@ fn bad_arguments_exit_2() {
         &["--size", "0"],
         &["--size", "1T"],
         &["--backend", "gpu"],
+        &["--devices", ""],
+        &["--devices", "1,1"],
+        &["--devices", "x"],
         &["--frobnicate"],
         &["--json=1"],
         &["stray"],
