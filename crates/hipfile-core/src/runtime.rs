@@ -8,9 +8,10 @@
 //! Streams and events belong to the device that was current when they were made; an
 //! asynchronous copy runs on a stream of the device that owns its device memory, while
 //! synchronous copies are routed by the runtime from the pointers (unified addressing).
-//! Pinned memory is allocated portable: every device may copy from and to it. Implementations translate one call each and
-//! validate nothing: validation of requests and buffers happens once, in this crate, before a
-//! backend runs, and implementations may rely on it. Every method is callable from any
+//! Pinned memory is allocated portable: every device may copy from and to it.
+//! Implementations translate one call each and validate nothing: validation of requests and
+//! buffers happens once, in this crate, before a backend runs, and implementations may rely
+//! on it. Every method is callable from any
 //! thread. Runtime failures come back as [`RuntimeError`] (the runtime's own code and text);
 //! file-I/O failures as [`FileIoError`], keeping the kernel's errno apart from the runtime's
 //! error so that the retry rules can tell them apart.

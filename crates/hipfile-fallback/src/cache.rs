@@ -1,6 +1,12 @@
 //! How much of a file range the page cache holds, asked with `cachestat(2)` (Linux 6.5),
 //! which reads nothing and starts no readahead (a `preadv2(RWF_NOWAIT)` probe would start
 //! readahead of the range it could not take, and the disk would then read it twice).
+//!
+//! # Safety
+//!
+//! The one `unsafe` block is the raw system call: it passes the kernel pointers to two live
+//! structs laid out as the kernel's `cachestat_range` and `cachestat` (`#[repr(C)]`, all
+//! `u64`), which outlive the call; the kernel writes only the second.
 
 #![allow(unsafe_code)]
 

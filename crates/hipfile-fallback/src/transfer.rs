@@ -51,10 +51,11 @@ impl ColdReads {
 }
 
 /// Serves `r` on `fd` (a buffered descriptor) for device memory of device `gpu` and returns
-/// the bytes moved: short only for a read that reaches the end of the file. The caller's
-/// thread copies synchronously, which the runtime routes by the pointers, so its current
-/// device is left alone; the I/O threads copy on streams of `gpu`. Size 0 returns 0 and touches nothing (a write of
-/// nothing has nothing to make durable).
+/// the bytes moved: short only for a read that reaches the end of the file. Size 0 returns 0
+/// and touches nothing (a write of nothing has nothing to make durable). The caller's thread
+/// copies synchronously, which the runtime routes by the pointers, so its current device is
+/// left alone; the I/O threads copy on streams of `gpu`, and read what the page cache lacks
+/// through `direct` when it is given (see `Pipeline::run`).
 ///
 /// A write that fails part-way fails the request although earlier chunks may already be in
 /// the file: the caller asked for the whole range, and a partial write that looks like
@@ -165,10 +166,10 @@ pub(crate) fn pread_full(
 }
 
 /// Fills `buf` from `offset..` like [`pread_full`], reading the range with `O_DIRECT` when
-/// `direct` is given and the page cache holds less than half of it (PERF.md: uncached, the
-/// disk is faster to the pipeline with direct reads; docs/BENCHMARKS.md). A range mostly in
-/// the cache is read buffered, at the cost of a plain `pread` and one `cachestat`. A kernel
-/// without `cachestat` turns the direct path off for this fallback.
+/// `direct` is given and the page cache holds less than half of it (the pipeline passes
+/// `direct` only for short tasks, where direct reads were faster: docs/BENCHMARKS.md). A
+/// range mostly in the cache is read buffered, at the cost of a plain `pread` and one
+/// `cachestat`. A kernel without `cachestat` turns the direct path off for this fallback.
 pub(crate) fn pread_chunk(
     fd: BorrowedFd<'_>,
     direct: Option<Direct<'_>>,
@@ -193,10 +194,10 @@ pub(crate) fn pread_chunk(
 }
 
 /// `buf` from `offset..`, mostly not in the page cache: the head up to the first aligned
-/// offset and the tail after the last one buffered, the middle with `O_DIRECT` (which
-/// writes back any dirty cached page of the range first, so it reads what a buffered read
-/// would). All
-/// buffered when there is no aligned middle or it would not land on an aligned address.
+/// offset and the tail after the last one buffered, the middle with `O_DIRECT` (which writes
+/// back any dirty cached page of the range first, so it reads what a buffered read would).
+/// All of it buffered when there is no aligned middle or it would not land on an aligned
+/// address.
 fn read_uncached(
     fd: BorrowedFd<'_>,
     direct: Direct<'_>,
