@@ -220,7 +220,8 @@ the right size), then runs the case --runs times: --threads threads each move th
 part of the file in requests of --io-size bytes between the file and a GPU buffer of their
 own, with the library's reads or writes, until the whole file has been moved once. Each
 run is timed; the median and the spread (min-max) are reported in GB/s (10^9 bytes per
-second), with the bytes each backend served and the peak resident memory of the process.
+second), with the bytes each backend served and the peak resident memory of the process
+(taken after the runs, before the limits).
 
 Before each run the page cache is emptied (--cold: fdatasync, then
 posix_fadvise(DONTNEED) on the file, and /proc/sys/vm/drop_caches when run as root) or

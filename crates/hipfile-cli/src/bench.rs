@@ -147,7 +147,8 @@ pub struct Report {
     pub devices: Option<Vec<DeviceRuns>>,
     /// What each backend served over all runs, of all devices.
     pub served: Served,
-    /// `VmHWM` of the process at the end, when `/proc/self/status` says.
+    /// `VmHWM` of the process after the case's runs and before the limits (whose buffers are
+    /// the bench's, not the library's), when `/proc/self/status` says.
     pub peak_rss_bytes: Option<u64>,
     /// With `--limits`.
     pub limits: Option<Limits>,
@@ -818,7 +819,9 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
         .map(|e| format!(" (the runtime reported: {e})"))
         .unwrap_or_default();
     let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
-    let mut pattern = HostBuf::new(len);
+    // The pattern is made a piece at a time, so that the bench's own memory stays small
+    // beside the library's in the peak resident memory it reports.
+    let mut pattern = HostBuf::new(len.min(RAW_IO as usize));
     let mut groups = Vec::new();
     for device in devices(&driver, args.devices.as_ref())? {
         let on = device
@@ -833,9 +836,14 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
                 .register_buffer(&buf)
                 .map_err(|e| format!("cannot register a GPU buffer of {len} bytes{on}: {e}"))?;
             // What writes write: the file's own pattern.
-            fill_pattern(pattern.get_mut(), start);
-            buf.copy_from_host(0, pattern.get())
-                .map_err(|e| format!("cannot fill a GPU buffer{on}: {e}"))?;
+            let mut at = 0;
+            while at < len {
+                let piece = &mut pattern.get_mut()[..(len - at).min(RAW_IO as usize)];
+                fill_pattern(piece, start + at as u64);
+                buf.copy_from_host(at, piece)
+                    .map_err(|e| format!("cannot fill a GPU buffer{on}: {e}"))?;
+                at += piece.len();
+            }
             bufs.push(buf);
         }
         groups.push(Group { device, bufs });
@@ -870,6 +878,8 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
             .filter_map(|(g, runs)| g.device.map(|device| DeviceRuns { device, runs }))
             .collect()
     });
+    // Before the limits, whose own buffers are not the library's.
+    let peak_rss_bytes = peak_rss();
     let limits = if args.limits {
         Some(case.limits(&driver)?)
     } else {
@@ -886,7 +896,7 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
         runs,
         devices: device_runs,
         served,
-        peak_rss_bytes: peak_rss(),
+        peak_rss_bytes,
         limits,
     })
 }

@@ -504,3 +504,19 @@ fn bad_arguments_exit_2() {
     assert_eq!(run.status, 0);
     assert!(run.stdout.contains("Usage: hipfile bench"));
 }
+
+/// The device buffers of a write run hold the file's own pattern (made a piece at a time):
+/// writing a 40 MiB file of zeros in one request gives the bytes of a freshly made test file.
+#[test]
+fn a_write_run_writes_the_test_files_pattern() {
+    let dir = temp_dir();
+    let fresh = dir.path().join("fresh.dat");
+    let zeros = dir.path().join("zeros.dat");
+    let big = ["--size", "40MiB", "--io-size", "40MiB", "--runs", "1"];
+    bench_json(&fresh, &big);
+    std::fs::write(&zeros, vec![0u8; 40 << 20]).unwrap();
+    let mut write = vec!["--op", "write"];
+    write.extend_from_slice(&big);
+    bench_json(&zeros, &write);
+    assert!(std::fs::read(&zeros).unwrap() == std::fs::read(&fresh).unwrap());
+}
