@@ -571,20 +571,30 @@ const THREADS: usize = 8;
 /// chunks, so four per task and each buffer reused within a task), handing off every request
 /// above `threshold` bytes.
 fn pipelined(rt: &Arc<HostMemRuntime>, threshold: u64) -> Fallback {
-    let knobs = FallbackKnobs {
+    let knobs = pipelined_knobs(threshold);
+    let staging = StagingConfig::for_knobs(&knobs);
+    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 16));
+    with_knobs(rt, knobs)
+}
+
+/// The knobs of [`pipelined`].
+fn pipelined_knobs(threshold: u64) -> FallbackKnobs {
+    FallbackKnobs {
         io_threads: THREADS,
         task_size: TASK as u64,
         staging_memory: 256 * KIB as u64,
         small_io_threshold: threshold,
         cold_direct_reads: true,
-    };
+    }
+}
+
+/// A fallback with these knobs and the staging sizes they give.
+fn with_knobs(rt: &Arc<HostMemRuntime>, knobs: FallbackKnobs) -> Fallback {
     let c = Config {
         fallback: knobs,
         ..config()
     };
-    let staging = StagingConfig::for_knobs(&knobs);
-    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 16));
-    Fallback::with_runtime(&c, rt.clone(), staging)
+    Fallback::with_runtime(&c, rt.clone(), StagingConfig::for_knobs(&knobs))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1084,27 +1094,12 @@ fn uncached_parts_of_large_reads_come_through_o_direct() {
     read(&fb, 5, size - 5000);
     assert_eq!(fb.direct_read_bytes(), before);
 
-    let off = Config {
-        fallback: FallbackKnobs {
+    let buffered_only = with_knobs(
+        &rt,
+        FallbackKnobs {
             cold_direct_reads: false,
-            ..config().fallback
+            ..pipelined_knobs(0)
         },
-        ..config()
-    };
-    let knobs = FallbackKnobs {
-        io_threads: THREADS,
-        task_size: TASK as u64,
-        staging_memory: 256 * KIB as u64,
-        small_io_threshold: 0,
-        cold_direct_reads: false,
-    };
-    let buffered_only = Fallback::with_runtime(
-        &Config {
-            fallback: knobs,
-            ..off
-        },
-        rt.clone(),
-        StagingConfig::for_knobs(&knobs),
     );
     drop_cache(&file);
     read(&buffered_only, 0, size);
@@ -1123,20 +1118,12 @@ fn long_tasks_read_uncached_parts_buffered() {
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
     let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
-    let knobs = FallbackKnobs {
-        io_threads: 1,
-        task_size: TASK as u64,
-        staging_memory: 256 * KIB as u64,
-        small_io_threshold: 0,
-        cold_direct_reads: true,
-    };
-    let fb = Fallback::with_runtime(
-        &Config {
-            fallback: knobs,
-            ..config()
+    let fb = with_knobs(
+        &rt,
+        FallbackKnobs {
+            io_threads: 1,
+            ..pipelined_knobs(0)
         },
-        rt.clone(),
-        StagingConfig::for_knobs(&knobs),
     );
     let dst = device(&rt, size);
     for (len, direct) in [(8 * MIB, true), (size, false)] {
