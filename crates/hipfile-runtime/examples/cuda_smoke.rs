@@ -117,6 +117,23 @@ fn main() -> ExitCode {
     c.call("thread_init", rt.thread_init());
     c.call("thread_init again", rt.thread_init());
     let current = rt.cuda().get_device().unwrap_or(-1);
+    // The device seam of GpuRuntime: the count, the current device, switching and back.
+    if let Some(n) = c.call("GpuRuntime::device_count", GpuRuntime::device_count(&rt)) {
+        c.check("device_count agrees", n == devices, format!("{n}"));
+    }
+    if let Some(d) = c.call("current_device", rt.current_device()) {
+        c.check("current_device", d == current, format!("{d}"));
+    }
+    c.call("set_device to the last device", rt.set_device(devices - 1));
+    if let Some(d) = c.call("current_device after set_device", rt.current_device()) {
+        c.check("set_device took", d == devices - 1, format!("{d}"));
+    }
+    c.check(
+        "set_device to a device that does not exist fails",
+        rt.set_device(devices).is_err(),
+        format!("set_device({devices})"),
+    );
+    c.call("set_device back", rt.set_device(current.max(0)));
 
     let Some(dev) = c.call("alloc_device 64 MiB", rt.alloc_device(LEN)) else {
         return finish(&c);
