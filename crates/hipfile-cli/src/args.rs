@@ -235,6 +235,9 @@ device copy bandwidth from pinned and from pageable memory; and the median laten
 raw requests (pread + one synchronous copy from pinned memory, or copy + pwrite +
 fdatasync) of 4 KiB and 64 KiB beside the library's, on a hot cache. The ratio is the
 median over the lowest limit of the staged path: the best raw file I/O or the pinned copy.
+It also runs upstream hipFile's serial fallback (one thread, 16 MiB chunks through one
+pageable buffer, a synchronous copy per chunk, and an fdatasync per chunk for writes) in
+the same cache state, and reports the median over it (vs_serial).
 
 With --devices every listed device moves the whole file in each run, all at once: each with
 --threads threads over the same parts of the file and GPU buffers of its own, allocated on

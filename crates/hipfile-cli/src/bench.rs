@@ -96,6 +96,11 @@ pub struct Limits {
     pub copy_gbps: f64,
     /// The same copies from and to pinned host memory.
     pub pinned_copy_gbps: f64,
+    /// Upstream hipFile's serial fallback, redone here in the case's cache state: one
+    /// thread, 16 MiB chunks through one pageable buffer, a synchronous copy per chunk (and,
+    /// for writes, an `fdatasync` per chunk). Not a limit: the figure the ratio `vs_serial`
+    /// is taken against.
+    pub serial_gbps: f64,
     /// Latencies, on a hot cache.
     pub latency: Vec<Latency>,
 }
@@ -251,6 +256,15 @@ impl Report {
             };
             members.push(("limits", Value::Object(limits)));
             members.push(("ratio", self.ratio().map_or(Value::Null, Value::Float)));
+            members.push(("serial_gbps", Value::Float(l.serial_gbps)));
+            members.push((
+                "vs_serial",
+                if l.serial_gbps > 0.0 {
+                    Value::Float(median / l.serial_gbps)
+                } else {
+                    Value::Null
+                },
+            ));
             let latency = l
                 .latency
                 .iter()
@@ -355,6 +369,16 @@ impl Report {
             if let Some(r) = self.ratio() {
                 let _ = writeln!(out, "  {:<28} {:>10}   {r:.3}", "ratio to the lowest", "");
             }
+            let times = if l.serial_gbps > 0.0 {
+                median / l.serial_gbps
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "  {:<28} {:>10.3}   {times:.1}x (median / serial)",
+                "upstream's serial fallback", l.serial_gbps
+            );
             let _ = writeln!(
                 out,
                 "latency, hot, median of {LATENCY_ITERATIONS}    {:>10} {:>12} {:>8}",
@@ -995,14 +1019,53 @@ impl Case<'_> {
             copy_best = copy_best.max(gbps(size, self.copies(driver, op, parts, false)?));
             pinned_best = pinned_best.max(gbps(size, self.copies(driver, op, parts, true)?));
         }
+        set_cache(self.file, size, cache)?;
+        let serial_gbps = gbps(size, self.serial(op)?);
         let latency = self.latencies(driver)?;
         Ok(Limits {
             raw_io_gbps: raw_best,
             raw_direct_gbps,
             copy_gbps: copy_best,
             pinned_copy_gbps: pinned_best,
+            serial_gbps,
             latency,
         })
+    }
+
+    /// Upstream hipFile's serial fallback over the whole file (see [`Limits::serial_gbps`])
+    /// with the first device buffer; returns the seconds taken.
+    fn serial(&self, op: Op) -> Result<f64, String> {
+        let size = self.args.size;
+        let buf = &self.groups[0].bufs[0];
+        let chunk = RAW_IO.min(self.io).min(size) as usize;
+        let mut host = HostBuf::new(chunk);
+        if op == Op::Write {
+            fill_pattern(host.get_mut(), 0);
+        }
+        let start = Instant::now();
+        let mut at = 0u64;
+        while at < size {
+            let n = (size - at).min(chunk as u64) as usize;
+            match op {
+                Op::Read => {
+                    self.file
+                        .read_exact_at(&mut host.get_mut()[..n], at)
+                        .map_err(|e| format!("serial pread at {at} failed: {e}"))?;
+                    buf.copy_from_host(0, &host.get()[..n])
+                        .map_err(|e| format!("serial copy of {n} bytes failed: {e}"))?;
+                }
+                Op::Write => {
+                    buf.copy_to_host(0, &mut host.get_mut()[..n])
+                        .map_err(|e| format!("serial copy of {n} bytes failed: {e}"))?;
+                    self.file
+                        .write_all_at(&host.get()[..n], at)
+                        .and_then(|()| self.file.sync_data())
+                        .map_err(|e| format!("serial pwrite + fdatasync at {at} failed: {e}"))?;
+                }
+            }
+            at += n as u64;
+        }
+        Ok(start.elapsed().as_secs_f64())
     }
 
     /// Copies `size` bytes between host memory (pinned, or pageable) and the device buffers
@@ -1240,6 +1303,7 @@ mod tests {
                 raw_direct_gbps: Some(5.0),
                 copy_gbps: 8.0,
                 pinned_copy_gbps: 6.0,
+                serial_gbps: 0.5,
                 latency: vec![Latency {
                     size: 4096,
                     raw_us: 2.0,
@@ -1256,6 +1320,8 @@ mod tests {
         assert_eq!(v["limits"]["pread_direct_gbps"], 5.0);
         assert_eq!(v["limits"]["pageable_h2d_gbps"], 8.0);
         assert_eq!(v["limits"]["pinned_h2d_gbps"], 6.0);
+        assert_eq!(v["serial_gbps"], 0.5);
+        assert_eq!(v["vs_serial"], 4.0, "median 2.0 over the serial 0.5");
         assert_eq!(v["latency"][0]["ratio"], 1.5);
         assert!(v.get("devices").is_none(), "only with --devices");
         assert!(r.text().contains("median"));

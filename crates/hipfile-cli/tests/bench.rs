@@ -84,7 +84,7 @@ fn assert_shape(v: &Value) {
         "threads",
     ];
     if v.get("limits").is_some() {
-        want.extend(["latency", "limits", "ratio"]);
+        want.extend(["latency", "limits", "ratio", "serial_gbps", "vs_serial"]);
     }
     if v.get("devices").is_some() {
         want.push("devices");
