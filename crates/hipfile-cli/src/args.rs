@@ -695,13 +695,7 @@ fn set_bench(out: &mut BenchArgs, name: &str, value: &str) -> Result<(), ArgErro
         })
     };
     match name {
-        "--op" => {
-            out.op = match value {
-                "read" => Op::Read,
-                "write" => Op::Write,
-                _ => return Err(bad()),
-            }
-        }
+        "--op" => out.op = op_named(value).ok_or_else(bad)?,
         "--backend" => {
             out.backend = match value {
                 "auto" => BackendChoice::Auto,
@@ -829,6 +823,13 @@ fn expected(name: &str) -> &'static str {
     }
 }
 
+/// The direction spelled `value` (`read` or `write`, as `Op::as_str` spells it).
+fn op_named(value: &str) -> Option<Op> {
+    [Op::Read, Op::Write]
+        .into_iter()
+        .find(|op| op.as_str() == value)
+}
+
 fn set(out: &mut CheckArgs, name: &str, value: &str) -> Result<(), ArgError> {
     let bad = || {
         ArgError::check(format!(
@@ -837,13 +838,7 @@ fn set(out: &mut CheckArgs, name: &str, value: &str) -> Result<(), ArgError> {
         ))
     };
     match name {
-        "--op" => {
-            out.op = match value {
-                "read" => Op::Read,
-                "write" => Op::Write,
-                _ => return Err(bad()),
-            }
-        }
+        "--op" => out.op = op_named(value).ok_or_else(bad)?,
         "--memory" => {
             out.memory = match value {
                 "device" => MemoryKind::Device,

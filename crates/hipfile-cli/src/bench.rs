@@ -602,6 +602,34 @@ fn repeat_best(
     Ok(Some(spread(&runs).0))
 }
 
+/// One raw request of `host.len()` bytes at `at` through `host` and the start of `buf`: a
+/// `pread` and a synchronous copy to the device (reads), or a synchronous copy from the
+/// device, a `pwrite` and an `fdatasync` (writes).
+fn raw_request(
+    file: &File,
+    buf: &DeviceBuffer,
+    op: Op,
+    host: &mut [u8],
+    at: u64,
+) -> Result<(), String> {
+    let n = host.len();
+    match op {
+        Op::Read => {
+            file.read_exact_at(host, at)
+                .map_err(|e| format!("pread at {at} failed: {e}"))?;
+            buf.copy_from_host(0, host)
+                .map_err(|e| format!("copy of {n} bytes failed: {e}"))
+        }
+        Op::Write => {
+            buf.copy_to_host(0, host)
+                .map_err(|e| format!("copy of {n} bytes failed: {e}"))?;
+            file.write_all_at(host, at)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| format!("pwrite + fdatasync at {at} failed: {e}"))
+        }
+    }
+}
+
 /// Host memory for the copy limits: the runtime's pinned memory, or pageable.
 enum Host {
     Pinned(hipfile::PinnedHostBuffer),
@@ -1046,23 +1074,7 @@ impl Case<'_> {
         let mut at = 0u64;
         while at < size {
             let n = (size - at).min(chunk as u64) as usize;
-            match op {
-                Op::Read => {
-                    self.file
-                        .read_exact_at(&mut host.get_mut()[..n], at)
-                        .map_err(|e| format!("serial pread at {at} failed: {e}"))?;
-                    buf.copy_from_host(0, &host.get()[..n])
-                        .map_err(|e| format!("serial copy of {n} bytes failed: {e}"))?;
-                }
-                Op::Write => {
-                    buf.copy_to_host(0, &mut host.get_mut()[..n])
-                        .map_err(|e| format!("serial copy of {n} bytes failed: {e}"))?;
-                    self.file
-                        .write_all_at(&host.get()[..n], at)
-                        .and_then(|()| self.file.sync_data())
-                        .map_err(|e| format!("serial pwrite + fdatasync at {at} failed: {e}"))?;
-                }
-            }
+            raw_request(self.file, buf, op, &mut host.get_mut()[..n], at)?;
             at += n as u64;
         }
         Ok(start.elapsed().as_secs_f64())
@@ -1141,23 +1153,7 @@ impl Case<'_> {
             let mut raw = Vec::with_capacity(offsets.len());
             for &at in &offsets {
                 let t = Instant::now();
-                match op {
-                    Op::Read => {
-                        self.file
-                            .read_exact_at(&mut host.get_mut()[..len], at)
-                            .map_err(|e| format!("pread at {at} failed: {e}"))?;
-                        buf.copy_from_host(0, &host.get()[..len])
-                            .map_err(|e| format!("copy of {len} bytes failed: {e}"))?;
-                    }
-                    Op::Write => {
-                        buf.copy_to_host(0, &mut host.get_mut()[..len])
-                            .map_err(|e| format!("copy of {len} bytes failed: {e}"))?;
-                        self.file
-                            .write_all_at(&host.get()[..len], at)
-                            .and_then(|()| self.file.sync_data())
-                            .map_err(|e| format!("pwrite + fdatasync at {at} failed: {e}"))?;
-                    }
-                }
+                raw_request(self.file, &buf, op, &mut host.get_mut()[..len], at)?;
                 raw.push(t.elapsed().as_secs_f64() * 1e6);
             }
             let mut lib = Vec::with_capacity(offsets.len());
