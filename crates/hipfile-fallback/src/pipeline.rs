@@ -371,31 +371,23 @@ impl Gpu {
     }
 }
 
-/// A worker's streams and events, one set per device it has served, and the device that is
-/// current on its thread.
+/// A worker's streams and events, one set per device it has served.
 #[derive(Default)]
 struct Gpus {
     each: Vec<Gpu>,
-    current: Option<i32>,
 }
 
 impl Gpus {
-    /// The set for `device`, made current on this thread; created on first use.
+    /// The set for `device`, made current on this thread (a thread-local switch, cheap next
+    /// to a task of at least 1 MiB); created on first use.
     fn for_device(&mut self, runtime: &dyn GpuRuntime, device: i32) -> Result<&Gpu, BackendError> {
         match self.each.iter().position(|g| g.device == device) {
             Some(i) => {
-                if self.current != Some(device) {
-                    self.current = None;
-                    runtime.set_device(device).map_err(BackendError::Runtime)?;
-                    self.current = Some(device);
-                }
+                runtime.set_device(device).map_err(BackendError::Runtime)?;
                 Ok(&self.each[i])
             }
             None => {
-                self.current = None;
-                let g = Gpu::create(runtime, device)?;
-                self.current = Some(device);
-                self.each.push(g);
+                self.each.push(Gpu::create(runtime, device)?);
                 Ok(&self.each[self.each.len() - 1])
             }
         }
@@ -404,7 +396,6 @@ impl Gpus {
     /// Destroys the set for `device` (its stream is not trusted any more).
     fn discard(&mut self, runtime: &dyn GpuRuntime, device: i32) {
         if let Some(i) = self.each.iter().position(|g| g.device == device) {
-            self.current = None;
             self.each.swap_remove(i).destroy(runtime);
         }
     }
@@ -512,14 +503,13 @@ fn serve_task(
     task: &Task,
 ) -> Result<u64, BackendError> {
     let g = gpus.for_device(runtime, task.gpu)?;
-    let (stream, events) = (g.stream, g.events.clone());
     let pool = &shared.pool;
     let mut buffers = vec![pool.acquire()?];
     buffers.extend(pool.try_acquire());
     let mut flight = InFlight {
         buffers,
         runtime,
-        stream,
+        stream: g.stream,
         synced: false,
     };
     // SAFETY: the caller of `Pipeline::run` keeps the descriptor open until this task is
@@ -534,12 +524,12 @@ fn serve_task(
     let moved = match task.op {
         Op::Read => read_task(
             &mut flight,
-            &events,
+            &g.events,
             (fd, direct, &shared.cold),
             task.device,
             task.file_offset,
         ),
-        Op::Write => write_task(&mut flight, &events, fd, task.device, task.file_offset),
+        Op::Write => write_task(&mut flight, &g.events, fd, task.device, task.file_offset),
     };
     let synced = flight.finish();
     if synced.is_err() {
