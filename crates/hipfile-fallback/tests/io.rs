@@ -1023,9 +1023,7 @@ fn a_pipelined_write_is_on_disk_when_it_returns() {
 /// Drops `file`'s pages from the page cache (after writing back any dirty ones).
 fn drop_cache(file: &File) {
     file.sync_all().unwrap();
-    // SAFETY: plain advice on an open descriptor.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0, "posix_fadvise");
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
 }
 
 /// Large reads of a file that is not in the page cache take its aligned middle with
@@ -1073,10 +1071,7 @@ fn uncached_parts_of_large_reads_come_through_o_direct() {
     // The MiB is read through a descriptor without readahead, so that only it is cached.
     drop_cache(&file);
     let no_readahead = File::open(&path).unwrap();
-    // SAFETY: plain advice on an open descriptor.
-    let rc =
-        unsafe { libc::posix_fadvise(no_readahead.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-    assert_eq!(rc, 0, "posix_fadvise(RANDOM)");
+    rustix::fs::fadvise(&no_readahead, 0, None, rustix::fs::Advice::Random).unwrap();
     let mut cached = vec![0; MIB];
     no_readahead.read_exact_at(&mut cached, MIB as u64).unwrap();
     read(&fb, 4097, size);
