@@ -548,7 +548,7 @@ fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), String> {
             }
             Ok(())
         }
-        Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS).map(|_| ()),
+        Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS, false).map(|_| ()),
     }
 }
 
@@ -668,32 +668,7 @@ fn raw_direct_read(path: &Path, size: u64, threads: usize) -> Result<Option<f64>
         }
         Err(e) => return Err(format!("cannot open {} with O_DIRECT: {e}", path.display())),
     };
-    let parts = partition(size, RAW_IO, threads);
-    let io = RAW_IO.min(size.div_ceil(PAGE as u64) * PAGE as u64) as usize;
-    let bufs: Vec<std::sync::Mutex<HostBuf>> = parts
-        .iter()
-        .map(|_| std::sync::Mutex::new(HostBuf::new(io)))
-        .collect();
-    let start = Instant::now();
-    parallel(&parts, |i, from, to| {
-        let mut guard = bufs[i]
-            .lock()
-            .map_err(|_| "a host buffer is unusable".to_owned())?;
-        let buf = guard.get_mut();
-        let mut at = from;
-        while at < to {
-            let want = ((to - at).min(buf.len() as u64) as usize).div_ceil(PAGE) * PAGE;
-            let n = file
-                .read_at(&mut buf[..want], at)
-                .map_err(|e| format!("raw O_DIRECT read at {at} failed: {e}"))?;
-            if n == 0 {
-                break;
-            }
-            at += n as u64;
-        }
-        Ok(())
-    })?;
-    Ok(Some(start.elapsed().as_secs_f64()))
+    raw_io(&file, Op::Read, size, threads, true).map(Some)
 }
 
 /// The byte ranges of `threads` threads over `size` bytes in `io`-byte requests: request
@@ -746,10 +721,13 @@ fn parallel<T: Send>(
 }
 
 /// Raw parallel `pread` or `pwrite` (+ one `fdatasync`) of the whole file in [`RAW_IO`]
-/// requests with `threads` threads; returns the seconds taken.
-fn raw_io(file: &File, op: Op, size: u64, threads: usize) -> Result<f64, String> {
+/// requests with `threads` threads; returns the seconds taken. `direct`: `file` was opened
+/// with `O_DIRECT`, for reads only, so requests are whole pages into page-aligned memory.
+fn raw_io(file: &File, op: Op, size: u64, threads: usize, direct: bool) -> Result<f64, String> {
     let parts = partition(size, RAW_IO, threads);
-    let io = RAW_IO.min(size) as usize;
+    // Direct reads move whole pages: the last one is rounded up and comes back short.
+    let page = if direct { PAGE } else { 1 };
+    let io = RAW_IO.min(size.div_ceil(page as u64) * page as u64) as usize;
     let mut bufs: Vec<HostBuf> = parts.iter().map(|_| HostBuf::new(io)).collect();
     if op == Op::Write {
         for (b, &(start, _)) in bufs.iter_mut().zip(&parts) {
@@ -766,13 +744,20 @@ fn raw_io(file: &File, op: Op, size: u64, threads: usize) -> Result<f64, String>
         let buf = guard.get_mut();
         let mut at = from;
         while at < to {
-            let n = (to - at).min(buf.len() as u64) as usize;
-            match op {
-                Op::Read => file.read_exact_at(&mut buf[..n], at),
-                Op::Write => file.write_all_at(&buf[..n], at),
+            let n = ((to - at).min(buf.len() as u64) as usize).div_ceil(page) * page;
+            let moved = match op {
+                Op::Read if direct => file.read_at(&mut buf[..n], at),
+                Op::Read => file.read_exact_at(&mut buf[..n], at).map(|()| n),
+                Op::Write => file.write_all_at(&buf[..n], at).map(|()| n),
             }
-            .map_err(|e| format!("raw {} at {at} failed: {e}", op_call(op)))?;
-            at += n as u64;
+            .map_err(|e| {
+                let how = if direct { " (O_DIRECT)" } else { "" };
+                format!("raw {}{how} at {at} failed: {e}", op_call(op))
+            })?;
+            if moved == 0 {
+                break;
+            }
+            at += moved as u64;
         }
         Ok(())
     })?;
@@ -1030,7 +1015,10 @@ impl Case<'_> {
         let cache = self.args.cache;
         let raw_best = repeat_best(&RAW_THREADS, |threads| {
             set_cache(self.file, size, cache)?;
-            Ok(Some(gbps(size, raw_io(self.file, op, size, threads)?)))
+            Ok(Some(gbps(
+                size,
+                raw_io(self.file, op, size, threads, false)?,
+            )))
         })?
         .unwrap_or(0.0);
         let raw_direct_gbps = if op == Op::Read && cache == Cache::Cold {
