@@ -1,12 +1,15 @@
-//! How much of a file range the page cache holds, asked with `cachestat(2)` (Linux 6.5),
-//! which reads nothing and starts no readahead (a `preadv2(RWF_NOWAIT)` probe would start
-//! readahead of the range it could not take, and the disk would then read it twice).
+//! The page cache of the file being served: how much of a range it holds, asked with
+//! `cachestat(2)` (Linux 6.5), which reads nothing and starts no readahead (a
+//! `preadv2(RWF_NOWAIT)` probe would start readahead of the range it could not take, and the
+//! disk would then read it twice); and starting the writeback of a range just written, with
+//! `sync_file_range(2)`.
 //!
 //! # Safety
 //!
-//! The one `unsafe` block is the raw system call: it passes the kernel pointers to two live
+//! The `cachestat` block is a raw system call: it passes the kernel pointers to two live
 //! structs laid out as the kernel's `cachestat_range` and `cachestat` (`#[repr(C)]`, all
-//! `u64`), which outlive the call; the kernel writes only the second.
+//! `u64`), which outlive the call; the kernel writes only the second. `sync_file_range`
+//! takes no pointers.
 
 #![allow(unsafe_code)]
 
@@ -37,6 +40,11 @@ pub(crate) fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<
     if len == 0 {
         return Some(0); // a length of 0 would mean "to the end of the file"
     }
+    cachestat(fd, offset, len).map(|stat| stat.nr_cache)
+}
+
+/// The kernel's page-cache counts of `offset..offset + len` (`len` > 0) of `fd`.
+fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<Cachestat> {
     let range = CachestatRange { off: offset, len };
     let mut stat = Cachestat::default();
     // SAFETY: both pointers are to live structs of the kernel's layout for the duration of
@@ -50,7 +58,25 @@ pub(crate) fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<
             0u32,
         )
     };
-    (r == 0).then_some(stat.nr_cache)
+    (r == 0).then_some(stat)
+}
+
+/// Starts writing `offset..offset + len` of `fd` back to the disk and returns without waiting
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that the disk works while the rest of a
+/// write is still being copied and `pwrite`n, and the `fdatasync` that ends the call has only
+/// the tail left to wait for. Advice only: errors are ignored (a file of a kind that has no
+/// writeback, say), and a failed writeback is still reported by that `fdatasync`, which
+/// alone makes the data durable.
+pub(crate) fn start_writeback(fd: BorrowedFd<'_>, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    if len == 0 {
+        return; // a length of 0 would mean "to the end of the file"
+    }
+    // SAFETY: no pointers; the descriptor is borrowed, so open for the call.
+    let _ =
+        unsafe { libc::sync_file_range(fd.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
 /// Pages of `page`-byte size that `offset..offset + len` touches.
@@ -83,5 +109,46 @@ mod tests {
             None => eprintln!("note: this kernel has no cachestat"),
         }
         assert_eq!(cached_pages(file.as_fd(), 0, 0), Some(0));
+    }
+
+    #[test]
+    fn writeback_starts_at_once_on_the_range_asked_for() {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::FileExt;
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("hipfile-writeback-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        const PAGES: u64 = 64;
+        let len = PAGES * 4096;
+        file.write_all_at(&vec![9u8; len as usize], 0).unwrap();
+        let dirty = |off, len| cachestat(file.as_fd(), off, len).map(|s| s.nr_dirty);
+        match dirty(0, len) {
+            Some(n) if n == PAGES => {}
+            other => {
+                // tmpfs keeps no dirty pages to write back; an old kernel has no cachestat.
+                eprintln!(
+                    "note: {} shows {other:?} dirty pages after a write",
+                    dir.display()
+                );
+                return;
+            }
+        }
+        // The second half, so that an offset lost on the way would leave it dirty: the
+        // kernel's own writeback waits about 30 s before it takes dirty pages.
+        start_writeback(file.as_fd(), len / 2, len / 2);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while dirty(len / 2, len / 2) != Some(0) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the range asked for is still dirty after 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

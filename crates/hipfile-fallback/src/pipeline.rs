@@ -11,7 +11,8 @@
 //! workers never wait on each other while holding a buffer) and moves the task chunk by chunk
 //! (cut where the file offset is a multiple of the chunk size): for a read, the `pread` of
 //! chunk i+1 runs while chunk i is copied to the device; for a write, chunk i+1 is copied from
-//! the device while chunk i is written. Before a buffer is reused its event is waited for,
+//! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
+//! as it is written (the request's one `fdatasync` comes after every task). Before a buffer is reused its event is waited for,
 //! and at the end of the task the stream is synchronised before the buffers go back, so the
 //! bytes are in place when the caller is told the task is done.
 //!
@@ -32,6 +33,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::cache::start_writeback;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
 use crate::transfer::{ColdReads, Direct, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
@@ -598,7 +600,9 @@ fn read_task(
     Ok(done)
 }
 
-/// Copy from the device into one buffer while the other is being written.
+/// Copy from the device into one buffer while the other is being written, and start the
+/// writeback of each chunk once it is written, so that the disk is busy while the call is
+/// still copying (the call's `fdatasync` then waits only for what is left).
 fn write_task(
     flight: &mut InFlight<'_>,
     events: &[EventHandle],
@@ -636,6 +640,7 @@ fn write_task(
             queue_copy(flight, events, queued % n, pieces[queued].0)?;
             queued += 1;
         }
+        start_writeback(fd, at, piece.len());
     }
     Ok(device.len())
 }
