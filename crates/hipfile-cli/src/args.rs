@@ -221,20 +221,22 @@ part of the file in requests of --io-size bytes between the file and a GPU buffe
 own, with the library's reads or writes, until the whole file has been moved once. Each
 run is timed; the median and the spread (min-max) are reported in GB/s (10^9 bytes per
 second), with the bytes each backend served and the peak resident memory of the process
-(taken after the runs, before the limits).
+during the runs.
 
 Before each run the page cache is emptied (--cold: fdatasync, then
 posix_fadvise(DONTNEED) on the file, and /proc/sys/vm/drop_caches when run as root) or
 filled (--hot: the file is read once with plain pread).
 
 With --limits the same run also measures what the case is compared against: raw pread
-(reads) or pwrite + fdatasync (writes) bandwidth of the same file in 16 MiB requests with
-1, 4, 8 and 16 threads, in the same cache state, and for cold reads raw O_DIRECT reads
-with 4 and 16 threads (each: the best thread count, run 3 times, its median); host <->
-device copy bandwidth from pinned and from pageable memory; and the median latency of 1000
-raw requests (pread + one synchronous copy from pinned memory, or copy + pwrite +
-fdatasync) of 4 KiB and 64 KiB beside the library's, on a hot cache. The ratio is the
-median over the lowest limit of the staged path: the best raw file I/O or the pinned copy.
+(reads) or pwrite + fdatasync (writes) bandwidth of the same file in 16 MiB requests, in
+the same cache state, and for cold reads raw O_DIRECT reads; each with the fastest of 1, 4,
+8 and 16 threads (4 and 16 for O_DIRECT), tried once each before the case's runs, then run
+once after each of them, so that a disk whose speed drifts moves the case and its limit
+alike; the limit is the median of those runs. Then host <-> device copy bandwidth from
+pinned and from pageable memory; and the median latency of 1000 raw requests (pread + one
+synchronous copy from pinned memory, or copy + pwrite + fdatasync) of 4 KiB and 64 KiB
+beside the library's, on a hot cache. The ratio is the median over the lowest limit of the
+staged path: the best raw file I/O or the pinned copy.
 It also runs upstream hipFile's serial fallback (one thread, 16 MiB chunks through one
 pageable buffer, a synchronous copy per chunk, and an fdatasync per chunk for writes) in
 the same cache state, and reports the median over it (vs_serial).

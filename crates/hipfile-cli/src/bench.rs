@@ -85,11 +85,12 @@ pub struct Latency {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     /// Raw parallel `pread` (reads) or `pwrite` + one `fdatasync` (writes) of the file with
-    /// the best of [`RAW_THREADS`], median of three runs, in the case's cache state.
+    /// the best of [`RAW_THREADS`], in the case's cache state: the median of one run after
+    /// each of the case's runs.
     pub raw_io_gbps: f64,
     /// Cold reads only: raw parallel `O_DIRECT` reads of the file into page-aligned memory
-    /// with the best of [`RAW_DIRECT_THREADS`], median of three runs; `None` where the file
-    /// system does no direct I/O.
+    /// with the best of [`RAW_DIRECT_THREADS`], measured as `raw_io_gbps` is; `None` where
+    /// the file system does no direct I/O.
     pub raw_direct_gbps: Option<f64>,
     /// Synchronous copies between pageable host memory and the device buffers:
     /// host-to-device for reads, device-to-host for writes.
@@ -152,8 +153,9 @@ pub struct Report {
     pub devices: Option<Vec<DeviceRuns>>,
     /// What each backend served over all runs, of all devices.
     pub served: Served,
-    /// `VmHWM` of the process after the case's runs and before the limits (whose buffers are
-    /// the bench's, not the library's), when `/proc/self/status` says.
+    /// The highest `VmHWM` of the process during any of the case's runs, counted from the
+    /// start of each run (so not the bench's own buffers of the limits or of the cache
+    /// warming), when `/proc/self/clear_refs` and `/proc/self/status` allow.
     pub peak_rss_bytes: Option<u64>,
     /// With `--limits`.
     pub limits: Option<Limits>,
@@ -577,29 +579,70 @@ impl HostBuf {
     }
 }
 
-/// The limit over `counts`: each measured once, then the best one twice more, and the
-/// median of its three runs (so that a limit is a median like the case it is compared
-/// with, not the luckiest of several single runs). `None` when `measure` has no figure.
-fn repeat_best(
+/// The file-side limits, measured between the case's runs so that a disk or page cache
+/// whose speed drifts during the bench (a virtual disk that is still writing back, say)
+/// moves the limit and the case alike. The thread counts are chosen before the runs: each of
+/// [`RAW_THREADS`] (and, for cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept.
+/// After each run of the case, one raw run with each chosen count; each limit is the
+/// median of those runs, as the case's figure is the median of its own.
+struct FileLimits {
+    threads: usize,
+    /// `None`: not a cold read, or the file system does no direct I/O.
+    direct_threads: Option<usize>,
+    raw: Vec<f64>,
+    direct: Vec<f64>,
+}
+
+/// The count of `counts` whose one run by `measure` is the fastest; `None` when `measure`
+/// has no figure (it is asked no further after the first `None`).
+fn fastest(
     counts: &[usize],
     mut measure: impl FnMut(usize) -> Result<Option<f64>, String>,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<usize>, String> {
     let mut best: Option<(usize, f64)> = None;
     for &n in counts {
-        if let Some(x) = measure(n)?
-            && best.is_none_or(|(_, b)| x > b)
-        {
+        let Some(x) = measure(n)? else {
+            return Ok(None);
+        };
+        if best.is_none_or(|(_, b)| x > b) {
             best = Some((n, x));
         }
     }
-    let Some((n, first)) = best else {
-        return Ok(None);
-    };
-    let mut runs = vec![first];
-    for _ in 0..2 {
-        runs.extend(measure(n)?);
+    Ok(best.map(|(n, _)| n))
+}
+
+impl FileLimits {
+    fn choose(case: &Case<'_>) -> Result<FileLimits, String> {
+        let threads = fastest(&RAW_THREADS, |n| case.raw_run(n).map(Some))?;
+        let direct_threads = if case.args.op == Op::Read && case.args.cache == Cache::Cold {
+            fastest(&RAW_DIRECT_THREADS, |n| case.raw_direct_run(n))?
+        } else {
+            None
+        };
+        Ok(FileLimits {
+            threads: threads.unwrap_or(1),
+            direct_threads,
+            raw: Vec::new(),
+            direct: Vec::new(),
+        })
     }
-    Ok(Some(spread(&runs).0))
+
+    /// One run of each raw limit, after a run of the case.
+    fn run(&mut self, case: &Case<'_>) -> Result<(), String> {
+        self.raw.push(case.raw_run(self.threads)?);
+        if let Some(n) = self.direct_threads {
+            self.direct.extend(case.raw_direct_run(n)?);
+        }
+        Ok(())
+    }
+
+    fn raw_gbps(&self) -> f64 {
+        spread(&self.raw).0
+    }
+
+    fn direct_gbps(&self) -> Option<f64> {
+        (!self.direct.is_empty()).then(|| spread(&self.direct).0)
+    }
 }
 
 /// One raw request of `host.len()` bytes at `at` through `host` and the start of `buf`: a
@@ -899,14 +942,30 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
     let mut runs = Vec::new();
     let mut device_runs: Vec<Vec<f64>> = case.groups.iter().map(|_| Vec::new()).collect();
     let mut served = Served::default();
+    let mut file_limits = if args.limits {
+        Some(FileLimits::choose(&case)?)
+    } else {
+        None
+    };
+    let mut peak_rss_bytes = Some(0u64);
     for _ in 0..args.runs {
         set_cache(file, args.size, args.cache)?;
+        // The peak of the run alone: not the bench's own buffers of the limits or of the
+        // cache warming before it.
+        let peak_reset = reset_peak_rss();
         let (seconds, each, s) = case.timed_run()?;
+        peak_rss_bytes = match (peak_reset, peak_rss_bytes, peak_rss()) {
+            (true, Some(most), Some(now)) => Some(most.max(now)),
+            _ => None,
+        };
         runs.push(gbps(total, seconds));
         for (r, &t) in device_runs.iter_mut().zip(&each) {
             r.push(gbps(args.size, t));
         }
         served.add(s);
+        if let Some(f) = file_limits.as_mut() {
+            f.run(&case)?;
+        }
     }
     let device_runs = args.devices.is_some().then(|| {
         case.groups
@@ -915,12 +974,9 @@ fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Rep
             .filter_map(|(g, runs)| g.device.map(|device| DeviceRuns { device, runs }))
             .collect()
     });
-    // Before the limits, whose own buffers are not the library's.
-    let peak_rss_bytes = peak_rss();
-    let limits = if args.limits {
-        Some(case.limits(&driver)?)
-    } else {
-        None
+    let limits = match &file_limits {
+        Some(f) => Some(case.limits(&driver, f)?),
+        None => None,
     };
     Ok(Report {
         op: args.op,
@@ -1009,26 +1065,28 @@ impl Case<'_> {
         Ok((seconds, each, total))
     }
 
-    fn limits(&self, driver: &Driver) -> Result<Limits, String> {
+    /// One raw run of the file-side limit with `threads` threads, in the case's cache state.
+    fn raw_run(&self, threads: usize) -> Result<f64, String> {
+        let size = self.args.size;
+        set_cache(self.file, size, self.args.cache)?;
+        let seconds = raw_io(self.file, self.args.op, size, threads, false)?;
+        Ok(gbps(size, seconds))
+    }
+
+    /// One raw run of `O_DIRECT` reads with `threads` threads on a cold cache; `None` when
+    /// the file system does no direct I/O.
+    fn raw_direct_run(&self, threads: usize) -> Result<Option<f64>, String> {
+        let size = self.args.size;
+        set_cache(self.file, size, Cache::Cold)?;
+        Ok(raw_direct_read(&self.args.file, size, threads)?.map(|s| gbps(size, s)))
+    }
+
+    fn limits(&self, driver: &Driver, file_limits: &FileLimits) -> Result<Limits, String> {
         let size = self.args.size;
         let op = self.args.op;
         let cache = self.args.cache;
-        let raw_best = repeat_best(&RAW_THREADS, |threads| {
-            set_cache(self.file, size, cache)?;
-            Ok(Some(gbps(
-                size,
-                raw_io(self.file, op, size, threads, false)?,
-            )))
-        })?
-        .unwrap_or(0.0);
-        let raw_direct_gbps = if op == Op::Read && cache == Cache::Cold {
-            repeat_best(&RAW_DIRECT_THREADS, |threads| {
-                set_cache(self.file, size, cache)?;
-                Ok(raw_direct_read(&self.args.file, size, threads)?.map(|s| gbps(size, s)))
-            })?
-        } else {
-            None
-        };
+        let raw_best = file_limits.raw_gbps();
+        let raw_direct_gbps = file_limits.direct_gbps();
         let mut copy_best = 0.0f64;
         let mut pinned_best = 0.0f64;
         for parts in [1, self.parts.len()] {
@@ -1177,6 +1235,12 @@ fn peak_rss() -> Option<u64> {
     parse_vm_hwm(&status)
 }
 
+/// Sets the process's peak resident memory to what it holds now (Linux 4.0:
+/// `/proc/self/clear_refs`, value 5); false when the kernel refused.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// The `VmHWM:` line of a `/proc/PID/status` text, in bytes.
 pub fn parse_vm_hwm(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -1214,21 +1278,41 @@ mod tests {
     }
 
     #[test]
-    fn a_limit_is_the_median_of_three_runs_of_the_best_count() {
+    fn the_fastest_count_is_chosen_from_one_run_of_each() {
         let mut calls = Vec::new();
-        // Count 4 is best at first (9.0), then runs at 5.0 and 7.0: the median is 7.0.
-        let mut fours = vec![7.0, 5.0, 9.0];
-        let got = repeat_best(&[1, 4, 8], |n| {
+        let got = fastest(&[1, 4, 8], |n| {
             calls.push(n);
-            Ok(Some(match n {
-                4 => fours.pop().unwrap_or(0.0),
-                _ => n as f64,
-            }))
+            Ok(Some(if n == 4 { 9.0 } else { n as f64 }))
         })
         .unwrap();
-        assert_eq!(got, Some(7.0));
-        assert_eq!(calls, [1, 4, 8, 4, 4]);
-        assert_eq!(repeat_best(&[1, 2], |_| Ok(None)).unwrap(), None);
+        assert_eq!(got, Some(4));
+        assert_eq!(calls, [1, 4, 8]);
+        let mut asked = 0;
+        let none = fastest(&[1, 2], |_| {
+            asked += 1;
+            Ok(None)
+        });
+        assert_eq!(none.unwrap(), None);
+        assert_eq!(asked, 1, "no figure: the other counts are not tried");
+        assert!(fastest(&[1], |_| Err("broken".to_owned())).is_err());
+    }
+
+    #[test]
+    fn a_file_limit_is_the_median_of_its_runs_between_the_cases() {
+        let limits = FileLimits {
+            threads: 4,
+            direct_threads: Some(16),
+            raw: vec![1.9, 1.5, 1.7],
+            direct: vec![2.0, 2.2, 1.0],
+        };
+        assert_eq!(limits.raw_gbps(), 1.7);
+        assert_eq!(limits.direct_gbps(), Some(2.0));
+        let buffered_only = FileLimits {
+            direct_threads: None,
+            direct: Vec::new(),
+            ..limits
+        };
+        assert_eq!(buffered_only.direct_gbps(), None);
     }
 
     #[test]
