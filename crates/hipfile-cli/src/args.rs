@@ -239,7 +239,8 @@ beside the library's, on a hot cache. The ratio is the median over the lowest li
 staged path: the best raw file I/O or the pinned copy.
 It also runs upstream hipFile's serial fallback (one thread, 16 MiB chunks through one
 pageable buffer, a synchronous copy per chunk, and an fdatasync per chunk for writes) in
-the same cache state, and reports the median over it (vs_serial).
+the same cache state once after each of the case's runs, and reports the median over its
+median (vs_serial).
 
 With --devices every listed device moves the whole file in each run, all at once: each with
 --threads threads over the same parts of the file and GPU buffers of its own, allocated on

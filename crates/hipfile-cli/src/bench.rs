@@ -99,8 +99,8 @@ pub struct Limits {
     pub pinned_copy_gbps: f64,
     /// Upstream hipFile's serial fallback, redone here in the case's cache state: one
     /// thread, 16 MiB chunks through one pageable buffer, a synchronous copy per chunk (and,
-    /// for writes, an `fdatasync` per chunk). Not a limit: the figure the ratio `vs_serial`
-    /// is taken against.
+    /// for writes, an `fdatasync` per chunk), measured as `raw_io_gbps` is. Not a limit:
+    /// the figure the ratio `vs_serial` is taken against.
     pub serial_gbps: f64,
     /// Latencies, on a hot cache.
     pub latency: Vec<Latency>,
@@ -579,18 +579,20 @@ impl HostBuf {
     }
 }
 
-/// The file-side limits, measured between the case's runs so that a disk or page cache
-/// whose speed drifts during the bench (a virtual disk that is still writing back, say)
-/// moves the limit and the case alike. The thread counts are chosen before the runs: each of
-/// [`RAW_THREADS`] (and, for cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept.
-/// After each run of the case, one raw run with each chosen count; each limit is the
-/// median of those runs, as the case's figure is the median of its own.
+/// The file-side figures (the raw limits and upstream's serial fallback), measured between
+/// the case's runs so that a disk or page cache whose speed drifts during the bench (a
+/// virtual disk that is still writing back, say) moves them and the case alike. The thread
+/// counts of the raw limits are chosen before the runs: each of [`RAW_THREADS`] (and, for
+/// cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept. After each run of the case,
+/// one run of each figure; each is the median of its runs, as the case's figure is the
+/// median of its own.
 struct FileLimits {
     threads: usize,
     /// `None`: not a cold read, or the file system does no direct I/O.
     direct_threads: Option<usize>,
     raw: Vec<f64>,
     direct: Vec<f64>,
+    serial: Vec<f64>,
 }
 
 /// The count of `counts` whose one run by `measure` is the fastest; `None` when `measure`
@@ -624,15 +626,19 @@ impl FileLimits {
             direct_threads,
             raw: Vec::new(),
             direct: Vec::new(),
+            serial: Vec::new(),
         })
     }
 
-    /// One run of each raw limit, after a run of the case.
+    /// One run of each figure, after a run of the case.
     fn run(&mut self, case: &Case<'_>) -> Result<(), String> {
         self.raw.push(case.raw_run(self.threads)?);
         if let Some(n) = self.direct_threads {
             self.direct.extend(case.raw_direct_run(n)?);
         }
+        set_cache(case.file, case.args.size, case.args.cache)?;
+        self.serial
+            .push(gbps(case.args.size, case.serial(case.args.op)?));
         Ok(())
     }
 
@@ -642,6 +648,10 @@ impl FileLimits {
 
     fn direct_gbps(&self) -> Option<f64> {
         (!self.direct.is_empty()).then(|| spread(&self.direct).0)
+    }
+
+    fn serial_gbps(&self) -> f64 {
+        spread(&self.serial).0
     }
 }
 
@@ -1084,7 +1094,6 @@ impl Case<'_> {
     fn limits(&self, driver: &Driver, file_limits: &FileLimits) -> Result<Limits, String> {
         let size = self.args.size;
         let op = self.args.op;
-        let cache = self.args.cache;
         let raw_best = file_limits.raw_gbps();
         let raw_direct_gbps = file_limits.direct_gbps();
         let mut copy_best = 0.0f64;
@@ -1093,8 +1102,7 @@ impl Case<'_> {
             copy_best = copy_best.max(gbps(size, self.copies(driver, op, parts, false)?));
             pinned_best = pinned_best.max(gbps(size, self.copies(driver, op, parts, true)?));
         }
-        set_cache(self.file, size, cache)?;
-        let serial_gbps = gbps(size, self.serial(op)?);
+        let serial_gbps = file_limits.serial_gbps();
         let latency = self.latencies(driver)?;
         Ok(Limits {
             raw_io_gbps: raw_best,
@@ -1304,9 +1312,11 @@ mod tests {
             direct_threads: Some(16),
             raw: vec![1.9, 1.5, 1.7],
             direct: vec![2.0, 2.2, 1.0],
+            serial: vec![0.4, 0.6, 0.5],
         };
         assert_eq!(limits.raw_gbps(), 1.7);
         assert_eq!(limits.direct_gbps(), Some(2.0));
+        assert_eq!(limits.serial_gbps(), 0.5);
         let buffered_only = FileLimits {
             direct_threads: None,
             direct: Vec::new(),
