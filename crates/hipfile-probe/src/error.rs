@@ -47,22 +47,49 @@ pub enum ProbeError {
         /// What reading it said.
         error: std::io::Error,
     },
-    /// Reopening the file through `/proc/self/fd/N` failed with something other than the
+    /// Reopening the file through `/proc/thread-self/fd/N` failed with something other than the
     /// `EINVAL` that means "no direct I/O here".
     #[error(
         "reopening {} {} failed: {errno}; hipfile opens its own {} descriptor through \
-         /proc/self/fd, which needs procfs and permission to open the file again with the \
+         /proc/thread-self/fd, which needs procfs and permission to open the file again with the \
          same access mode",
         path.display(),
         if *direct { "with O_DIRECT" } else { "without O_DIRECT" },
         if *direct { "direct-I/O" } else { "buffered" }
     )]
     Reopen {
-        /// The `/proc/self/fd/N` path.
+        /// The `/proc/thread-self/fd/N` path.
         path: PathBuf,
         /// Whether the reopen was the `O_DIRECT` one (else the buffered one, for a caller
         /// descriptor that already has `O_DIRECT`).
         direct: bool,
+        /// What the kernel said.
+        errno: Errno,
+    },
+    /// The reopened descriptor is not the file that was probed (another device or inode).
+    #[error(
+        "reopening {} gave another file (device {}:{}, inode {}) than the one registered \
+         (device {}:{}, inode {}); the descriptor number must refer to the same file in the \
+         registering thread's descriptor table, so register the file again",
+        path.display(), found.0.0, found.0.1, found.1, expected.0.0, expected.0.1, expected.1
+    )]
+    ReopenedOtherFile {
+        /// The `/proc/thread-self/fd/N` path.
+        path: PathBuf,
+        /// The registered file: device (major, minor) and inode.
+        expected: ((u32, u32), u64),
+        /// What the reopen gave.
+        found: ((u32, u32), u64),
+    },
+    /// Duplicating the caller's descriptor (`F_DUPFD_CLOEXEC`) failed: a closed descriptor
+    /// (`EBADF`) or no descriptor left (`EMFILE`).
+    #[error(
+        "duplicating descriptor {fd} failed: {errno}; the descriptor must be open, and the \
+         process must have a descriptor to spare"
+    )]
+    Duplicate {
+        /// The descriptor.
+        fd: RawFd,
         /// What the kernel said.
         errno: Errno,
     },
@@ -84,8 +111,10 @@ impl ProbeError {
             | ProbeError::GetFlags { errno, .. }
             | ProbeError::Fstatfs { errno, .. }
             | ProbeError::Reopen { errno, .. }
+            | ProbeError::Duplicate { errno, .. }
             | ProbeError::BlockSize { errno, .. } => Some(errno.raw_os_error()),
             ProbeError::Mountinfo { error, .. } => error.raw_os_error(),
+            ProbeError::ReopenedOtherFile { .. } => None,
         }
     }
 
@@ -96,15 +125,18 @@ impl ProbeError {
             ProbeError::GetFlags { .. } => "fcntl(F_GETFL)",
             ProbeError::Fstatfs { .. } => "fstatfs",
             ProbeError::Mountinfo { .. } => "read",
-            ProbeError::Reopen { .. } => "open",
+            ProbeError::Reopen { .. } | ProbeError::ReopenedOtherFile { .. } => "open",
             ProbeError::BlockSize { .. } => "ioctl(BLKSSZGET)",
+            ProbeError::Duplicate { .. } => "fcntl(F_DUPFD_CLOEXEC)",
         }
     }
 
     /// The path involved, where there is one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            ProbeError::Mountinfo { path, .. } | ProbeError::Reopen { path, .. } => Some(path),
+            ProbeError::Mountinfo { path, .. }
+            | ProbeError::Reopen { path, .. }
+            | ProbeError::ReopenedOtherFile { path, .. } => Some(path),
             _ => None,
         }
     }

@@ -132,7 +132,75 @@ pub struct FileFacts {
     pub direct: DirectIo,
 }
 
+/// Why a descriptor can never be read or written at an offset, so that registering it is
+/// refused: `pread`/`pwrite` fail on it whatever the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unusable {
+    /// A directory (`EISDIR`).
+    Directory,
+    /// A FIFO or pipe: no file offsets (`ESPIPE`).
+    Fifo,
+    /// A socket: no file offsets (`ESPIPE`).
+    Socket,
+    /// A symbolic link itself (an `O_PATH | O_NOFOLLOW` descriptor).
+    Symlink,
+    /// An `O_PATH` descriptor: it only names the file and allows no I/O (`EBADF`).
+    PathOnly,
+}
+
+impl Unusable {
+    /// The stable snake_case name used in reports.
+    pub fn code(self) -> &'static str {
+        match self {
+            Unusable::Directory => "directory",
+            Unusable::Fifo => "fifo",
+            Unusable::Socket => "socket",
+            Unusable::Symlink => "symlink",
+            Unusable::PathOnly => "o_path_descriptor",
+        }
+    }
+
+    /// What it is and why no I/O can be done on it, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Unusable::Directory => "it is a directory, which cannot be read or written as data",
+            Unusable::Fifo => "it is a FIFO or pipe, which has no file offsets to read or write at",
+            Unusable::Socket => "it is a socket, which has no file offsets to read or write at",
+            Unusable::Symlink => "it is a symbolic link itself (opened with O_PATH | O_NOFOLLOW)",
+            Unusable::PathOnly => {
+                "it was opened with O_PATH, which allows no reads or writes; open the file \
+                 with O_RDONLY, O_WRONLY or O_RDWR"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
 impl FileFacts {
+    /// Why no request could ever be served on this descriptor, if that is so: a directory,
+    /// FIFO, socket or symbolic link, or an `O_PATH` descriptor. Character devices are not
+    /// refused: some take positional I/O (`/dev/null`, `/dev/zero`), and a request on one
+    /// that does not fails with the kernel's error.
+    pub fn unusable(&self) -> Option<Unusable> {
+        const S_IFMT: u32 = 0o170_000;
+        if self.status_flags & o_path_bits() != 0 {
+            return Some(Unusable::PathOnly);
+        }
+        match self.mode & S_IFMT {
+            0o040_000 => Some(Unusable::Directory),
+            0o010_000 => Some(Unusable::Fifo),
+            0o140_000 => Some(Unusable::Socket),
+            0o120_000 => Some(Unusable::Symlink),
+            _ => None,
+        }
+    }
+
     /// Whether a usable `O_DIRECT` descriptor exists (SPEC.md §1.3).
     pub fn has_direct_io(&self) -> bool {
         matches!(self.direct, DirectIo::Available { .. })
@@ -176,4 +244,9 @@ impl FileFacts {
         let fs = self.filesystem.as_ref()?;
         crate::magic::magic_matches(self.statfs_magic, &fs.fs_type)
     }
+}
+
+/// `O_PATH` as the `F_GETFL` bits hold it.
+fn o_path_bits() -> i32 {
+    rustix::fs::OFlags::PATH.bits() as i32
 }

@@ -7,10 +7,10 @@
 //! hipfile crate may depend on it.
 //!
 //! - [`probe_fd`] is the registration-time probe (SPEC.md §1, rules 3–5 and 7): `statx`,
-//!   `fcntl(F_GETFL)`, `fstatfs`, `/proc/self/mountinfo`, the `/proc/self/fd/N` reopen with
+//!   `fcntl(F_GETFL)`, `fstatfs`, `/proc/thread-self/mountinfo`, the `/proc/thread-self/fd/N` reopen with
 //!   `O_DIRECT` (or without it, when the caller's descriptor has it) and `STATX_DIOALIGN`. It
 //!   returns [`FileFacts`] and the descriptors to do direct and buffered I/O through.
-//! - [`mountinfo`] is a pure parser of `/proc/self/mountinfo` text.
+//! - [`mountinfo`] is a pure parser of `/proc/thread-self/mountinfo` text.
 //! - [`magic_name`] names `fstatfs` magic numbers.
 //!
 //! Answers are data, not errors: a filesystem without direct I/O, a kernel that reports no
@@ -30,10 +30,10 @@ mod probe;
 
 pub use error::ProbeError;
 pub use facts::{
-    AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
+    AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason, Unusable,
 };
 pub use magic::magic_name;
 pub use probe::{
-    ASSUMED_ALIGN, Descriptor, ProbedFile, classify_direct_reopen, direct_io, file_facts, probe_fd,
-    reopen_flags,
+    ASSUMED_ALIGN, Descriptor, ProbedFile, classify_direct_reopen, direct_io, duplicate,
+    file_facts, probe_fd, reopen_flags,
 };

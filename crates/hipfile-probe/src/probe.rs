@@ -1,5 +1,5 @@
 //! The registration-time probe (SPEC.md §1, rules 3–5 and 7): `statx`, `fcntl(F_GETFL)`,
-//! `fstatfs`, `/proc/self/mountinfo`, the `/proc/self/fd/N` reopen with or without
+//! `fstatfs`, `/proc/thread-self/mountinfo`, the `/proc/thread-self/fd/N` reopen with or without
 //! `O_DIRECT`, and the direct-I/O alignments. The decisions are pure functions below the
 //! system calls, so that every branch is testable without a filesystem that takes it.
 
@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use std::path::PathBuf;
 
 /// Where the mount table is read.
-const MOUNTINFO: &str = "/proc/self/mountinfo";
+const MOUNTINFO: &str = "/proc/thread-self/mountinfo";
 
 /// The alignment assumed when the kernel does not report one (SPEC.md §1, rule 7).
 pub const ASSUMED_ALIGN: u32 = 4096;
@@ -60,12 +60,14 @@ pub struct ProbedFile {
 /// 1. `statx(fd, "", AT_EMPTY_PATH)`: kind (from `STATX_TYPE`; [`FileKind::Other`] when the
 ///    mask lacks it), mode, device numbers, size.
 /// 2. `fcntl(F_GETFL)`: the caller's status flags.
-/// 3. `/proc/self/mountinfo`: the mount whose device number is the file's `dev` (a block
+/// 3. `/proc/thread-self/mountinfo`: the mount whose device number is the file's `dev` (a block
 ///    device: its `rdev`, what is mounted on it); `fstatfs`: the magic.
 /// 4. Only for regular files and block devices (reopening a FIFO would block): the reopen of
-///    `/proc/self/fd/N` (see [`reopen_flags`]). Without `O_DIRECT` on the caller's
-///    descriptor, a direct one is opened; `EINVAL` means the filesystem does no direct I/O.
-///    With it, the caller's is the direct one and a buffered one is opened.
+///    `/proc/thread-self/fd/N` (see [`reopen_flags`]), checked to be the same file (device and
+///    inode). Without `O_DIRECT` on the caller's descriptor, a direct one is opened; `EINVAL`
+///    means the filesystem does no direct I/O. With it, the caller's is the direct one and a
+///    buffered one is opened. A caller's descriptor with `O_APPEND` is never used for I/O
+///    (Linux appends whatever offset `pwrite` is given): both are reopened without it.
 /// 5. `statx` `STATX_DIOALIGN` on the direct descriptor; a zero alignment means no direct
 ///    I/O (ext4 `data=journal`); not reported: `BLKSSZGET` for a block device, else 4096.
 ///
@@ -75,7 +77,10 @@ pub struct ProbedFile {
 /// no procfs, a reopen refused with anything but `EINVAL`.
 pub fn probe_fd(fd: BorrowedFd<'_>) -> Result<ProbedFile, ProbeError> {
     let raw = fd.as_raw_fd();
-    let stx = statx(fd, StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::SIZE)?;
+    let stx = statx(
+        fd,
+        StatxFlags::TYPE | StatxFlags::MODE | StatxFlags::SIZE | StatxFlags::INO,
+    )?;
     let kind = kind_of(&stx);
     let dev = (stx.stx_dev_major, stx.stx_dev_minor);
     let rdev = match kind {
@@ -92,7 +97,8 @@ pub fn probe_fd(fd: BorrowedFd<'_>) -> Result<ProbedFile, ProbeError> {
         dev
     };
     let filesystem = filesystem_of(&mounts, major, minor);
-    let (direct, direct_fd, buffered_fd) = descriptors(fd, kind, flags)?;
+    let identity = Identity::of(&stx);
+    let (direct, direct_fd, buffered_fd) = descriptors(fd, kind, flags, identity)?;
     let facts = FileFacts {
         kind,
         mode: u32::from(stx.stx_mode),
@@ -111,6 +117,20 @@ pub fn probe_fd(fd: BorrowedFd<'_>) -> Result<ProbedFile, ProbeError> {
     })
 }
 
+/// A duplicate of `fd` (`F_DUPFD_CLOEXEC`) that the caller owns, so that a registration stays
+/// valid whatever the owner of `fd` does with it.
+///
+/// # Errors
+///
+/// [`ProbeError::Duplicate`]: a closed descriptor (`EBADF`), no descriptor to spare
+/// (`EMFILE`).
+pub fn duplicate(fd: BorrowedFd<'_>) -> Result<OwnedFd, ProbeError> {
+    rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|errno| ProbeError::Duplicate {
+        fd: fd.as_raw_fd(),
+        errno,
+    })
+}
+
 /// [`probe_fd`] without the descriptors: any it opened are closed before this returns.
 ///
 /// # Errors
@@ -120,14 +140,14 @@ pub fn file_facts(fd: BorrowedFd<'_>) -> Result<FileFacts, ProbeError> {
     probe_fd(fd).map(|p| p.facts)
 }
 
-/// The flags of a reopen of the caller's descriptor through `/proc/self/fd/N`: with
+/// The flags of a reopen of the caller's descriptor through `/proc/thread-self/fd/N`: with
 /// `O_DIRECT` when `direct`, without it otherwise, always `O_CLOEXEC`.
 ///
 /// Kept from the caller's `F_GETFL` flags: the access mode, `O_NONBLOCK` (only when the caller
 /// has it: it decides whether the open may wait on a lease), `O_SYNC`/`O_DSYNC`, `O_NOATIME`,
 /// `O_LARGEFILE`, `O_PATH` (a reopen must not gain access the caller's descriptor lacks).
 /// Dropped: `O_APPEND` (writes go to explicit offsets), `O_CREAT`, `O_TRUNC`, `O_EXCL` (a
-/// reopen must never create or truncate), and also `O_NOFOLLOW` (`/proc/self/fd/N` is a
+/// reopen must never create or truncate), and also `O_NOFOLLOW` (`/proc/thread-self/fd/N` is a
 /// link, so the reopen would fail with `ELOOP`), `O_DIRECTORY`, `O_TMPFILE` (would create a
 /// new file), `O_NOCTTY` and `O_ASYNC` (only settable with `F_SETFL`).
 pub fn reopen_flags(caller: OFlags, direct: bool) -> OFlags {
@@ -219,12 +239,47 @@ fn statx(fd: BorrowedFd<'_>, mask: StatxFlags) -> Result<Statx, ProbeError> {
     })
 }
 
+/// The path that reopens `fd`: through `/proc/thread-self`, the calling thread's descriptor
+/// table. `/proc/self/fd` is the table of the process's main thread, which a thread that
+/// called `unshare(CLONE_FILES)` no longer shares: the same number can be another file there.
 fn proc_fd_path(fd: BorrowedFd<'_>) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+    PathBuf::from(format!("/proc/thread-self/fd/{}", fd.as_raw_fd()))
 }
 
-fn reopen(fd: BorrowedFd<'_>, flags: OFlags) -> Result<OwnedFd, Errno> {
-    rustix::fs::open(proc_fd_path(fd), flags, Mode::empty())
+/// Which file a descriptor refers to: the device holding it and its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: (u32, u32),
+    ino: u64,
+}
+
+impl Identity {
+    fn of(stx: &Statx) -> Identity {
+        Identity {
+            dev: (stx.stx_dev_major, stx.stx_dev_minor),
+            ino: stx.stx_ino,
+        }
+    }
+}
+
+/// Reopens `fd` with `flags` and checks that the new descriptor is the file that was probed
+/// (`expected`) before anything uses it.
+fn reopen(fd: BorrowedFd<'_>, flags: OFlags, expected: Identity) -> Result<OwnedFd, ReopenError> {
+    let new =
+        rustix::fs::open(proc_fd_path(fd), flags, Mode::empty()).map_err(ReopenError::Open)?;
+    let stx = rustix::fs::statx(&new, "", AtFlags::EMPTY_PATH, StatxFlags::INO)
+        .map_err(ReopenError::Open)?;
+    let found = Identity::of(&stx);
+    if found == expected {
+        Ok(new)
+    } else {
+        Err(ReopenError::OtherFile { found })
+    }
+}
+
+enum ReopenError {
+    Open(Errno),
+    OtherFile { found: Identity },
 }
 
 /// The direct-I/O answer and the two descriptors (SPEC.md §1.3).
@@ -232,6 +287,7 @@ fn descriptors(
     fd: BorrowedFd<'_>,
     kind: FileKind,
     flags: OFlags,
+    identity: Identity,
 ) -> Result<(DirectIo, Option<Descriptor>, Descriptor), ProbeError> {
     if kind == FileKind::Other {
         return Ok((
@@ -240,25 +296,47 @@ fn descriptors(
             Descriptor::Caller,
         ));
     }
-    let reopen_error = |direct, errno| ProbeError::Reopen {
-        path: proc_fd_path(fd),
-        direct,
-        errno,
+    let failed = |direct, e| match e {
+        ReopenError::Open(errno) => ProbeError::Reopen {
+            path: proc_fd_path(fd),
+            direct,
+            errno,
+        },
+        ReopenError::OtherFile { found } => ProbeError::ReopenedOtherFile {
+            path: proc_fd_path(fd),
+            expected: (identity.dev, identity.ino),
+            found: (found.dev, found.ino),
+        },
     };
-    let (direct_fd, buffered_fd) = if flags.contains(OFlags::DIRECT) {
-        let buffered =
-            reopen(fd, reopen_flags(flags, false)).map_err(|e| reopen_error(false, e))?;
-        (Descriptor::Caller, Descriptor::Owned(buffered))
+    // The caller's own descriptor serves only where its flags are right: `O_APPEND` would
+    // put every write at the end of the file.
+    let usable = !flags.contains(OFlags::APPEND);
+    let buffered = |fd| -> Result<Descriptor, ProbeError> {
+        if usable && !flags.contains(OFlags::DIRECT) {
+            return Ok(Descriptor::Caller);
+        }
+        reopen(fd, reopen_flags(flags, false), identity)
+            .map(Descriptor::Owned)
+            .map_err(|e| failed(false, e))
+    };
+    let direct_fd = if usable && flags.contains(OFlags::DIRECT) {
+        Descriptor::Caller
     } else {
-        match classify_direct_reopen(reopen(fd, reopen_flags(flags, true))) {
-            Ok(Some(direct)) => (Descriptor::Owned(direct), Descriptor::Caller),
+        let opened = match reopen(fd, reopen_flags(flags, true), identity) {
+            Ok(direct) => Ok(direct),
+            Err(ReopenError::Open(errno)) => Err(errno),
+            Err(other) => return Err(failed(true, other)),
+        };
+        match classify_direct_reopen(opened) {
+            Ok(Some(direct)) => Descriptor::Owned(direct),
             Ok(None) => {
                 let rejected = DirectIo::Unavailable(NoDirectReason::OpenRejected);
-                return Ok((rejected, None, Descriptor::Caller));
+                return Ok((rejected, None, buffered(fd)?));
             }
-            Err(errno) => return Err(reopen_error(true, errno)),
+            Err(errno) => return Err(failed(true, ReopenError::Open(errno))),
         }
     };
+    let buffered_fd = buffered(fd)?;
     let dfd = direct_fd.as_fd(fd);
     let stx = statx(dfd, StatxFlags::DIOALIGN)?;
     let dioalign = StatxFlags::from_bits_retain(stx.stx_mask)

@@ -15,6 +15,7 @@ use hipfile_testfs::{Ext4Data, MountedFs, TempDir, fifo, loop_device, require};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::FdFlags;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -472,4 +473,107 @@ fn files_anywhere_report_only_devices_mountinfo_has() {
     // A character device is Other, with no rdev.
     let null = file_facts(open(Path::new("/dev/null"), OFlags::RDONLY).as_fd()).unwrap();
     assert_eq!((null.kind, null.rdev), (FileKind::Other, (0, 0)));
+}
+
+/// The inode a descriptor refers to.
+fn inode(fd: BorrowedFd<'_>) -> u64 {
+    rustix::fs::fstat(fd).unwrap().st_ino
+}
+
+#[test]
+fn a_thread_with_its_own_descriptor_table_reopens_its_own_file() {
+    let dir = TempDir::new("probe");
+    let main_path = data_file(dir.path(), "main.bin", 4096);
+    let thread_path = data_file(dir.path(), "thread.bin", 4096);
+    let main_file = open(&main_path, OFlags::RDONLY);
+    let number = main_file.as_fd().as_raw_fd();
+    let main_inode = inode(main_file.as_fd());
+    let (want, direct, buffered) = std::thread::spawn(move || {
+        // SAFETY: `unshare(CLONE_FILES)` gives this thread a private copy of the descriptor
+        // table; it takes no pointers.
+        #[allow(unsafe_code)]
+        let r = unsafe { libc::unshare(libc::CLONE_FILES) };
+        assert_eq!(r, 0, "unshare: {}", std::io::Error::last_os_error());
+        let other = open(&thread_path, OFlags::RDONLY);
+        // In this table `number` is a copy of the main thread's `main.bin`, which nothing in
+        // this thread owns: make it `thread.bin` here, as a program that unshares might.
+        // SAFETY: see above; `slot` is the only owner of the number in this table.
+        #[allow(unsafe_code)]
+        let mut slot = unsafe { OwnedFd::from_raw_fd(number) };
+        rustix::io::dup2(&other, &mut slot).unwrap();
+        let want = inode(slot.as_fd());
+        let probed = probe_fd(slot.as_fd()).unwrap();
+        let direct = probed
+            .direct_fd
+            .as_ref()
+            .map(|d| inode(d.as_fd(slot.as_fd())));
+        let buffered = inode(probed.buffered_fd.as_fd(slot.as_fd()));
+        (want, direct, buffered)
+    })
+    .join()
+    .unwrap();
+    assert_ne!(
+        want, main_inode,
+        "the thread's number refers to its own file"
+    );
+    assert_eq!(buffered, want);
+    assert_eq!(
+        direct,
+        Some(want),
+        "the O_DIRECT reopen is the thread's file"
+    );
+}
+
+#[test]
+fn an_append_descriptor_is_never_the_one_written_through() {
+    let dir = TempDir::new("probe");
+    let path = data_file(dir.path(), "log.bin", 8192);
+    for flags in [
+        OFlags::RDWR | OFlags::APPEND,
+        OFlags::WRONLY | OFlags::APPEND,
+    ] {
+        let fd = open(&path, flags);
+        let p = probe_fd(fd.as_fd()).unwrap();
+        assert!(!p.buffered_fd.is_caller(), "{flags:?}");
+        let buffered = getfl(p.buffered_fd.as_fd(fd.as_fd()));
+        assert!(!buffered.contains(OFlags::APPEND), "{buffered:?}");
+        assert!(!buffered.contains(OFlags::DIRECT), "{buffered:?}");
+        assert_eq!(inode(p.buffered_fd.as_fd(fd.as_fd())), inode(fd.as_fd()));
+        if let Some(d) = &p.direct_fd {
+            assert!(!d.is_caller());
+            assert!(!getfl(d.as_fd(fd.as_fd())).contains(OFlags::APPEND));
+        }
+    }
+}
+
+#[test]
+fn descriptors_no_request_can_use_are_named() {
+    use hipfile_probe::Unusable;
+    let dir = TempDir::new("probe");
+    let file = data_file(dir.path(), "f.bin", 10);
+    let cases = [
+        (
+            dir.path().to_owned(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Some(Unusable::Directory),
+        ),
+        (
+            fifo(dir.path()),
+            OFlags::RDONLY | OFlags::NONBLOCK,
+            Some(Unusable::Fifo),
+        ),
+        (file.clone(), OFlags::PATH, Some(Unusable::PathOnly)),
+        (file, OFlags::RDONLY, None),
+        (std::path::PathBuf::from("/dev/null"), OFlags::RDWR, None),
+    ];
+    for (path, flags, want) in cases {
+        let fd = open(&path, flags);
+        let facts = file_facts(fd.as_fd()).unwrap();
+        assert_eq!(facts.unusable(), want, "{}", path.display());
+    }
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    assert_eq!(
+        file_facts(a.as_fd()).unwrap().unusable(),
+        Some(Unusable::Socket)
+    );
 }
