@@ -2,7 +2,7 @@
 
 use crate::error::{ErrorCode, HipFileCode};
 use crate::reason::{BackendKind, Verdict};
-use crate::request::{BufferFacts, ValidRequest};
+use crate::request::{BufferFacts, Op, ValidRequest};
 use crate::runtime::{FileIoError, RuntimeError};
 use hipfile_probe::FileFacts;
 use std::os::fd::BorrowedFd;
@@ -32,7 +32,7 @@ pub struct IoTarget<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
     /// A system call (or the kernel driver behind the runtime) failed with `errno`.
-    #[error("{call}: {} (errno {errno})", errno_text(*errno))]
+    #[error("{call}: {}", std::io::Error::from_raw_os_error(*errno))]
     Os {
         /// What failed, e.g. `pread` or `hipAmdFileRead`.
         call: &'static str,
@@ -45,10 +45,6 @@ pub enum BackendError {
     /// The backend cannot do this (yet, or on this build).
     #[error("{0}")]
     Unsupported(String),
-}
-
-fn errno_text(errno: i32) -> String {
-    std::io::Error::from_raw_os_error(errno).to_string()
 }
 
 impl BackendError {
@@ -81,6 +77,16 @@ impl BackendError {
             BackendError::Runtime(_) => ErrorCode::HipFile(HipFileCode::HipDriverError),
             BackendError::Unsupported(_) => ErrorCode::HipFile(HipFileCode::IONotSupported),
         }
+    }
+
+    /// The refusal to move bytes for a request that was validated against described buffer
+    /// facts rather than a [`CheckedBuffer`](crate::CheckedBuffer).
+    pub fn unchecked(op: Op) -> BackendError {
+        BackendError::Unsupported(format!(
+            "cannot {op}: the request was validated against buffer facts that the runtime did \
+             not vouch for (Request::validate); validate it against a CheckedBuffer \
+             (Request::validate_checked) to move bytes"
+        ))
     }
 
     /// Converts a failed AMD file-I/O call made as `call`.
@@ -131,6 +137,16 @@ mod tests {
         });
         assert!(!hip.is_retryable());
         assert!(!BackendError::Unsupported("x".into()).is_retryable());
+    }
+
+    #[test]
+    fn an_os_error_names_its_errno_once() {
+        let text = BackendError::Os {
+            call: "pread",
+            errno: libc::EIO,
+        }
+        .to_string();
+        assert_eq!(text, "pread: Input/output error (os error 5)");
     }
 
     #[test]

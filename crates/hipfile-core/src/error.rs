@@ -170,6 +170,10 @@ pub enum Error {
     /// Registering a file failed: its facts could not be read or a descriptor not opened.
     #[error("cannot register the file: {0}")]
     Probe(#[source] hipfile_probe::ProbeError),
+    /// The descriptor can never be read or written at an offset (a directory, FIFO, socket,
+    /// symbolic link or `O_PATH` descriptor), so it is not registered.
+    #[error("cannot register the file: {0}")]
+    UnusableFile(hipfile_probe::Unusable),
     /// This file descriptor is already registered.
     #[error("file descriptor {fd} is already registered; deregister it first")]
     HandleAlreadyRegistered {
@@ -275,6 +279,10 @@ impl Error {
                 Some(e) => ErrorCode::Errno(e),
                 None => ErrorCode::HipFile(HipFileCode::InternalError),
             },
+            Error::UnusableFile(hipfile_probe::Unusable::PathOnly) => {
+                ErrorCode::HipFile(HipFileCode::InvalidFileOpenFlag)
+            }
+            Error::UnusableFile(_) => ErrorCode::HipFile(HipFileCode::InvalidFileType),
             Error::HandleAlreadyRegistered { .. } => {
                 ErrorCode::HipFile(HipFileCode::HandleAlreadyRegistered)
             }

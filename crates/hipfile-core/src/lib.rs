@@ -21,6 +21,6 @@ pub use backend::{Backend, BackendError, IoTarget, Submission};
 pub use config::{Config, ConfigBuilder, ConfigWarning, FallbackKnobs, PlatformChoice};
 pub use error::{Error, ErrorCode, HipFileCode};
 pub use reason::{BackendKind, Reason, Verdict};
-pub use request::{BufferFacts, MAX_IO_SIZE, MemoryKind, Op, Request, ValidRequest};
+pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, MemoryKind, Op, Request, ValidRequest};
 pub use runtime::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
 pub use select::{Decision, Outcome, decide, submit};

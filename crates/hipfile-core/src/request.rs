@@ -94,26 +94,102 @@ pub struct Request {
 }
 
 /// A request that passed validation: offsets non-negative, the range inside the buffer and
-/// the file, size clamped to [`MAX_IO_SIZE`].
+/// the file, size clamped to [`MAX_IO_SIZE`]. Only [`Request::validate`] and
+/// [`Request::validate_checked`] make one, so a backend can trust its range.
+///
+/// A request validated against described facts ([`Request::validate`]) can be scored but
+/// not served: only one validated against a [`CheckedBuffer`] ([`ValidRequest::is_checked`])
+/// lies inside memory the runtime vouched for, and the backends refuse to move bytes for any
+/// other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValidRequest {
+    op: Op,
+    size: u64,
+    requested_size: u64,
+    file_offset: u64,
+    buffer_offset: u64,
+    address: DevicePtr,
+    checked: bool,
+}
+
+impl ValidRequest {
     /// Read or write.
-    pub op: Op,
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
     /// Bytes this call moves at most (the requested size clamped to [`MAX_IO_SIZE`]).
-    pub size: u64,
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// The size the caller asked for.
-    pub requested_size: u64,
+    pub fn requested_size(&self) -> u64 {
+        self.requested_size
+    }
+
     /// Byte offset in the file.
-    pub file_offset: u64,
+    pub fn file_offset(&self) -> u64 {
+        self.file_offset
+    }
+
     /// Byte offset into the buffer.
-    pub buffer_offset: u64,
+    pub fn buffer_offset(&self) -> u64 {
+        self.buffer_offset
+    }
+
     /// The device address the transfer starts at: `base + buffer_offset`.
-    pub address: DevicePtr,
+    pub fn address(&self) -> DevicePtr {
+        self.address
+    }
+
+    /// Whether the request was validated against a [`CheckedBuffer`], so that
+    /// `address..address + size` is live memory the runtime vouched for and bytes may be
+    /// moved.
+    pub fn is_checked(&self) -> bool {
+        self.checked
+    }
+}
+
+/// Buffer facts that came from the runtime (`hipfile_core::runtime::check_buffer`) for
+/// memory whose owner keeps it allocated while they are used: the only facts that a request
+/// may move bytes against. Made only by that `unsafe` function, so safe code cannot make one
+/// up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedBuffer(BufferFacts);
+
+impl CheckedBuffer {
+    /// Wraps facts the caller vouches for.
+    ///
+    /// # Safety
+    ///
+    /// `facts.base..facts.base + facts.len` is device memory of the runtime that will serve
+    /// requests validated against the result (when `facts.memory` is
+    /// [`MemoryKind::Device`]), and stays allocated for as long as the result, or any request
+    /// validated against it, is used.
+    #[allow(unsafe_code)] // Declares the promise; there is no unsafe operation here.
+    pub unsafe fn new_unchecked(facts: BufferFacts) -> CheckedBuffer {
+        CheckedBuffer(facts)
+    }
+
+    /// The facts.
+    pub fn facts(&self) -> &BufferFacts {
+        &self.0
+    }
+
+    /// The same buffer, no longer than `len` bytes (shrinking keeps the promise).
+    pub fn truncated(self, len: u64) -> CheckedBuffer {
+        CheckedBuffer(BufferFacts {
+            len: self.0.len.min(len),
+            ..self.0
+        })
+    }
 }
 
 impl Request {
     /// Checks the request against its buffer (SPEC.md §3). Violations are errors, never
-    /// partial I/O.
+    /// partial I/O. The result can be scored; to be served it must be validated against a
+    /// [`CheckedBuffer`] instead ([`Request::validate_checked`]).
     ///
     /// # Errors
     ///
@@ -121,6 +197,20 @@ impl Request {
     /// past the end of the buffer, a size larger than what remains of the buffer, or a range
     /// that overflows the file offset type.
     pub fn validate(&self, buffer: &BufferFacts) -> Result<ValidRequest, Error> {
+        self.validate_with(buffer, false)
+    }
+
+    /// [`Request::validate`] against a buffer the runtime vouched for: the result may be
+    /// served ([`ValidRequest::is_checked`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Request::validate`].
+    pub fn validate_checked(&self, buffer: &CheckedBuffer) -> Result<ValidRequest, Error> {
+        self.validate_with(buffer.facts(), true)
+    }
+
+    fn validate_with(&self, buffer: &BufferFacts, checked: bool) -> Result<ValidRequest, Error> {
         let invalid = |what: String| {
             Err(Error::InvalidValue {
                 op: Some(self.op),
@@ -168,6 +258,7 @@ impl Request {
             file_offset,
             buffer_offset,
             address: DevicePtr(address),
+            checked,
         })
     }
 }

@@ -21,11 +21,17 @@
 //! The methods that write or read memory through raw addresses are `unsafe fn`: the caller
 //! guarantees that the ranges are valid for the access. Queries (attributes, ranges) are safe
 //! to call with any address.
+//!
+//! The trait itself is an `unsafe trait`: hipfile's unsafe code trusts what its methods
+//! answer (how long an allocation is, what kind of memory an address is, that a pinned
+//! allocation has the bytes asked for), so an implementation that answers wrongly would let
+//! safe code read or write out of bounds. Implementers promise what
+//! [`GpuRuntime`]'s `# Safety` section lists.
 
 #![allow(unsafe_code)]
 
 use crate::error::Error;
-use crate::request::{BufferFacts, MemoryKind};
+use crate::request::{BufferFacts, CheckedBuffer, MemoryKind};
 use std::fmt;
 use std::os::fd::RawFd;
 
@@ -90,8 +96,25 @@ pub enum FileIoError {
 }
 
 /// The GPU runtime as the backends see it. See the module documentation for the contract.
+///
+/// # Safety
+///
+/// hipfile's unsafe code relies on these answers; an implementation promises that:
+///
+/// - [`alloc_device`](Self::alloc_device) returns the start of `len` bytes of device memory
+///   of this runtime, valid until [`free_device`](Self::free_device), and
+///   [`alloc_pinned`](Self::alloc_pinned) returns null or the start of `len` writable bytes
+///   of host memory, aligned to at least 4096 and valid until
+///   [`free_pinned`](Self::free_pinned);
+/// - [`pointer_info`](Self::pointer_info) says [`MemoryKind::Device`] only for device memory
+///   of this runtime, and [`address_range`](Self::address_range) returns the base and length
+///   of the live allocation that contains the address (never more than was allocated);
+/// - the copies and the AMD file-I/O calls touch only the ranges they are given, and an
+///   asynchronous copy has finished once its stream or an event recorded after it on the
+///   stream has been synchronised successfully;
+/// - every method may be called from any thread at once.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
-pub trait GpuRuntime: Send + Sync {
+pub unsafe trait GpuRuntime: Send + Sync {
     /// Prepares the calling thread (`hipInit(0)` once per thread: older runtimes crash when a
     /// file-I/O call is a thread's first HIP call).
     fn thread_init(&self) -> Result<(), RuntimeError>;
@@ -227,6 +250,30 @@ pub enum BufferUse {
     /// An unregistered buffer: any memory kind is described (the backends then refuse what is
     /// not device memory), and its usable length runs to the end of its allocation.
     Unregistered,
+}
+
+/// [`inspect_buffer`], for a buffer that requests will move bytes through: the facts come
+/// back as a [`CheckedBuffer`], which [`Request::validate_checked`](crate::Request) turns
+/// into requests a backend may serve.
+///
+/// # Safety
+///
+/// The memory at `ptr` stays allocated for as long as the result, or any request validated
+/// against it, is used: the runtime's answers describe the memory as it is now.
+///
+/// # Errors
+///
+/// As [`inspect_buffer`].
+pub unsafe fn check_buffer(
+    runtime: &dyn GpuRuntime,
+    ptr: DevicePtr,
+    usage: BufferUse,
+) -> Result<CheckedBuffer, Error> {
+    let facts = inspect_buffer(runtime, ptr, usage)?;
+    // SAFETY: the facts are the runtime's answers (an `unsafe trait` whose implementers
+    // promise they are true) about memory the caller keeps allocated (this function's
+    // contract); a non-device buffer is never served by either backend.
+    Ok(unsafe { CheckedBuffer::new_unchecked(facts) })
 }
 
 /// Validates a buffer once (SPEC.md §3) and describes it for scoring.

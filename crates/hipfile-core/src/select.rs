@@ -69,7 +69,7 @@ pub fn submit(
     s: &Submission<'_>,
     target: &IoTarget<'_>,
 ) -> Result<Outcome, Error> {
-    let op = s.request.op;
+    let op = s.request.op();
     let decision = decide(backends, s);
     let Some(first) = decision.selected else {
         return Err(Error::NoBackend {
@@ -149,11 +149,11 @@ fn run(
 ) -> Result<Result<u64, Error>, BackendError> {
     let n = backend.io(s, target)?;
     Ok(match u64::try_from(n) {
-        Ok(bytes) if bytes <= s.request.size => Ok(bytes),
+        Ok(bytes) if bytes <= s.request.size() => Ok(bytes),
         _ => Err(Error::Internal(format!(
             "the {} returned {n} bytes for a request of {}",
             backend.kind(),
-            s.request.size
+            s.request.size()
         ))),
     })
 }

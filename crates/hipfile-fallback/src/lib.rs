@@ -153,9 +153,12 @@ impl Backend for Fallback {
         let Some(pool) = &self.staging else {
             return Err(BackendError::Unsupported(format!(
                 "the fallback cannot {}: it was made for scoring only, without a GPU runtime",
-                s.request.op
+                s.request.op()
             )));
         };
+        if !s.request.is_checked() {
+            return Err(BackendError::unchecked(s.request.op()));
+        }
         let direct = target
             .direct
             .filter(|_| self.cold_direct_reads && s.file.dio_offset_align() > 0)

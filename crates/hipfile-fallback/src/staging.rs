@@ -433,8 +433,8 @@ impl DeviceRange {
     /// The device memory `r` reads into or writes from: `address..address + size`.
     pub(crate) fn of_request(r: &ValidRequest) -> Self {
         DeviceRange {
-            start: r.address,
-            len: r.size,
+            start: r.address(),
+            len: r.size(),
         }
     }
 

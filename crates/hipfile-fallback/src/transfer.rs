@@ -69,37 +69,37 @@ pub(crate) fn serve(
     fd: BorrowedFd<'_>,
     direct: Option<Direct<'_>>,
 ) -> Result<u64, BackendError> {
-    if r.size == 0 {
+    if r.size() == 0 {
         return Ok(0);
     }
-    if r.size > small_io_threshold
+    if r.size() > small_io_threshold
         && let Some(p) = pipeline
         && let Some(moved) = p.run(
-            r.op,
+            r.op(),
             gpu,
             fd,
             direct,
             DeviceRange::of_request(r),
-            r.file_offset,
+            r.file_offset(),
         )
     {
         let moved = moved?;
-        if r.op == Op::Write {
+        if r.op() == Op::Write {
             sync_data(fd)?;
         }
         return Ok(moved);
     }
     let mut buf = pool.acquire()?;
     let moved = transfer_range(
-        r.op,
+        r.op(),
         fd,
         DeviceRange::of_request(r),
-        r.file_offset,
+        r.file_offset(),
         &mut buf,
     )?;
     // Give the buffer back before waiting on the disk: others may use it meanwhile.
     drop(buf);
-    if r.op == Op::Write {
+    if r.op() == Op::Write {
         sync_data(fd)?;
     }
     Ok(moved)

@@ -1238,3 +1238,46 @@ fn buffers_on_several_devices_are_served_at_once() {
     assert!(fb.tasks_dispatched() > 0);
     assert_pool_idle(&fb);
 }
+
+/// Facts that nobody checked (a made-up length, say) can be scored, but the fallback moves
+/// no bytes for a request validated against them: it neither copies nor stages anything.
+#[test]
+fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
+    use hipfile_core::runtime::MockGpuRuntime;
+    let mut rt = MockGpuRuntime::new();
+    rt.expect_alloc_pinned().never();
+    rt.expect_copy_to_device().never();
+    rt.expect_copy_to_host().never();
+    let fallback =
+        Fallback::with_runtime(&config(), std::sync::Arc::new(rt), StagingConfig::default());
+    let file = std::fs::File::open("/dev/zero").unwrap();
+    let made_up = hipfile_core::BufferFacts {
+        base: hipfile_core::DevicePtr(0x7f00_0000_0000),
+        len: 1 << 20,
+        memory: hipfile_core::MemoryKind::Device,
+        device: 0,
+    };
+    for op in [Op::Read, Op::Write] {
+        let request = hipfile_core::Request {
+            op,
+            size: 1 << 20,
+            file_offset: 0,
+            buffer_offset: 0,
+        }
+        .validate(&made_up)
+        .unwrap();
+        let facts = hipfile_probe::file_facts(std::os::fd::AsFd::as_fd(&file)).unwrap();
+        let s = hipfile_core::Submission {
+            request: &request,
+            file: &facts,
+            buffer: &made_up,
+        };
+        assert!(fallback.score(&s).accepted());
+        let target = hipfile_core::IoTarget {
+            direct: None,
+            buffered: std::os::fd::AsFd::as_fd(&file),
+        };
+        let e = fallback.io(&s, &target).unwrap_err();
+        assert!(e.to_string().contains("did not vouch"), "{e}");
+    }
+}

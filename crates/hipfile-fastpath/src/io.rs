@@ -62,7 +62,7 @@ impl AmdFileIo {
         r: &ValidRequest,
         target: &IoTarget<'_>,
     ) -> Result<i64, BackendError> {
-        if r.size == 0 {
+        if r.size() == 0 {
             return Ok(0);
         }
         let Some(direct) = target.direct else {
@@ -70,26 +70,32 @@ impl AmdFileIo {
             // scoring gets here.
             return Err(BackendError::Unsupported(format!(
                 "the fastpath cannot {}: the file has no O_DIRECT descriptor",
-                r.op
+                r.op()
             )));
         };
         self.ensure_thread_init()?;
         let fd = direct.as_raw_fd();
         // Validation keeps `file_offset + size` within `i64::MAX`.
-        let offset = i64::try_from(r.file_offset).map_err(|_| BackendError::Os {
-            call: call_name(r.op),
+        let offset = i64::try_from(r.file_offset()).map_err(|_| BackendError::Os {
+            call: call_name(r.op()),
             errno: libc::EOVERFLOW,
         })?;
-        let moved = match r.op {
+        let moved = match r.op() {
             // SAFETY: `r.address..r.address + r.size` lies inside the request's device
             // buffer, as core's validation guarantees (see the module's `# Safety`); the
             // buffer outlives this call, which is synchronous.
-            Op::Read => unsafe { self.runtime.amd_file_read(fd, r.address, r.size, offset) },
+            Op::Read => unsafe {
+                self.runtime
+                    .amd_file_read(fd, r.address(), r.size(), offset)
+            },
             // SAFETY: as for the read: the range lies inside the request's device buffer
             // and the call completes before it returns.
-            Op::Write => unsafe { self.runtime.amd_file_write(fd, r.address, r.size, offset) },
+            Op::Write => unsafe {
+                self.runtime
+                    .amd_file_write(fd, r.address(), r.size(), offset)
+            },
         }
-        .map_err(|e| BackendError::from_file_io(call_name(r.op), e))?;
+        .map_err(|e| BackendError::from_file_io(call_name(r.op()), e))?;
         // A count above the request (or beyond i64) is the runtime breaking its contract;
         // core reports it as an internal error, so pass it on rather than hide it.
         Ok(i64::try_from(moved).unwrap_or(i64::MAX))

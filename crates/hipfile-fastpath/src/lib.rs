@@ -111,13 +111,13 @@ impl Backend for Fastpath {
         if direct {
             let offset_align = u64::from(s.file.dio_offset_align());
             let mem_align = u64::from(s.file.dio_mem_align());
-            if !s.request.file_offset.is_multiple_of(offset_align) {
+            if !s.request.file_offset().is_multiple_of(offset_align) {
                 reasons.push(Reason::FileOffsetMisaligned);
             }
-            if !s.request.size.is_multiple_of(offset_align) {
+            if !s.request.size().is_multiple_of(offset_align) {
                 reasons.push(Reason::SizeMisaligned);
             }
-            if !s.request.address.0.is_multiple_of(mem_align) {
+            if !s.request.address().0.is_multiple_of(mem_align) {
                 reasons.push(Reason::BufferAddressMisaligned);
             }
         }
@@ -138,9 +138,12 @@ impl Backend for Fastpath {
         let Some(io) = &self.io else {
             return Err(BackendError::Unsupported(format!(
                 "the fastpath cannot {}: it was made for scoring only, without a GPU runtime",
-                s.request.op
+                s.request.op()
             )));
         };
+        if !s.request.is_checked() {
+            return Err(BackendError::unchecked(s.request.op()));
+        }
         io.transfer(s.request, target)
     }
 }

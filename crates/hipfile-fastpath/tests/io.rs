@@ -5,7 +5,7 @@
 
 mod support;
 
-use hipfile_core::runtime::{BufferUse, inspect_buffer};
+use hipfile_core::runtime::{BufferUse, check_buffer};
 use hipfile_core::{
     Backend, BackendError, Config, DevicePtr, GpuRuntime, IoTarget, Op, Reason, Request,
     Submission, Verdict,
@@ -87,14 +87,16 @@ fn run(
     file_offset: u64,
     size: u64,
 ) -> (Verdict, Result<i64, BackendError>) {
-    let buffer = inspect_buffer(rt, base, BufferUse::Register { len }).unwrap();
+    // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
+    let checked = unsafe { check_buffer(rt, base, BufferUse::Register { len }) }.unwrap();
+    let buffer = *checked.facts();
     let request = Request {
         op,
         size,
         file_offset: file_offset as i64,
         buffer_offset: buffer_offset as i64,
     }
-    .validate(&buffer)
+    .validate_checked(&checked)
     .unwrap();
     let s = Submission {
         request: &request,

@@ -69,13 +69,15 @@ fn serve(
     fd: Option<&File>,
 ) -> Result<i64, BackendError> {
     let buffer = buffer();
+    // SAFETY: the mock runtime moves no bytes: its file-I/O calls only record what they get.
+    let checked = unsafe { hipfile_core::CheckedBuffer::new_unchecked(buffer) };
     let request = Request {
         op,
         size,
         file_offset: file_offset as i64,
         buffer_offset: buffer_offset as i64,
     }
-    .validate(&buffer)
+    .validate_checked(&checked)
     .unwrap();
     let mut file = facts();
     if fd.is_none() {
@@ -266,4 +268,39 @@ fn the_runtime_says_whether_it_has_amd_file_io() {
     });
     assert_eq!(v.reasons(), [Reason::RuntimeLacksAmdFileIo]);
     assert!(format!("{fp:?}").contains("has_runtime: true"));
+}
+
+/// Facts that nobody checked (a made-up length, say) can be scored, but the fastpath moves
+/// no bytes for a request validated against them: the runtime is never called.
+#[test]
+fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
+    let mut rt = runtime();
+    rt.expect_amd_file_read().never();
+    rt.expect_amd_file_write().never();
+    rt.expect_thread_init().never();
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let file = File::open("/dev/null").unwrap();
+    let made_up = buffer();
+    for op in [Op::Read, Op::Write] {
+        let request = Request {
+            op,
+            size: 1 << 20,
+            file_offset: 0,
+            buffer_offset: 0,
+        }
+        .validate(&made_up)
+        .unwrap();
+        let s = Submission {
+            request: &request,
+            file: &facts(),
+            buffer: &made_up,
+        };
+        assert!(fp.score(&s).accepted());
+        let target = IoTarget {
+            direct: Some(file.as_fd()),
+            buffered: file.as_fd(),
+        };
+        let e = fp.io(&s, &target).unwrap_err();
+        assert!(e.to_string().contains("did not vouch"), "{e}");
+    }
 }

@@ -164,7 +164,11 @@ fn event(e: EventHandle) -> cudaEvent_t {
     cudaEvent_t(e.0 as *mut c_void)
 }
 
-impl GpuRuntime for CudaRuntime {
+// SAFETY: each method is one call of the loaded CUDA runtime, which allocates, describes and
+// copies memory as CUDA documents (`cudaMalloc`, `cudaHostAlloc` page-aligned,
+// `cudaPointerGetAttributes`, `cuMemGetAddressRange`, `cudaMemcpy*`), from any thread. The
+// runtime is trusted as the process's GPU driver is.
+unsafe impl GpuRuntime for CudaRuntime {
     /// `cuInit(0)` once per process, then `cudaFree(NULL)` once per thread, which makes the
     /// current device's primary context current for the driver calls.
     fn thread_init(&self) -> Result<(), RuntimeError> {

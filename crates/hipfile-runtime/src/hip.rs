@@ -124,7 +124,12 @@ fn file_io(e: AmdFileIoError, rt: &HipRuntime, call: &'static str) -> FileIoErro
     }
 }
 
-impl GpuRuntime for HipRuntime {
+// SAFETY: each method is one call of the loaded HIP runtime, which allocates, describes and
+// copies memory as HIP documents (`hipMalloc`, `hipHostMalloc` page-aligned,
+// `hipPointerGetAttributes`, `hipMemGetAddressRange`, `hipMemcpy*`), from any thread; the
+// memory-type codes are decoded for the runtime's ABI version, so `Device` means device
+// memory. The runtime is trusted as the process's GPU driver is.
+unsafe impl GpuRuntime for HipRuntime {
     fn thread_init(&self) -> Result<(), RuntimeError> {
         self.hip.init().map_err(|e| self.error("hipInit", e))
     }

@@ -4,6 +4,7 @@
 use crate::driver::Driver;
 use hipfile_core::{DevicePtr, Error};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A range of GPU device memory that hipfile reads into or writes from.
 ///
@@ -14,6 +15,15 @@ pub struct DeviceBuffer {
     ptr: DevicePtr,
     len: usize,
     owned: bool,
+    /// Tells this buffer from another at the same address, for registrations.
+    id: u64,
+}
+
+/// Gives every [`DeviceBuffer`] its identity.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 impl std::fmt::Debug for DeviceBuffer {
@@ -40,11 +50,13 @@ impl DeviceBuffer {
             ptr,
             len,
             owned: true,
+            id: next_id(),
         })
     }
 
     /// Describes memory the caller allocated (with the runtime's allocator or a framework's).
-    /// The buffer is validated when it is registered or used, not here.
+    /// The buffer is validated when it is registered or used, not here; its registration, if
+    /// any, ends when it is dropped, and the memory is never freed by hipfile.
     ///
     /// # Safety
     ///
@@ -57,7 +69,17 @@ impl DeviceBuffer {
             ptr,
             len,
             owned: false,
+            id: next_id(),
         }
+    }
+
+    /// The driver the buffer belongs to.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The device address.
@@ -127,11 +149,12 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        // A registration must not outlive the memory it describes: a later allocation at the
+        // same address would pass validation with this buffer's length.
+        self.driver.forget_buffer(self);
         if !self.owned {
             return;
         }
-        // A buffer still registered is deregistered with it.
-        let _ = self.driver.deregister_buffer(self);
         // SAFETY: the memory came from `alloc_device` of this runtime and, the buffer being
         // dropped, no request can be using it (requests borrow the buffer).
         #[allow(unsafe_code)]

@@ -5,8 +5,8 @@ use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
 use crate::file::FileHandle;
 use crate::runtime::{RuntimeReport, load_runtime};
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
-use hipfile_core::runtime::{BufferUse, inspect_buffer};
-use hipfile_core::{BufferFacts, Config, ConfigBuilder, Error, GpuRuntime};
+use hipfile_core::runtime::{BufferUse, check_buffer};
+use hipfile_core::{CheckedBuffer, Config, ConfigBuilder, Error, GpuRuntime};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
 use std::collections::{BTreeMap, HashSet};
@@ -33,8 +33,11 @@ pub(crate) struct Inner {
 }
 
 pub(crate) struct RegisteredBuffer {
-    pub(crate) facts: BufferFacts,
-    pub(crate) in_flight: AtomicUsize,
+    /// The [`DeviceBuffer`] that was registered ([`DeviceBuffer::id`]): another buffer at the
+    /// same address (a view made with `from_raw`, or a later allocation) is not it.
+    owner: u64,
+    facts: CheckedBuffer,
+    in_flight: AtomicUsize,
 }
 
 /// The process-wide driver that [`Driver::open`] and implicit opens share.
@@ -186,21 +189,41 @@ impl Driver {
         PinnedHostBuffer::alloc(self.clone(), len)
     }
 
-    /// Registers a device buffer (optional: unregistered buffers are validated per call).
+    /// Registers a device buffer (optional: unregistered buffers are validated per call). The
+    /// registration ends when the buffer is deregistered or dropped.
     ///
     /// # Errors
     ///
-    /// [`Error::MemoryAlreadyRegistered`], or the validation errors of SPEC.md §3: not
-    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
+    /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
+    /// driver (register it with its own); or the validation errors of SPEC.md §3: not device
+    /// memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
     /// ([`Error::PointerRange`]).
     pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
-        let facts = inspect_buffer(
-            self.inner.runtime.as_ref(),
-            buffer.ptr(),
-            BufferUse::Register {
-                len: buffer.len() as u64,
-            },
-        )?;
+        if !buffer.driver().same_as(self) {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: format!(
+                    "buffer {} belongs to another driver; register it with the driver that \
+                     allocated or described it",
+                    buffer.ptr()
+                ),
+            });
+        }
+        // SAFETY: the registration lives in this driver only (checked above) and is removed
+        // when `buffer` is dropped (`DeviceBuffer`'s `Drop`), before an owned buffer frees
+        // its memory; a borrowed buffer's memory stays allocated while it lives (the
+        // contract of `DeviceBuffer::from_raw`). Requests use the registration only while
+        // they borrow `buffer` (`Driver::buffer_facts`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.inner.runtime.as_ref(),
+                buffer.ptr(),
+                BufferUse::Register {
+                    len: buffer.len() as u64,
+                },
+            )
+        }?;
         let mut map = self
             .inner
             .buffers
@@ -212,6 +235,7 @@ impl Driver {
         map.insert(
             buffer.ptr().0,
             Arc::new(RegisteredBuffer {
+                owner: buffer.id(),
                 facts,
                 in_flight: AtomicUsize::new(0),
             }),
@@ -223,14 +247,15 @@ impl Driver {
     ///
     /// # Errors
     ///
-    /// [`Error::MemoryNotRegistered`]; [`Error::InUse`] while I/O uses it.
+    /// [`Error::MemoryNotRegistered`] when this buffer is not registered (another buffer at
+    /// the same address may be); [`Error::InUse`] while I/O uses it.
     pub fn deregister_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
         let mut map = self
             .inner
             .buffers
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let Some(entry) = map.get(&buffer.ptr().0) else {
+        let Some(entry) = map.get(&buffer.ptr().0).filter(|e| e.owner == buffer.id()) else {
             return Err(Error::MemoryNotRegistered { ptr: buffer.ptr() });
         };
         let count = entry.in_flight.load(Ordering::SeqCst);
@@ -242,6 +267,22 @@ impl Driver {
         }
         map.remove(&buffer.ptr().0);
         Ok(())
+    }
+
+    /// Ends `buffer`'s registration, if it has one, as it is dropped: no request can be using
+    /// it then, since requests borrow the buffer.
+    pub(crate) fn forget_buffer(&self, buffer: &DeviceBuffer) {
+        let mut map = self
+            .inner
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if map
+            .get(&buffer.ptr().0)
+            .is_some_and(|e| e.owner == buffer.id())
+        {
+            map.remove(&buffer.ptr().0);
+        }
     }
 
     /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
@@ -283,29 +324,33 @@ impl Driver {
         Ok(buffer)
     }
 
-    /// The facts of `ptr` for one request: the registration's when registered (with the
-    /// in-flight count raised until the guard drops), else validated now.
+    /// The facts of `buffer` for one request: its registration's when it is registered (with
+    /// the in-flight count raised until the guard drops), else checked now.
     pub(crate) fn buffer_facts(
         &self,
         buffer: &DeviceBuffer,
-    ) -> Result<(BufferFacts, Option<InFlight>), Error> {
+    ) -> Result<(CheckedBuffer, Option<InFlight>), Error> {
         let map = self
             .inner
             .buffers
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = map.get(&buffer.ptr().0) {
+        if let Some(entry) = map.get(&buffer.ptr().0).filter(|e| e.owner == buffer.id()) {
             entry.in_flight.fetch_add(1, Ordering::SeqCst);
             return Ok((entry.facts, Some(InFlight(Arc::clone(entry)))));
         }
         drop(map);
-        let mut facts = inspect_buffer(
-            self.inner.runtime.as_ref(),
-            buffer.ptr(),
-            BufferUse::Unregistered,
-        )?;
-        facts.len = facts.len.min(buffer.len() as u64);
-        Ok((facts, None))
+        // SAFETY: the caller borrows `buffer` for the whole request, and its memory stays
+        // allocated while it lives (owned, or by the contract of `DeviceBuffer::from_raw`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.inner.runtime.as_ref(),
+                buffer.ptr(),
+                BufferUse::Unregistered,
+            )
+        }?;
+        Ok((facts.truncated(buffer.len() as u64), None))
     }
 
     pub(crate) fn claim_fd(&self, fd: &impl AsRawFd) -> Result<(), Error> {

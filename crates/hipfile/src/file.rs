@@ -3,10 +3,10 @@
 use crate::buffer::DeviceBuffer;
 use crate::driver::Driver;
 use hipfile_core::{Backend, BackendKind, Error, IoTarget, Op, Request, Submission, submit};
-use hipfile_probe::{FileFacts, ProbedFile, probe_fd};
+use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A file registered for GPU I/O. Cheap to clone; `Send + Sync`, so one handle serves many
 /// threads at once. Dropping the last clone deregisters it.
@@ -22,8 +22,66 @@ struct FileInner {
     /// Our duplicate of the caller's descriptor.
     fd: OwnedFd,
     probed: ProbedFile,
-    in_flight: AtomicUsize,
-    deregistered: AtomicBool,
+    registration: Registration,
+}
+
+/// A handle's registration and its requests in flight, in one atomic word so that each
+/// change is one step: the top bit says "deregistered", the rest counts requests. A request
+/// counts itself in only while the bit is clear, and deregistration sets the bit only while
+/// the count is 0, so a refused deregistration changes nothing that a request could see.
+struct Registration(AtomicUsize);
+
+const DEREGISTERED: usize = 1 << (usize::BITS - 1);
+
+impl Registration {
+    fn new() -> Registration {
+        Registration(AtomicUsize::new(0))
+    }
+
+    /// Counts a request in, unless the handle is deregistered.
+    fn enter(&self) -> Result<InFlight<'_>, Error> {
+        let mut now = self.0.load(Ordering::Acquire);
+        loop {
+            if now & DEREGISTERED != 0 {
+                return Err(Error::HandleNotRegistered);
+            }
+            match self
+                .0
+                .compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(InFlight(&self.0)),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// Marks the handle deregistered if no request is in flight.
+    fn deregister(&self) -> Result<(), Error> {
+        match self
+            .0
+            .compare_exchange(0, DEREGISTERED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(seen) if seen & DEREGISTERED != 0 => Err(Error::HandleNotRegistered),
+            Err(count) => Err(Error::InUse {
+                what: "file",
+                count,
+            }),
+        }
+    }
+
+    fn is_deregistered(&self) -> bool {
+        self.0.load(Ordering::Acquire) & DEREGISTERED != 0
+    }
+}
+
+/// One request counted in; counted out when dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for FileHandle {
@@ -52,10 +110,11 @@ impl FileHandle {
         let key = fd.as_raw_fd();
         driver.claim_fd(&fd)?;
         let opened = (|| {
-            let dup = fd
-                .try_clone_to_owned()
-                .map_err(|e| Error::DriverOpen(format!("dup of descriptor {key} failed: {e}")))?;
+            let dup = duplicate(fd).map_err(Error::Probe)?;
             let probed = probe_fd(dup.as_fd()).map_err(Error::Probe)?;
+            if let Some(why) = probed.facts.unusable() {
+                return Err(Error::UnusableFile(why));
+            }
             Ok::<_, Error>((dup, probed))
         })();
         match opened {
@@ -65,8 +124,7 @@ impl FileHandle {
                     key,
                     fd,
                     probed,
-                    in_flight: AtomicUsize::new(0),
-                    deregistered: AtomicBool::new(false),
+                    registration: Registration::new(),
                 }),
             }),
             Err(e) => {
@@ -126,19 +184,7 @@ impl FileHandle {
     /// [`Error::InUse`] while requests are in flight (nothing changes then);
     /// [`Error::HandleNotRegistered`] when already deregistered.
     pub fn deregister(&self) -> Result<(), Error> {
-        // Mark first, then look for requests: one that started before the mark is counted
-        // and the deregistration backs out; one that starts after it sees the mark.
-        if self.inner.deregistered.swap(true, Ordering::SeqCst) {
-            return Err(Error::HandleNotRegistered);
-        }
-        let count = self.inner.in_flight.load(Ordering::SeqCst);
-        if count > 0 {
-            self.inner.deregistered.store(false, Ordering::SeqCst);
-            return Err(Error::InUse {
-                what: "file",
-                count,
-            });
-        }
+        self.inner.registration.deregister()?;
         self.inner.driver.release_fd(self.inner.key);
         Ok(())
     }
@@ -152,11 +198,7 @@ impl FileHandle {
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
-        inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        let _guard = Decrement(&inner.in_flight);
-        if inner.deregistered.load(Ordering::SeqCst) {
-            return Err(Error::HandleNotRegistered);
-        }
+        let _in_flight = inner.registration.enter()?;
         let driver = &inner.driver.inner;
         let result = (|| {
             let (facts, _registered) = inner.driver.buffer_facts(buffer)?;
@@ -166,7 +208,7 @@ impl FileHandle {
                 file_offset,
                 buffer_offset,
             }
-            .validate(&facts)?;
+            .validate_checked(&facts)?;
             let caller = inner.fd.as_fd();
             let target = IoTarget {
                 direct: inner.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
@@ -175,10 +217,10 @@ impl FileHandle {
             let submission = Submission {
                 request: &request,
                 file: &inner.probed.facts,
-                buffer: &facts,
+                buffer: facts.facts(),
             };
             let backends: [&dyn Backend; 2] = [&driver.fastpath, &driver.fallback];
-            submit(&backends, &submission, &target).map(|o| (o, facts.device))
+            submit(&backends, &submission, &target).map(|o| (o, facts.facts().device))
         })();
         match result {
             Ok((o, device)) => {
@@ -204,16 +246,8 @@ impl Drop for FileInner {
     fn drop(&mut self) {
         // The last clone of the handle is gone: release the descriptor number, unless
         // `deregister` already did.
-        if !self.deregistered.load(Ordering::SeqCst) {
+        if !self.registration.is_deregistered() {
             self.driver.release_fd(self.key);
         }
-    }
-}
-
-struct Decrement<'a>(&'a AtomicUsize);
-
-impl Drop for Decrement<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -274,7 +274,7 @@ fn fault_child(expect: &str) {
 }
 
 fn libc_eio() -> i32 {
-    5
+    libc::EIO
 }
 
 #[test]
@@ -759,4 +759,425 @@ fn allocating_on_a_device_that_does_not_exist_fails() {
     let e = d.alloc_on(7, 4096).unwrap_err();
     assert!(matches!(e, Error::Runtime(_)), "{e}");
     assert!(d.alloc_on(0, 4096).is_ok());
+}
+
+// ---- descriptors, registrations and what safe code can reach ----
+
+/// A write at an offset lands at that offset, also through a descriptor opened with
+/// `O_APPEND` (Linux appends whatever offset `pwrite` is given on such a descriptor).
+fn writes_land_at_their_offset_on_an_append_descriptor(fs_path: &Path, aligned: BackendKind) {
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = fs_path.join("append.bin");
+    let old = pattern(16384, 5);
+    write_file(&path, &old);
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let src = pattern(8192, 77);
+    let buf = d.alloc(src.len()).unwrap();
+    buf.copy_from_host(0, &src).unwrap();
+    let small = fh.write(&buf, 10, 100, 0).unwrap();
+    assert_eq!((small.bytes, small.backend), (10, BackendKind::Fallback));
+    let big = fh.write(&buf, 4096, 8192, 4096).unwrap();
+    assert_eq!((big.bytes, big.backend), (4096, aligned));
+    let mut want = old;
+    want[100..110].copy_from_slice(&src[..10]);
+    want[8192..12288].copy_from_slice(&src[4096..]);
+    let back = std::fs::read(&path).unwrap();
+    assert_eq!(back.len(), want.len(), "nothing was appended");
+    assert!(back == want, "the bytes are where the writes asked");
+}
+
+#[test]
+fn writes_land_at_their_offset_on_an_append_descriptor_on_xfs() {
+    let fs = require!(MountedFs::xfs(300));
+    writes_land_at_their_offset_on_an_append_descriptor(fs.path(), BackendKind::Fastpath);
+}
+
+#[test]
+fn writes_land_at_their_offset_on_an_append_descriptor_on_tmpfs() {
+    let fs = require!(MountedFs::tmpfs(16));
+    writes_land_at_their_offset_on_an_append_descriptor(fs.path(), BackendKind::Fallback);
+}
+
+/// Descriptors no request could ever use are refused at registration, each with its reason
+/// and hipFile's code; nothing stays registered.
+#[test]
+fn descriptors_that_can_never_do_io_are_not_registered() {
+    use hipfile::core::HipFileCode;
+    let dir = TempDir::new("hipfile-unusable");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = dir.path().join("f.bin");
+    write_file(&path, &pattern(4096, 1));
+    let fifo = hipfile_testfs::fifo(dir.path());
+    let open = |p: &Path, flags: i32| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(p)
+            .unwrap()
+    };
+    let o_path = rustix::fs::open(
+        &path,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let (socket, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+    let cases: Vec<(Box<dyn std::os::fd::AsFd>, &str, HipFileCode)> = vec![
+        (
+            Box::new(open(dir.path(), libc::O_DIRECTORY)),
+            "directory",
+            HipFileCode::InvalidFileType,
+        ),
+        (
+            Box::new(open(&fifo, libc::O_NONBLOCK)),
+            "FIFO",
+            HipFileCode::InvalidFileType,
+        ),
+        (Box::new(socket), "socket", HipFileCode::InvalidFileType),
+        (Box::new(o_path), "O_PATH", HipFileCode::InvalidFileOpenFlag),
+    ];
+    for (fd, what, code) in cases {
+        let e = d.register_file(&fd.as_fd()).unwrap_err();
+        assert!(matches!(e, Error::UnusableFile(_)), "{what}: {e:?}");
+        assert!(e.to_string().contains(what), "{what}: {e}");
+        assert_eq!(e.code(), hipfile::ErrorCode::HipFile(code), "{what}");
+        // Refused, so not registered: the same descriptor is refused again for the same
+        // reason, not as registered twice.
+        let again = d.register_file(&fd.as_fd()).unwrap_err();
+        assert!(matches!(again, Error::UnusableFile(_)), "{what}: {again:?}");
+    }
+}
+
+#[test]
+fn a_closed_descriptor_is_ebadf_said_once() {
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let file = File::open("/dev/null").unwrap();
+    let number = std::os::fd::AsRawFd::as_raw_fd(&file);
+    drop(file);
+    // SAFETY: the number is closed; registration only duplicates it, which fails with EBADF
+    // without touching anything else.
+    #[allow(unsafe_code)]
+    let closed = unsafe { std::os::fd::BorrowedFd::borrow_raw(number) };
+    let e = d.register_file(&closed).unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EBADF), "{e}");
+    let text = e.to_string();
+    assert!(!text.contains("driver"), "{text}");
+    assert_eq!(text.matches("Bad file descriptor").count(), 1, "{text}");
+}
+
+/// The emulated runtime, with one request parked inside its first synchronous copy to the
+/// device once armed, until released: a request held in flight for as long as a test needs.
+struct Parking {
+    inner: std::sync::Arc<dyn hipfile::core::GpuRuntime>,
+    armed: std::sync::atomic::AtomicBool,
+    parked: std::sync::Mutex<bool>,
+    released: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl Parking {
+    fn park_here(&self) {
+        if !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        *self.parked.lock().unwrap() = true;
+        self.wake.notify_all();
+        let mut released = self.released.lock().unwrap();
+        while !*released {
+            released = self.wake.wait(released).unwrap();
+        }
+    }
+
+    /// Waits until a request is parked, or `gone` says the one expected to park ended.
+    fn wait_parked(&self, gone: impl Fn() -> bool) {
+        let mut parked = self.parked.lock().unwrap();
+        while !*parked {
+            assert!(!gone(), "the request to hold ended without parking");
+            let (p, _) = self
+                .wake
+                .wait_timeout(parked, std::time::Duration::from_millis(10))
+                .unwrap();
+            parked = p;
+        }
+    }
+
+    fn release(&self) {
+        *self.released.lock().unwrap() = true;
+        self.wake.notify_all();
+    }
+}
+
+// SAFETY: every method is the emulated runtime's (whose promises hold), only delayed.
+#[allow(unsafe_code)]
+unsafe impl hipfile::core::GpuRuntime for Parking {
+    fn thread_init(&self) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.thread_init()
+    }
+    fn device_count(&self) -> Result<i32, hipfile::core::RuntimeError> {
+        self.inner.device_count()
+    }
+    fn current_device(&self) -> Result<i32, hipfile::core::RuntimeError> {
+        self.inner.current_device()
+    }
+    fn set_device(&self, device: i32) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.set_device(device)
+    }
+    fn pointer_info(
+        &self,
+        ptr: hipfile::DevicePtr,
+    ) -> Result<hipfile::core::PointerInfo, hipfile::core::RuntimeError> {
+        self.inner.pointer_info(ptr)
+    }
+    fn address_range(
+        &self,
+        ptr: hipfile::DevicePtr,
+    ) -> Result<(hipfile::DevicePtr, u64), hipfile::core::RuntimeError> {
+        self.inner.address_range(ptr)
+    }
+    fn has_amd_file_io(&self) -> bool {
+        self.inner.has_amd_file_io()
+    }
+    fn alloc_device(&self, len: usize) -> Result<hipfile::DevicePtr, hipfile::core::RuntimeError> {
+        self.inner.alloc_device(len)
+    }
+    unsafe fn free_device(
+        &self,
+        ptr: hipfile::DevicePtr,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.free_device(ptr) }
+    }
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, hipfile::core::RuntimeError> {
+        self.inner.alloc_pinned(len)
+    }
+    unsafe fn free_pinned(&self, ptr: *mut u8) -> Result<(), hipfile::core::RuntimeError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.free_pinned(ptr) }
+    }
+    fn stream_create(
+        &self,
+    ) -> Result<hipfile::core::runtime::StreamHandle, hipfile::core::RuntimeError> {
+        self.inner.stream_create()
+    }
+    fn stream_destroy(
+        &self,
+        stream: hipfile::core::runtime::StreamHandle,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.stream_destroy(stream)
+    }
+    fn stream_synchronize(
+        &self,
+        stream: hipfile::core::runtime::StreamHandle,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.stream_synchronize(stream)
+    }
+    fn event_create(
+        &self,
+    ) -> Result<hipfile::core::runtime::EventHandle, hipfile::core::RuntimeError> {
+        self.inner.event_create()
+    }
+    fn event_record(
+        &self,
+        event: hipfile::core::runtime::EventHandle,
+        stream: hipfile::core::runtime::StreamHandle,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.event_record(event, stream)
+    }
+    fn event_synchronize(
+        &self,
+        event: hipfile::core::runtime::EventHandle,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.event_synchronize(event)
+    }
+    fn event_destroy(
+        &self,
+        event: hipfile::core::runtime::EventHandle,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        self.inner.event_destroy(event)
+    }
+    unsafe fn copy_to_device(
+        &self,
+        dst: hipfile::DevicePtr,
+        src: *const u8,
+        len: usize,
+        stream: Option<hipfile::core::runtime::StreamHandle>,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        if stream.is_none() {
+            self.park_here();
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.copy_to_device(dst, src, len, stream) }
+    }
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: hipfile::DevicePtr,
+        len: usize,
+        stream: Option<hipfile::core::runtime::StreamHandle>,
+    ) -> Result<(), hipfile::core::RuntimeError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.copy_to_host(dst, src, len, stream) }
+    }
+    unsafe fn amd_file_read(
+        &self,
+        fd: std::os::fd::RawFd,
+        dst: hipfile::DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, hipfile::core::runtime::FileIoError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.amd_file_read(fd, dst, size, offset) }
+    }
+    unsafe fn amd_file_write(
+        &self,
+        fd: std::os::fd::RawFd,
+        src: hipfile::DevicePtr,
+        size: u64,
+        offset: i64,
+    ) -> Result<u64, hipfile::core::runtime::FileIoError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.amd_file_write(fd, src, size, offset) }
+    }
+}
+
+struct ReleaseOnDrop<'a>(&'a Parking);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// A refused deregistration changes nothing: with one request held in flight, every
+/// deregistration from two threads is refused as in use, and the small reads that other
+/// threads make meanwhile all succeed.
+#[test]
+fn a_refused_deregistration_changes_nothing() {
+    let base = driver(ConfigBuilder::new()).unwrap();
+    let parking = std::sync::Arc::new(Parking {
+        inner: base.gpu().clone(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+        parked: std::sync::Mutex::new(false),
+        released: std::sync::Mutex::new(false),
+        wake: std::sync::Condvar::new(),
+    });
+    let d = Driver::with_runtime(
+        base.config().clone(),
+        parking.clone(),
+        base.runtime().clone(),
+    );
+    let dir = TempDir::new("hipfile-refused");
+    let path = dir.path().join("r.bin");
+    let data = pattern(1 << 16, 9);
+    write_file(&path, &data);
+    let file = File::open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    const READERS: usize = 2;
+    const READS: usize = 3000;
+    let reading = std::sync::atomic::AtomicUsize::new(READERS);
+    std::thread::scope(|s| {
+        let held = s.spawn(|| {
+            let buf = d.alloc(4096).unwrap();
+            parking
+                .armed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            // Unaligned, so the fallback serves it and copies to the device synchronously.
+            fh.read(&buf, 4000, 0, 0).map(|o| o.bytes)
+        });
+        // Released however this scope ends, so that a failed assertion fails the test
+        // instead of leaving the held request parked for ever.
+        let _release = ReleaseOnDrop(&parking);
+        parking.wait_parked(|| held.is_finished());
+        let readers: Vec<_> = (0..READERS)
+            .map(|_| {
+                s.spawn(|| {
+                    let buf = d.alloc(4096).unwrap();
+                    let failed = (0..READS)
+                        .filter(|i| fh.read(&buf, 100, (*i % 1000) as i64, 0).is_err())
+                        .count();
+                    reading.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    failed
+                })
+            })
+            .collect();
+        // Deregistrations from two threads for as long as the reads go on.
+        let deregisterers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut not_refused = 0;
+                    while reading.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                        if !matches!(fh.deregister(), Err(Error::InUse { .. })) {
+                            not_refused += 1;
+                        }
+                    }
+                    not_refused
+                })
+            })
+            .collect();
+        for r in readers {
+            assert_eq!(r.join().unwrap(), 0, "reads failed while registered");
+        }
+        for t in deregisterers {
+            assert_eq!(
+                t.join().unwrap(),
+                0,
+                "a deregistration was not refused as in use"
+            );
+        }
+        parking.release();
+        assert_eq!(held.join().unwrap().unwrap(), 4000);
+    });
+    // Nothing in flight now: the handle deregisters once, then is not registered.
+    fh.deregister().unwrap();
+    assert!(matches!(fh.deregister(), Err(Error::HandleNotRegistered)));
+}
+
+/// Registrations end with the memory they describe: a buffer registers only with its own
+/// driver, and one made with `from_raw` is deregistered when dropped, so a later buffer at
+/// the same address is not taken for it.
+#[test]
+fn registrations_do_not_outlive_their_buffers() {
+    let a = driver(ConfigBuilder::new()).unwrap();
+    let b = driver(ConfigBuilder::new()).unwrap();
+    let owned = a.alloc(1 << 20).unwrap();
+    let e = b.register_buffer(&owned).unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
+    assert!(e.to_string().contains("another driver"), "{e}");
+
+    // A view of the first 64 KiB, registered, then dropped.
+    // SAFETY: `owned` outlives the views, which only describe part of it.
+    #[allow(unsafe_code)]
+    let view = |len| unsafe { hipfile::DeviceBuffer::from_raw(&a, owned.ptr(), len) };
+    let first = view(64 << 10);
+    a.register_buffer(&first).unwrap();
+    // Another buffer at the same address is not the registered one.
+    let alias = view(4096);
+    assert!(matches!(
+        a.deregister_buffer(&alias),
+        Err(Error::MemoryNotRegistered { .. })
+    ));
+    drop(first);
+    // The registration went with it: the address registers afresh, with the new length.
+    let second = view(4096);
+    a.register_buffer(&second).unwrap();
+    a.deregister_buffer(&second).unwrap();
+
+    // A request through an alias of a registered buffer is validated against the alias's
+    // own length, not the registration's.
+    let big = view(1 << 20);
+    a.register_buffer(&big).unwrap();
+    let dir = TempDir::new("hipfile-alias");
+    let path = dir.path().join("a.bin");
+    write_file(&path, &pattern(1 << 20, 2));
+    let file = File::open(&path).unwrap();
+    let fh = a.register_file(&file).unwrap();
+    let small = view(4096);
+    let e = fh.read(&small, 8192, 0, 0).unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
+    assert_eq!(fh.read(&big, 8192, 0, 0).unwrap().bytes, 8192);
 }

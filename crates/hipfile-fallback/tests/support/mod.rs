@@ -23,8 +23,8 @@
 
 use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
 use hipfile_core::{
-    Backend, BackendError, BufferFacts, Config, DevicePtr, GpuRuntime, IoTarget, MemoryKind, Op,
-    PointerInfo, Request, RuntimeError, Submission,
+    Backend, BackendError, Config, DevicePtr, GpuRuntime, IoTarget, MemoryKind, Op, PointerInfo,
+    Request, RuntimeError, Submission,
 };
 use hipfile_probe::FileFacts;
 use std::alloc::Layout;
@@ -270,7 +270,11 @@ impl Drop for HostMemRuntime {
     }
 }
 
-impl GpuRuntime for HostMemRuntime {
+// SAFETY: "device" and pinned memory are host allocations this runtime made and records, of
+// the lengths asked for and 4096-aligned; `address_range` and `pointer_info` answer from that
+// record; every copy checks that both sides lie inside live allocations before it moves a
+// byte, and a deferred copy runs no later than the synchronisation that waits for it.
+unsafe impl GpuRuntime for HostMemRuntime {
     fn thread_init(&self) -> Result<(), RuntimeError> {
         self.thread_inits.fetch_add(1, Ordering::SeqCst);
         Ok(())
@@ -564,11 +568,14 @@ fn submit(
     (op, base, len): (Op, DevicePtr, u64),
     (buffer_offset, file_offset, size): (u64, u64, u64),
 ) -> Result<i64, BackendError> {
-    let buffer: BufferFacts = hipfile_core::runtime::inspect_buffer(
-        runtime,
-        base,
-        hipfile_core::runtime::BufferUse::Register { len },
-    )
+    // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
+    let buffer = unsafe {
+        hipfile_core::runtime::check_buffer(
+            runtime,
+            base,
+            hipfile_core::runtime::BufferUse::Register { len },
+        )
+    }
     .unwrap();
     let request = Request {
         op,
@@ -576,12 +583,12 @@ fn submit(
         file_offset: file_offset as i64,
         buffer_offset: buffer_offset as i64,
     }
-    .validate(&buffer)
+    .validate_checked(&buffer)
     .unwrap();
     let s = Submission {
         request: &request,
         file,
-        buffer: &buffer,
+        buffer: buffer.facts(),
     };
     assert!(
         backend.score(&s).accepted(),

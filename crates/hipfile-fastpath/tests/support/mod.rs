@@ -98,7 +98,10 @@ impl Drop for HostMemRuntime {
     }
 }
 
-impl GpuRuntime for HostMemRuntime {
+// SAFETY: "device" memory is host allocations this runtime made and records, of the lengths
+// asked for; `address_range` and `pointer_info` answer from that record, and the file-I/O
+// calls check that their range lies inside a live allocation before they move a byte.
+unsafe impl GpuRuntime for HostMemRuntime {
     fn thread_init(&self) -> Result<(), RuntimeError> {
         self.thread_inits.fetch_add(1, Ordering::SeqCst);
         Ok(())
