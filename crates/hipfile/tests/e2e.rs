@@ -563,6 +563,50 @@ fn a_file_truncated_during_reads_gives_short_counts_not_garbage() {
     assert!(got[..] == data[..5000]);
 }
 
+/// A task size that overflows any arithmetic on it warns, naming the variable, the value and
+/// what is used instead, and the driver still opens and serves large requests through the
+/// fallback's I/O threads.
+#[test]
+fn an_overflowing_task_size_warns_and_the_driver_serves() {
+    let lib = require!(emulated_runtime());
+    let value = u64::MAX.to_string();
+    let (config, warnings) = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .build_with(|k| (k == "HIPFILE_TASK_SIZE").then(|| value.clone()));
+    let [warning] = &warnings[..] else {
+        panic!("one warning expected: {warnings:?}");
+    };
+    let text = warning.to_string();
+    for needle in ["HIPFILE_TASK_SIZE", value.as_str(), "using 1073741824"] {
+        assert!(text.contains(needle), "{needle:?} missing from {text:?}");
+    }
+    let d = Driver::open_private(config).unwrap();
+    let dir = TempDir::new("hipfile-task-size");
+    let path = dir.path().join("t.bin");
+    let size = 5_000_000;
+    let data = pattern(size, 12);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fh = d.register_file(&f).unwrap();
+    let buf = d.alloc(size + 3).unwrap();
+    buf.copy_from_host(3, &data).unwrap();
+    let w = fh.write(&buf, size as u64, 7, 3).unwrap();
+    assert_eq!((w.bytes, w.backend), (size as u64, BackendKind::Fallback));
+    assert!(std::fs::read(&path).unwrap()[7..] == data[..]);
+    let back = d.alloc(size).unwrap();
+    let r = fh.read(&back, size as u64, 7, 0).unwrap();
+    assert_eq!((r.bytes, r.backend), (size as u64, BackendKind::Fallback));
+    let mut got = vec![0u8; size];
+    back.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
+}
+
 #[test]
 fn many_threads_read_and_write_disjoint_ranges() {
     let dir = TempDir::new("hipfile-threads");
