@@ -37,7 +37,7 @@ use crate::cache::start_writeback;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
 use crate::transfer::{ColdReads, Direct, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
-use hipfile_core::{BackendError, GpuRuntime, Op, RuntimeError};
+use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::fmt;
@@ -111,9 +111,9 @@ struct Outcomes {
 }
 
 impl Pipeline {
-    /// A pool of `threads` workers (at least 1) over `pool`'s buffers, cutting requests into
-    /// tasks of `task_size` bytes (rounded up to 4096). Nothing starts before the first
-    /// [`Pipeline::run`].
+    /// A pool of `threads` workers (1 to [`FallbackKnobs::MAX_IO_THREADS`]) over `pool`'s
+    /// buffers, cutting requests into tasks of `task_size` bytes (rounded up to 4096; any
+    /// value is taken). Nothing starts before the first [`Pipeline::run`].
     pub(crate) fn new(pool: Arc<StagingPool>, threads: usize, task_size: u64) -> Self {
         Pipeline {
             shared: Arc::new(Shared {
@@ -123,8 +123,8 @@ impl Pipeline {
                 dispatched: AtomicU64::new(0),
                 cold: ColdReads::new(),
             }),
-            threads: threads.max(1),
-            task_size: task_size.max(1).div_ceil(ALIGN) * ALIGN,
+            threads: threads.clamp(1, FallbackKnobs::MAX_IO_THREADS),
+            task_size: round_up(task_size.max(1), ALIGN),
             workers: OnceLock::new(),
         }
     }
@@ -286,11 +286,19 @@ impl Pipeline {
     /// requests.
     fn task_for(&self, len: u64) -> u64 {
         let threads = u64::try_from(self.threads.max(1)).unwrap_or(1);
-        let even_share = len.div_ceil(threads).div_ceil(ALIGN) * ALIGN;
+        let even_share = round_up(len.div_ceil(threads), ALIGN);
         even_share
             .max(MIN_TASK.min(self.task_size))
             .min(MAX_TASK.max(self.task_size))
     }
+}
+
+/// `n` rounded up to a multiple of `align` (at least 1), or the largest multiple of `align`
+/// when that does not fit.
+fn round_up(n: u64, align: u64) -> u64 {
+    let align = align.max(1);
+    n.checked_next_multiple_of(align)
+        .unwrap_or(u64::MAX / align * align)
 }
 
 /// The smallest task a request is cut into when it is spread over the workers.
@@ -317,7 +325,8 @@ fn split(device: DeviceRange, file_offset: u64, task_size: u64) -> Vec<(DeviceRa
     let mut rest = device;
     let mut offset = file_offset;
     while rest.len() > 0 {
-        let boundary = (offset / task_size + 1) * task_size;
+        // Past `offset` even when it saturates: tasks are at least 4096 bytes.
+        let boundary = (offset / task_size + 1).saturating_mul(task_size);
         let (piece, after) = rest.split_at(boundary - offset);
         pieces.push((piece, offset));
         offset += piece.len();
@@ -697,6 +706,21 @@ mod tests {
         assert_eq!(pipeline(16, 64 << 10).task_for(100 << 10), 64 << 10);
         assert_eq!(pipeline(16, 256 * MIB).task_for(8 << 30), 256 * MIB);
         assert_eq!(pipeline(16, 256 * MIB).task_for(64 * MIB), 4 * MIB);
+    }
+
+    #[test]
+    fn sizes_beyond_any_bound_do_not_overflow() {
+        let p = pipeline(usize::MAX, u64::MAX);
+        assert_eq!(p.threads, FallbackKnobs::MAX_IO_THREADS);
+        assert_eq!(p.task_size, u64::MAX / ALIGN * ALIGN);
+        let len = hipfile_core::MAX_IO_SIZE;
+        assert_eq!(p.task_for(len), round_up(len.div_ceil(1024), ALIGN));
+        let range = DeviceRange::for_test(DevicePtr(0x10_000), len);
+        let pieces = split(range, (i64::MAX as u64) - len, p.task_size);
+        assert_eq!(pieces.len(), 1);
+        assert_eq!(round_up(0, 0), 0);
+        assert_eq!(round_up(u64::MAX, 4096), u64::MAX - 4095);
+        assert_eq!(round_up(4097, 4096), 8192);
     }
 
     #[test]

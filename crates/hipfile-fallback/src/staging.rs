@@ -66,24 +66,41 @@ impl StagingConfig {
     /// one chunk overlaps the copy of the other.
     pub const BUFFERS_PER_WORKER: usize = 2;
 
+    /// 16 MiB: the largest chunk [`StagingConfig::for_knobs`] gives, whatever the knobs, so
+    /// that a large staging budget is pinned a buffer at a time as requests need it rather
+    /// than in a few huge buffers (a 5 MB request must not pin gigabytes). Upstream hipFile
+    /// stages in 16 MiB chunks too.
+    pub const MAX_CHUNK_SIZE: usize = 16 << 20;
+
     /// The sizes for the fallback's knobs, keeping `chunk_size × max_buffers` within
     /// `staging_memory`:
     ///
-    /// - `chunk_size` is the smaller of half a task (so that a task has at least two chunks to
-    ///   overlap) and `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
-    ///   worker can hold its two buffers at once), rounded down to a multiple of 4096 and at
-    ///   least 4096. With the defaults (4 MiB tasks, 256 MiB, 16 threads) that is 2 MiB.
+    /// - `chunk_size` is the smallest of half a task (so that a task has at least two chunks
+    ///   to overlap), `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
+    ///   worker can hold its two buffers at once) and [`StagingConfig::MAX_CHUNK_SIZE`],
+    ///   rounded down to a multiple of 4096 and at least 4096. With the defaults (4 MiB
+    ///   tasks, 256 MiB, 16 threads) that is 2 MiB.
     /// - `max_buffers` is as many such buffers as `staging_memory` holds (64 by default:
     ///   32 for the workers, the rest for callers' small requests and for callers beyond
     ///   them), at least 1. Only a bound below 4 KiB is exceeded, by that one buffer.
+    ///
+    /// Any values are taken, without overflow: those outside the configuration's bounds
+    /// give the sizes of the nearest ones or larger budgets of 16 MiB buffers.
     pub fn for_knobs(knobs: &FallbackKnobs) -> StagingConfig {
         const PAGE: u64 = 4096;
-        let task = knobs.task_size.max(1).div_ceil(PAGE) * PAGE;
-        let per_worker = (knobs.io_threads.max(1) * Self::BUFFERS_PER_WORKER) as u64;
-        let chunk = (task / 2).min(knobs.staging_memory / per_worker).max(PAGE) / PAGE * PAGE;
+        let task = knobs.task_size.max(1).div_ceil(PAGE).saturating_mul(PAGE);
+        let per_worker = u64::try_from(knobs.io_threads.max(1))
+            .unwrap_or(u64::MAX)
+            .saturating_mul(Self::BUFFERS_PER_WORKER as u64);
+        let chunk = (task / 2)
+            .min(knobs.staging_memory / per_worker)
+            .min(Self::MAX_CHUNK_SIZE as u64)
+            .max(PAGE)
+            / PAGE
+            * PAGE;
         let max_buffers = (knobs.staging_memory / chunk).max(1);
         StagingConfig {
-            chunk_size: usize::try_from(chunk).unwrap_or(usize::MAX),
+            chunk_size: usize::try_from(chunk).unwrap_or(Self::MAX_CHUNK_SIZE),
             max_buffers: usize::try_from(max_buffers).unwrap_or(usize::MAX),
         }
     }
@@ -558,19 +575,29 @@ mod tests {
             (3, 10_000, 1_000_000),
             (1024, 16 << 20, 1 << 30),
             (2, 1 << 30, 100 << 20),
+            (2, 64 << 30, 64 << 30),
+            (usize::MAX, u64::MAX, u64::MAX),
+            (1, u64::MAX, 1),
+            (0, 0, 0),
         ] {
             let c = StagingConfig::for_knobs(&knobs(threads, task, memory));
             assert!(
                 c.chunk_size >= 4096 && c.chunk_size.is_multiple_of(4096),
                 "{c:?}"
             );
+            assert!(c.chunk_size <= StagingConfig::MAX_CHUNK_SIZE, "{c:?}");
             assert!(c.max_buffers >= 1);
+            let pinned = (c.chunk_size as u64).checked_mul(c.max_buffers as u64);
             assert!(
-                (c.chunk_size * c.max_buffers) as u64 <= memory.max(4096),
+                pinned.is_some_and(|p| p <= memory.max(4096)),
                 "{threads} {task} {memory}: {c:?}"
             );
-            assert!(c.chunk_size as u64 <= task.div_ceil(4096) * 4096);
+            assert!(c.chunk_size as u64 <= task.max(4096));
         }
+        // Budgets far beyond what the workers hold are many 16 MiB buffers, allocated as
+        // requests need them, not a few huge ones.
+        let c = StagingConfig::for_knobs(&knobs(2, 1 << 30, 64 << 30));
+        assert_eq!((c.chunk_size, c.max_buffers), (16 << 20, 4096));
     }
 
     #[test]

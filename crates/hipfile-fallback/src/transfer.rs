@@ -207,7 +207,7 @@ fn read_uncached(
 ) -> Result<usize, BackendError> {
     let align = direct.offset_align.max(1);
     let end = offset + buf.len() as u64;
-    let first = offset.div_ceil(align) * align;
+    let first = offset.div_ceil(align).saturating_mul(align);
     let last = end / align * align;
     // Below `buf.len()`, so a `usize`.
     let head = (first.min(end) - offset) as usize;

@@ -982,6 +982,49 @@ fn eight_callers_share_the_io_threads() {
     assert_pool_idle(&fb);
 }
 
+/// Task sizes and staging budgets far beyond the configuration's bounds, set in the knobs
+/// directly: the fallback is made without overflowing, its staging buffers are at most
+/// 16 MiB, and a 5 MB request through the I/O threads pins only the buffers its two tasks
+/// use.
+#[test]
+fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
+    let dir = TempDir::new("fallback-huge-knobs");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 5_000_000;
+    for (task_size, staging_memory) in [(64 << 30, 64 << 30), (u64::MAX, u64::MAX)] {
+        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let fb = with_knobs(
+            &rt,
+            FallbackKnobs {
+                io_threads: 2,
+                task_size,
+                staging_memory,
+                small_io_threshold: FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD,
+                cold_direct_reads: true,
+            },
+        );
+        let chunk = fb.staging().unwrap().config().chunk_size;
+        assert!(
+            chunk <= StagingConfig::MAX_CHUNK_SIZE,
+            "{task_size} {staging_memory}: chunks of {chunk} bytes"
+        );
+        pipelined_round_trip(&rt, &fb, &file, &path, 5, 3, size, 13);
+        assert!(fb.tasks_dispatched() >= 2);
+        let pool = fb.staging().unwrap();
+        assert!(pool.allocated() <= 4, "{pool:?}");
+        assert!(
+            (pool.allocated() * chunk) as u64 <= 4 * StagingConfig::MAX_CHUNK_SIZE as u64,
+            "{pool:?}"
+        );
+        assert_eq!(
+            rt.pinned_allocs.load(Ordering::SeqCst),
+            pool.allocated(),
+            "pinned allocations beyond the pool's buffers"
+        );
+    }
+}
+
 /// As [`a_write_is_on_disk_when_it_returns`], through the I/O threads: the one `fdatasync`
 /// runs on the caller's thread after every task is done (`transfer.rs`), so what the tasks
 /// wrote is durable when the call returns.
