@@ -18,9 +18,11 @@
 //!
 //! A task that fails marks its request cancelled, and tasks of that request that have not
 //! started yet are skipped; a read task that comes back short (the end of the file) makes
-//! later tasks of its request skip too. The caller always waits until every one of its tasks
-//! has finished or been skipped, so no worker touches its descriptor or device memory after
-//! the call returns.
+//! later tasks of its request skip too. A write task that fails says how many bytes it
+//! wrote first, so that the request can return the bytes written from its start
+//! (`transfer::serve`). The caller always waits until every one of its tasks has finished
+//! or been skipped, so no worker touches its descriptor or device memory after the call
+//! returns.
 //!
 //! [`StagingConfig::BUFFERS_PER_WORKER`]: crate::StagingConfig::BUFFERS_PER_WORKER
 //!
@@ -35,7 +37,7 @@
 
 use crate::cache::start_writeback;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
-use crate::transfer::{ColdReads, Direct, pread_chunk, pwrite_full};
+use crate::transfer::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
 use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use rustix::io::Errno;
@@ -92,7 +94,8 @@ struct Task {
 enum Outcome {
     Moved(u64),
     Skipped,
-    Failed(BackendError),
+    /// For a write, with the bytes written from the task's start before the failure.
+    Failed(Failed),
 }
 
 /// The shared state of one request's tasks.
@@ -153,7 +156,10 @@ impl Pipeline {
     /// # Errors
     ///
     /// The error of the failed task with the lowest index, once every task has finished or
-    /// been skipped.
+    /// been skipped, with the bytes written from the request's start before it: those of
+    /// the tasks before it (all of them finished: tasks are taken in order, so a task that
+    /// is skipped comes after the one that failed) and what it wrote itself before failing.
+    /// Tasks after it may have written bytes past that count.
     pub(crate) fn run(
         &self,
         op: Op,
@@ -162,7 +168,7 @@ impl Pipeline {
         direct: Option<Direct<'_>>,
         device: DeviceRange,
         file_offset: u64,
-    ) -> Option<Result<u64, BackendError>> {
+    ) -> Option<Result<u64, Failed>> {
         if self.start().is_empty() {
             return None;
         }
@@ -221,7 +227,10 @@ impl Pipeline {
         let mut short = false;
         for (slot, &(piece, _)) in outcomes.each.iter_mut().zip(&tasks) {
             match slot.take() {
-                Some(Outcome::Failed(e)) => return Some(Err(e)),
+                Some(Outcome::Failed(f)) if short => {
+                    return Some(Err(Failed::after(total)(f.error)));
+                }
+                Some(Outcome::Failed(f)) => return Some(Err(f.within(total))),
                 Some(Outcome::Moved(n)) if !short => {
                     total += n;
                     short = n < piece.len();
@@ -454,10 +463,10 @@ fn worker(shared: &Shared) {
                 // The stream may be left mid-copy: start afresh next time (its handles are
                 // left behind rather than destroyed under a copy).
                 gpus = Gpus::default();
-                Err(BackendError::Os {
+                Err(Failed::after(0)(BackendError::Os {
                     call: "fallback I/O worker",
                     errno: Errno::IO.raw_os_error(),
-                })
+                }))
             });
             match r {
                 Ok(n) => {
@@ -507,15 +516,18 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Serves one task; a failure of a write task says how many bytes it wrote from its start.
 fn serve_task(
     shared: &Shared,
     runtime: &dyn GpuRuntime,
     gpus: &mut Gpus,
     task: &Task,
-) -> Result<u64, BackendError> {
-    let g = gpus.for_device(runtime, task.gpu)?;
+) -> Result<u64, Failed> {
+    let g = gpus
+        .for_device(runtime, task.gpu)
+        .map_err(Failed::after(0))?;
     let pool = &shared.pool;
-    let mut buffers = vec![pool.acquire()?];
+    let mut buffers = vec![pool.acquire().map_err(Failed::after(0))?];
     buffers.extend(pool.try_acquire());
     let mut flight = InFlight {
         buffers,
@@ -539,7 +551,8 @@ fn serve_task(
             (fd, direct, &shared.cold),
             task.device,
             task.file_offset,
-        ),
+        )
+        .map_err(Failed::after(0)),
         Op::Write => write_task(&mut flight, &g.events, fd, task.device, task.file_offset),
     };
     let synced = flight.finish();
@@ -548,7 +561,7 @@ fn serve_task(
         gpus.discard(runtime, task.gpu);
     }
     let moved = moved?;
-    synced.map_err(BackendError::Runtime)?;
+    synced.map_err(|e| Failed::after(moved)(BackendError::Runtime(e)))?;
     Ok(moved)
 }
 
@@ -611,14 +624,15 @@ fn read_task(
 
 /// Copy from the device into one buffer while the other is being written, and start the
 /// writeback of each chunk once it is written, so that the disk is busy while the call is
-/// still copying (the call's `fdatasync` then waits only for what is left).
+/// still copying (the call's `fdatasync` then waits only for what is left). A failure says
+/// how many bytes were written from the task's start before it.
 fn write_task(
     flight: &mut InFlight<'_>,
     events: &[EventHandle],
     fd: BorrowedFd<'_>,
     device: DeviceRange,
     file_offset: u64,
-) -> Result<u64, BackendError> {
+) -> Result<u64, Failed> {
     let n = flight.buffers.len();
     let chunk = flight.buffers[0].capacity() as u64;
     let mut pieces = Vec::new();
@@ -632,26 +646,30 @@ fn write_task(
     }
     let mut queued = 0;
     while queued < n.min(pieces.len()) {
-        queue_copy(flight, events, queued % n, pieces[queued].0)?;
+        queue_copy(flight, events, queued % n, pieces[queued].0).map_err(Failed::after(0))?;
         queued += 1;
     }
+    let mut written = 0;
     for (k, &(piece, at)) in pieces.iter().enumerate() {
         let slot = k % n;
         flight
             .runtime
             .event_synchronize(events[slot])
-            .map_err(BackendError::Runtime)?;
+            .map_err(|e| Failed::after(written)(BackendError::Runtime(e)))?;
         // A piece is at most a buffer's capacity, a `usize`.
         let len = piece.len() as usize;
-        pwrite_full(fd, &flight.buffers[slot].as_slice()[..len], at)?;
+        pwrite_full(fd, &flight.buffers[slot].as_slice()[..len], at)
+            .map_err(|f| f.within(written))?;
+        written += piece.len();
         if queued < pieces.len() {
             // The buffer of chunk `queued` is `slot`'s, just written out.
-            queue_copy(flight, events, queued % n, pieces[queued].0)?;
+            queue_copy(flight, events, queued % n, pieces[queued].0)
+                .map_err(Failed::after(written))?;
             queued += 1;
         }
         start_writeback(fd, at, piece.len());
     }
-    Ok(device.len())
+    Ok(written)
 }
 
 /// Bytes from file offset `at` to the next multiple of `chunk`: chunks are cut where the

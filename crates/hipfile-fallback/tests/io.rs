@@ -435,35 +435,78 @@ fn a_failing_pinned_allocation_is_a_runtime_error_and_is_retried_next_time() {
     assert_eq!(fb.staging().unwrap().allocated(), 1);
 }
 
+/// A write that fills the file system returns the bytes that fit, which are the file's first
+/// bytes (SPEC.md §3: POSIX's rule), and the next write, where nothing fits, is `ENOSPC`.
 #[test]
-fn a_full_file_system_is_enospc() {
+fn a_write_that_fills_the_file_system_returns_what_fits() {
     let fs = require!(MountedFs::tmpfs(1));
     let path: PathBuf = fs.path().join("f");
     let file = read_write(&path);
     let rt = Arc::new(HostMemRuntime::new());
     let fb = fallback(&rt, SMALL_CHUNK, 1);
     let size = 2 * MIB;
-    let src = rt.device_with(&pattern(size, 7));
-    let e = run(
-        &fb,
-        &*rt,
-        &file,
-        Op::Write,
-        src,
-        size as u64,
-        0,
-        0,
-        size as u64,
-    )
-    .unwrap_err();
+    let data = pattern(size, 7);
+    let src = rt.device_with(&data);
+    let write = |at: usize| {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            at as u64,
+            at as u64,
+            (size - at) as u64,
+        )
+    };
+    let n = write(0).unwrap() as usize;
+    assert!(n > 0 && n < size, "{n} of {size} bytes");
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), n);
+    assert!(on_disk[..] == data[..n]);
     assert_eq!(
-        e,
+        write(n).unwrap_err(),
         BackendError::Os {
             call: "pwrite",
             errno: libc::ENOSPC
         }
     );
     assert_pool_idle(&fb);
+}
+
+/// A write whose copy from the device fails in its fourth chunk returns the three chunks
+/// written before it; one that fails in its first chunk returns the error.
+#[test]
+fn a_write_that_fails_part_way_returns_the_bytes_written() {
+    let dir = TempDir::new("fallback-short-write");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 6 * SMALL_CHUNK;
+    let data = pattern(size, 14);
+    for (chunk, expect) in [(3, Ok(3 * SMALL_CHUNK as i64)), (0, Err(999))] {
+        file.set_len(0).unwrap();
+        let rt = Arc::new(HostMemRuntime::new());
+        let src = rt.device_with(&data);
+        rt.faults.lock().unwrap().copy_from =
+            Some(DevicePtr(src.0 + (chunk * SMALL_CHUNK + 5) as u64));
+        let fb = fallback(&rt, SMALL_CHUNK, 1);
+        let got = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+        .map_err(|e| e.hip_error().unwrap());
+        assert_eq!(got, expect, "a failure in chunk {chunk}");
+        assert!(std::fs::read(&path).unwrap() == data[..chunk * SMALL_CHUNK]);
+        assert_pool_idle(&fb);
+    }
 }
 
 #[test]
@@ -797,8 +840,11 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
         "{e:?}"
     );
     assert_pool_idle(&fb);
-    let src = rt.device_with(&pattern(size, 40));
-    let e = run(
+    // A write fails, or returns the chunks written from the start before the failure when
+    // its first task wrote some (which task fails depends on the threads).
+    let new = pattern(size, 40);
+    let src = rt.device_with(&new);
+    match run(
         &fb,
         &*rt,
         &file,
@@ -808,12 +854,17 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
         0,
         0,
         size as u64,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, BackendError::Runtime(r) if r.code == 999),
-        "{e:?}"
-    );
+    ) {
+        Err(e) => assert!(
+            matches!(&e, BackendError::Runtime(r) if r.code == 999),
+            "{e:?}"
+        ),
+        Ok(n) => {
+            let n = n as usize;
+            assert!(n > 0 && n < size && n.is_multiple_of(16 * KIB), "{n}");
+            assert!(std::fs::read(&path).unwrap()[..n] == new[..n]);
+        }
+    }
     assert_pool_idle(&fb);
 
     // The same threads and buffers serve the next requests.
@@ -834,6 +885,49 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
     assert!(rt.read_device(dst, size) == data);
     assert_eq!(fb.io_threads_started(), THREADS);
     assert_pool_idle(&fb);
+}
+
+/// Tasks run in parallel: a write whose copy from the device fails in the fourth chunk of
+/// its third task returns the bytes of the two tasks before it and of the chunks that task
+/// wrote before the failure (the tasks after it may have written theirs too: bytes past a
+/// short count are unspecified); one that fails in its first chunk returns the error.
+#[test]
+fn a_pipelined_write_that_fails_part_way_returns_the_prefix_written() {
+    const CHUNK: usize = 16 * KIB;
+    let dir = TempDir::new("fallback-pipe-short-write");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 5 * TASK;
+    let data = pattern(size, 15);
+    // With two buffers per task, the copy of chunk 3 is queued once chunk 1 is written.
+    for (at, expect) in [
+        (2 * TASK + 3 * CHUNK, Ok((2 * TASK + 2 * CHUNK) as i64)),
+        (0, Err(999)),
+    ] {
+        file.set_len(0).unwrap();
+        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let src = rt.device_with(&data);
+        rt.faults.lock().unwrap().copy_from = Some(DevicePtr(src.0 + at as u64 + 5));
+        let fb = pipelined(&rt, 0);
+        let got = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+        .map_err(|e| e.hip_error().unwrap());
+        assert_eq!(got, expect, "a failure at byte {at}");
+        assert_eq!(fb.tasks_dispatched(), 5);
+        let on_disk = std::fs::read(&path).unwrap();
+        let n = *got.as_ref().unwrap_or(&0) as usize;
+        assert!(on_disk.len() >= n && on_disk[..n] == data[..n]);
+        assert_pool_idle(&fb);
+    }
 }
 
 #[test]

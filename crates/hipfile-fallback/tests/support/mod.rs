@@ -47,12 +47,16 @@ const ALIGN: usize = 4096;
 /// Allocations by base address: their length.
 type Table = BTreeMap<usize, usize>;
 
-/// Faults to inject: fail the call with this 0-based index (counted across all threads).
+/// Faults to inject: fail the call with this 0-based index (counted across all threads), or
+/// the copies that touch a given device address.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Faults {
     pub copy_to_device: Option<usize>,
     pub copy_to_host: Option<usize>,
     pub alloc_pinned: Option<usize>,
+    /// Fail every copy out of device memory whose source range holds this address, whatever
+    /// thread issues it and when.
+    pub copy_from: Option<DevicePtr>,
 }
 
 /// A runtime whose device memory is host memory. See the module documentation.
@@ -454,7 +458,13 @@ impl GpuRuntime for HostMemRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        if self.fault(&self.copies_to_host, |f| f.copy_to_host) {
+        let touches = self
+            .faults
+            .lock()
+            .unwrap()
+            .copy_from
+            .is_some_and(|a| (src.0..src.0 + len as u64).contains(&a.0));
+        if self.fault(&self.copies_to_host, |f| f.copy_to_host) || touches {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
         }
         assert!(
