@@ -413,10 +413,12 @@ impl Gpus {
         }
     }
 
-    /// Destroys the set for `device` (its stream is not trusted any more).
-    fn discard(&mut self, runtime: &dyn GpuRuntime, device: i32) {
+    /// Drops the set for `device` without destroying it: its stream could not be waited
+    /// for, so copies may still be queued on it, and destroying it could free what they use.
+    /// The handles are left behind; the next task for the device makes a new set.
+    fn forget(&mut self, device: i32) {
         if let Some(i) = self.each.iter().position(|g| g.device == device) {
-            self.each.swap_remove(i).destroy(runtime);
+            drop(self.each.swap_remove(i));
         }
     }
 
@@ -460,9 +462,10 @@ fn worker(shared: &Shared) {
                 serve_task(shared, runtime, &mut gpus, &task)
             }))
             .unwrap_or_else(|_| {
-                // The stream may be left mid-copy: start afresh next time (its handles are
-                // left behind rather than destroyed under a copy).
-                gpus = Gpus::default();
+                // The task's buffers went back only if its stream could be synchronised
+                // (`InFlight`'s drop), but the stream may be left mid-call: start afresh
+                // next time, its handles left behind rather than destroyed under a copy.
+                gpus.forget(task.gpu);
                 Err(Failed::after(0)(BackendError::Os {
                     call: "fallback I/O worker",
                     errno: Errno::IO.raw_os_error(),
@@ -492,7 +495,10 @@ fn worker(shared: &Shared) {
 }
 
 /// Buffers with copies possibly queued on `stream`: dropping it waits for the stream before
-/// the buffers go back, on every path out of a task (errors and panics included).
+/// the buffers go back, on every path out of a task (errors and panics included). When the
+/// stream cannot be synchronised, a copy may still be queued on it: the buffers are given up
+/// ([`StagingGuard::abandon`]), never reused or freed, and the caller must not destroy the
+/// stream ([`Gpus::forget`]).
 struct InFlight<'a> {
     buffers: Vec<StagingGuard<'a>>,
     runtime: &'a dyn GpuRuntime,
@@ -503,15 +509,25 @@ struct InFlight<'a> {
 impl InFlight<'_> {
     fn finish(mut self) -> Result<(), RuntimeError> {
         self.synced = true;
-        self.runtime.stream_synchronize(self.stream)
+        let synced = self.runtime.stream_synchronize(self.stream);
+        if synced.is_err() {
+            self.abandon();
+        }
+        synced
+    }
+
+    fn abandon(&mut self) {
+        for b in self.buffers.drain(..) {
+            b.abandon();
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if !self.synced {
-            // A failure cannot be reported from here; the task already failed.
-            let _ = self.runtime.stream_synchronize(self.stream);
+        // A failure cannot be reported from here; the task already failed.
+        if !self.synced && self.runtime.stream_synchronize(self.stream).is_err() {
+            self.abandon();
         }
     }
 }
@@ -557,8 +573,8 @@ fn serve_task(
     };
     let synced = flight.finish();
     if synced.is_err() {
-        // A stream that failed to synchronise is not trusted again.
-        gpus.discard(runtime, task.gpu);
+        // Not trusted again, nor destroyed: copies may still be queued on it (`InFlight`).
+        gpus.forget(task.gpu);
     }
     let moved = moved?;
     synced.map_err(|e| Failed::after(moved)(BackendError::Runtime(e)))?;

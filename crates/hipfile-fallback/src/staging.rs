@@ -16,7 +16,8 @@
 //!   bytes that the pool's runtime allocated, zeroed right after allocation (so every byte is
 //!   initialised before a slice is made over it), handed to one guard at a time, and freed
 //!   only when the pool is dropped, which the borrow in `StagingGuard<'_>` forbids while any
-//!   guard lives.
+//!   guard lives. A buffer given up ([`StagingGuard::abandon`]) is never handed out or freed
+//!   again: work queued on a stream that could not be waited for may still use it.
 //! - **Device ranges.** A [`DeviceRange`] is made only from a [`ValidRequest`], and smaller
 //!   ones only by splitting it. `hipfile-core`'s validation guarantees that a request's
 //!   `address..address + size` lies inside its buffer, and the buffer was checked against its
@@ -133,8 +134,10 @@ unsafe impl Send for PinnedBuffer {}
 #[derive(Default)]
 struct PoolState {
     idle: Vec<PinnedBuffer>,
-    /// Buffers that exist (idle or held by a guard).
+    /// Buffers that exist (idle or held by a guard); abandoned ones are not counted.
     allocated: usize,
+    /// Buffers given up for good ([`StagingGuard::abandon`]).
+    abandoned: usize,
     /// Allocations in progress, counted against the bound before they finish.
     allocating: usize,
 }
@@ -173,6 +176,11 @@ impl StagingPool {
     /// How many buffers are idle, waiting in the pool.
     pub fn idle(&self) -> usize {
         self.lock().idle.len()
+    }
+
+    /// How many buffers were given up ([`StagingGuard::abandon`]): neither reused nor freed.
+    pub fn abandoned(&self) -> usize {
+        self.lock().abandoned
     }
 
     /// Takes a buffer: an idle one, else a newly allocated one while fewer than
@@ -267,6 +275,7 @@ impl fmt::Debug for StagingPool {
             .field("config", &self.config)
             .field("allocated", &state.allocated)
             .field("idle", &state.idle.len())
+            .field("abandoned", &state.abandoned)
             .finish()
     }
 }
@@ -311,6 +320,23 @@ pub struct StagingGuard<'a> {
 }
 
 impl StagingGuard<'_> {
+    /// Gives the buffer up for good: the pool neither hands it out again nor frees it (its
+    /// memory stays allocated until the process ends) and stops counting it, so that a
+    /// replacement may be allocated within `max_buffers`. For a buffer that a copy queued on
+    /// a stream may still read or write, when the stream cannot be waited for: reusing or
+    /// freeing it could let the copy corrupt another request's bytes or freed memory.
+    pub fn abandon(self) {
+        let pool = self.pool;
+        // Not given back: the guard's drop would return the buffer to the idle list.
+        std::mem::forget(self);
+        let mut state = pool.lock();
+        state.allocated -= 1;
+        state.abandoned += 1;
+        drop(state);
+        // A waiter may allocate in its place.
+        pool.returned.notify_one();
+    }
+
     /// The buffer's size in bytes (the pool's `chunk_size`).
     pub fn capacity(&self) -> usize {
         self.pool.config.chunk_size
@@ -719,6 +745,38 @@ mod tests {
         assert!(r.is_err());
         assert_eq!((pool.allocated(), pool.idle()), (1, 1));
         drop(pool.acquire().unwrap());
+    }
+
+    #[test]
+    fn an_abandoned_buffer_is_neither_reused_nor_freed_and_makes_room() {
+        let (rt, live) = pinned_runtime(2);
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        let g = pool.acquire().unwrap();
+        let given_up = g.as_slice().as_ptr() as usize;
+        std::thread::scope(|s| {
+            // A waiter for the only buffer gets a new one once it is given up.
+            let waiter = s.spawn(|| pool.acquire().unwrap().as_slice().as_ptr() as usize);
+            g.abandon();
+            assert_ne!(
+                waiter.join().unwrap(),
+                given_up,
+                "an abandoned buffer was reused"
+            );
+        });
+        assert_eq!((pool.allocated(), pool.idle(), pool.abandoned()), (1, 1, 1));
+        let again = pool.acquire().unwrap();
+        assert_ne!(again.as_slice().as_ptr() as usize, given_up);
+        drop(again);
+        drop(pool);
+        assert_eq!(
+            live.lock()
+                .unwrap()
+                .iter()
+                .map(|&(a, _)| a)
+                .collect::<Vec<_>>(),
+            [given_up],
+            "the abandoned buffer, and only it, is still allocated"
+        );
     }
 
     #[test]

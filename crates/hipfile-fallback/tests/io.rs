@@ -930,6 +930,86 @@ fn a_pipelined_write_that_fails_part_way_returns_the_prefix_written() {
     }
 }
 
+/// A stream that cannot be synchronised may still have copies queued: the request fails with
+/// the runtime's error, the task's buffers are given up (never handed out again, never freed)
+/// and its stream is not destroyed; the next request gets new buffers, within the pool's
+/// bound, and a new stream, and moves the right bytes.
+#[test]
+fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
+    const CHUNK: usize = 16 * KIB;
+    let dir = TempDir::new("fallback-pipe-sync-fail");
+    let path = dir.path().join("f");
+    let size = 4 * CHUNK;
+    let data = pattern(size, 16);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults {
+        stream_synchronize: Some(0),
+        ..Faults::default()
+    }));
+    // One thread, so one task with both buffers of a pool of two 16 KiB buffers.
+    let knobs = FallbackKnobs {
+        io_threads: 1,
+        task_size: size as u64,
+        staging_memory: 2 * CHUNK as u64,
+        small_io_threshold: 0,
+        cold_direct_reads: false,
+    };
+    let staging = StagingConfig::for_knobs(&knobs);
+    assert_eq!((staging.chunk_size, staging.max_buffers), (CHUNK, 2));
+    let fb = with_knobs(&rt, knobs);
+    let dst = device(&rt, size);
+    let read = || {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+    };
+
+    let e = read().unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.code == 700 && r.call == "hipStreamSynchronize"),
+        "{e:?}"
+    );
+    let pool = fb.staging().unwrap();
+    assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 0, 0));
+    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        rt.streams_destroyed.load(Ordering::SeqCst),
+        0,
+        "a stream with copies queued was destroyed"
+    );
+    let given_up: Vec<usize> = rt.pinned_used.lock().unwrap().clone();
+    assert!(!given_up.is_empty());
+
+    let n = read().unwrap();
+    assert_eq!(n, size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    let used = rt.pinned_used.lock().unwrap();
+    assert!(
+        used[given_up.len()..].iter().all(|p| !given_up.contains(p)),
+        "a buffer given up was handed out again"
+    );
+    drop(used);
+    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 2);
+    assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 4);
+    assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 2, 2));
+    drop(fb);
+    assert_eq!(
+        rt.streams_destroyed.load(Ordering::SeqCst),
+        1,
+        "only the new stream is destroyed"
+    );
+    assert_eq!(rt.live_pinned(), 2, "the buffers given up are never freed");
+}
+
 #[test]
 fn a_pipelined_read_error_fails_the_request() {
     let dir = TempDir::new("fallback-pipe-ebadf");

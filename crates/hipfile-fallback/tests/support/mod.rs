@@ -57,6 +57,9 @@ pub struct Faults {
     /// Fail every copy out of device memory whose source range holds this address, whatever
     /// thread issues it and when.
     pub copy_from: Option<DevicePtr>,
+    /// Fail this stream synchronisation, leaving the stream's work queued (as a GPU that
+    /// faulted would: nothing says whether its copies ran).
+    pub stream_synchronize: Option<usize>,
 }
 
 /// A runtime whose device memory is host memory. See the module documentation.
@@ -73,6 +76,8 @@ pub struct HostMemRuntime {
     pub streams_created: AtomicUsize,
     pub streams_destroyed: AtomicUsize,
     pub stream_syncs: AtomicUsize,
+    /// The pinned address of every copy, in the order they were issued.
+    pub pinned_used: Mutex<Vec<usize>>,
     /// Bytes copied into each device's memory.
     pub bytes_to_device: [AtomicU64; MAX_DEVICES],
     /// Bytes copied out of each device's memory.
@@ -384,7 +389,13 @@ impl GpuRuntime for HostMemRuntime {
     }
 
     fn stream_synchronize(&self, s: StreamHandle) -> Result<(), RuntimeError> {
-        self.stream_syncs.fetch_add(1, Ordering::SeqCst);
+        if self.fault(&self.stream_syncs, |f| f.stream_synchronize) {
+            return Err(rt_error(
+                "hipStreamSynchronize",
+                700,
+                "injected illegal address",
+            ));
+        }
         let mut q = self.queues.lock().unwrap();
         if let Some(queue) = q.by_stream.get_mut(&s.0) {
             for w in queue.drain(..) {
@@ -446,6 +457,7 @@ impl GpuRuntime for HostMemRuntime {
             "copy_to_device from {src:?} + {len} leaves pinned memory"
         );
         self.check_route(dst.0 as usize, stream, "copy_to_device");
+        self.pinned_used.lock().unwrap().push(src as usize);
         self.count(&self.bytes_to_device, dst.0 as usize, len);
         self.copy(dst.0 as usize, src as usize, len, stream);
         Ok(())
@@ -476,6 +488,7 @@ impl GpuRuntime for HostMemRuntime {
             "copy_to_host to {dst:?} + {len} leaves pinned memory"
         );
         self.check_route(src.0 as usize, stream, "copy_to_host");
+        self.pinned_used.lock().unwrap().push(dst as usize);
         self.count(&self.bytes_from_device, src.0 as usize, len);
         self.copy(dst as usize, src.0 as usize, len, stream);
         Ok(())
