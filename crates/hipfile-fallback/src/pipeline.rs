@@ -40,7 +40,6 @@ use crate::staging::{DeviceRange, StagingGuard, StagingPool};
 use crate::transfer::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
 use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
-use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -461,15 +460,12 @@ fn worker(shared: &Shared) {
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 serve_task(shared, runtime, &mut gpus, &task)
             }))
-            .unwrap_or_else(|_| {
+            .unwrap_or_else(|payload| {
                 // The task's buffers went back only if its stream could be synchronised
                 // (`InFlight`'s drop), but the stream may be left mid-call: start afresh
                 // next time, its handles left behind rather than destroyed under a copy.
                 gpus.forget(task.gpu);
-                Err(Failed::after(0)(BackendError::Os {
-                    call: "fallback I/O worker",
-                    errno: Errno::IO.raw_os_error(),
-                }))
+                Err(Failed::after(0)(panicked(&*payload)))
             });
             match r {
                 Ok(n) => {
@@ -492,6 +488,19 @@ fn worker(shared: &Shared) {
             request.done.notify_all();
         }
     }
+}
+
+/// The error of a task whose worker panicked, with the panic's message when it is text.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
+    const WHAT: &str = "an I/O worker of the fallback panicked while serving this request";
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    BackendError::Internal(match message {
+        Some(m) => format!("{WHAT}: {m}"),
+        None => WHAT.to_string(),
+    })
 }
 
 /// Buffers with copies possibly queued on `stream`: dropping it waits for the stream before
@@ -740,6 +749,24 @@ mod tests {
         assert_eq!(pipeline(16, 64 << 10).task_for(100 << 10), 64 << 10);
         assert_eq!(pipeline(16, 256 * MIB).task_for(8 << 30), 256 * MIB);
         assert_eq!(pipeline(16, 256 * MIB).task_for(64 * MIB), 4 * MIB);
+    }
+
+    #[test]
+    fn a_panic_is_an_internal_error_with_its_message() {
+        let text = |payload: Box<dyn std::any::Any + Send>| match panicked(&*payload) {
+            BackendError::Internal(m) => m,
+            other => panic!("{other:?}"),
+        };
+        let what = "an I/O worker of the fallback panicked while serving this request";
+        assert_eq!(
+            text(Box::new("static text")),
+            format!("{what}: static text")
+        );
+        assert_eq!(
+            text(Box::new(String::from("formatted 7"))),
+            format!("{what}: formatted 7")
+        );
+        assert_eq!(text(Box::new(42u32)), what);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 mod support;
 
-use hipfile_core::{Backend, BackendError, Config, DevicePtr, FallbackKnobs, Op};
+use hipfile_core::{
+    Backend, BackendError, Config, DevicePtr, ErrorCode, FallbackKnobs, HipFileCode, Op,
+};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_testfs::{MountedFs, TempDir, require};
 use std::fs::{File, OpenOptions};
@@ -1008,6 +1010,71 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
         "only the new stream is destroyed"
     );
     assert_eq!(rt.live_pinned(), 2, "the buffers given up are never freed");
+}
+
+/// A worker that panics in the middle of a pipelined read (the runtime's tenth copy of
+/// twenty panics) fails that request with an internal error that says so and carries the
+/// panic's message; the task's buffers go back to the pool (its stream could be
+/// synchronised), and the next requests on the same fallback move the right bytes.
+#[test]
+fn a_worker_panic_fails_its_request_and_the_next_one_works() {
+    let dir = TempDir::new("fallback-pipe-panic");
+    let path = dir.path().join("f");
+    let size = 5 * TASK;
+    let data = pattern(size, 17);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::deferred(Faults {
+        panic_copy_to_device: Some(9),
+        ..Faults::default()
+    }));
+    let fb = pipelined(&rt, 0);
+    let dst = device(&rt, size);
+    let read = || {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+    };
+    let e = read().unwrap_err();
+    let BackendError::Internal(message) = &e else {
+        panic!("an internal error expected: {e:?}");
+    };
+    assert!(
+        message.contains("I/O worker of the fallback panicked while serving this request")
+            && message.contains("injected panic in copy 9 to the device"),
+        "{message}"
+    );
+    assert_eq!(e.code(), ErrorCode::HipFile(HipFileCode::InternalError));
+    assert_pool_idle(&fb);
+    assert_eq!(fb.staging().unwrap().abandoned(), 0);
+
+    assert_eq!(read().unwrap(), size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    let new = pattern(size, 18);
+    let src = rt.device_with(&new);
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    );
+    assert_eq!(n.unwrap(), size as i64);
+    assert!(std::fs::read(&path).unwrap() == new);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    assert_pool_idle(&fb);
 }
 
 #[test]

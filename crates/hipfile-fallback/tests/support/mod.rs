@@ -57,6 +57,8 @@ pub struct Faults {
     /// Fail every copy out of device memory whose source range holds this address, whatever
     /// thread issues it and when.
     pub copy_from: Option<DevicePtr>,
+    /// Panic in the copy to the device with this index, as a runtime with a bug might.
+    pub panic_copy_to_device: Option<usize>,
     /// Fail this stream synchronisation, leaving the stream's work queued (as a GPU that
     /// faulted would: nothing says whether its copies ran).
     pub stream_synchronize: Option<usize>,
@@ -445,7 +447,12 @@ impl GpuRuntime for HostMemRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        if self.fault(&self.copies_to_device, |f| f.copy_to_device) {
+        let n = self.copies_to_device.fetch_add(1, Ordering::SeqCst);
+        let faults = *self.faults.lock().unwrap();
+        if faults.panic_copy_to_device == Some(n) {
+            panic!("injected panic in copy {n} to the device");
+        }
+        if faults.copy_to_device == Some(n) {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
         }
         assert!(
