@@ -45,6 +45,9 @@ pub enum BackendError {
     /// The backend cannot do this (yet, or on this build).
     #[error("{0}")]
     Unsupported(String),
+    /// A fault inside the backend, such as a panic in one of its threads.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl BackendError {
@@ -76,6 +79,7 @@ impl BackendError {
             BackendError::Os { errno, .. } => ErrorCode::Errno(*errno),
             BackendError::Runtime(_) => ErrorCode::HipFile(HipFileCode::HipDriverError),
             BackendError::Unsupported(_) => ErrorCode::HipFile(HipFileCode::IONotSupported),
+            BackendError::Internal(_) => ErrorCode::HipFile(HipFileCode::InternalError),
         }
     }
 
@@ -147,6 +151,15 @@ mod tests {
         }
         .to_string();
         assert_eq!(text, "pread: Input/output error (os error 5)");
+    }
+
+    #[test]
+    fn internal_faults_are_hipfiles_internal_error() {
+        let e = BackendError::Internal("a worker panicked".into());
+        assert_eq!(e.code(), ErrorCode::HipFile(HipFileCode::InternalError));
+        assert_eq!(HipFileCode::InternalError.value(), 5030);
+        assert_eq!(e.to_string(), "a worker panicked");
+        assert!(!e.is_retryable());
     }
 
     #[test]

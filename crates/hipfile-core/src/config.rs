@@ -45,7 +45,10 @@ pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
 /// size below which a request is not handed off at all.
 ///
 /// Sizes are bytes; in the environment they may end in `K`, `M` or `G` (binary: 1024,
-/// 1024², 1024³, case-insensitive, an optional `iB`/`B` after it).
+/// 1024², 1024³, case-insensitive, an optional `iB`/`B` after it). Each size has bounds
+/// (the `MIN_*`/`MAX_*` constants): a value outside them in the environment warns and the
+/// nearest bound is used; [`ConfigBuilder`]'s setters clamp to the same bounds. The fields
+/// themselves are plain numbers: code that fills them in directly gets what it wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FallbackKnobs {
     /// I/O worker threads, created on the first large request and kept until the driver
@@ -54,14 +57,17 @@ pub struct FallbackKnobs {
     /// about 8–16 threads and stop there). Accepted: 1..=[`FallbackKnobs::MAX_IO_THREADS`].
     pub io_threads: usize,
     /// Bytes per task: a large request is cut at file offsets that are multiples of this
-    /// (rounded up to 4096 by the fallback). Default [`FallbackKnobs::DEFAULT_TASK_SIZE`].
+    /// (rounded up to 4096 by the fallback). Default [`FallbackKnobs::DEFAULT_TASK_SIZE`];
+    /// accepted: [`FallbackKnobs::MIN_TASK_SIZE`]..=[`FallbackKnobs::MAX_TASK_SIZE`].
     pub task_size: u64,
     /// The most pinned staging memory the fallback of one driver holds, all threads and
-    /// callers together. Default [`FallbackKnobs::DEFAULT_STAGING_MEMORY`].
+    /// callers together; buffers are allocated as requests need them, up to this. Default
+    /// [`FallbackKnobs::DEFAULT_STAGING_MEMORY`]; accepted:
+    /// [`FallbackKnobs::MIN_STAGING_MEMORY`]..=[`FallbackKnobs::MAX_STAGING_MEMORY`].
     pub staging_memory: u64,
     /// Requests of at most this many bytes run on the caller's thread, with no hand-off to
     /// the workers. Default [`FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD`]; 0 hands off
-    /// every request.
+    /// every request; accepted: up to [`FallbackKnobs::MAX_SMALL_IO_THRESHOLD`].
     pub small_io_threshold: u64,
     /// Whether a read above the small-request threshold takes the parts that are not in the
     /// page cache from the disk with `O_DIRECT` (aligned middle; head and tail buffered),
@@ -88,6 +94,24 @@ impl FallbackKnobs {
     pub const DEFAULT_STAGING_MEMORY: u64 = 256 << 20;
     /// 1 MiB: below this the hand-off to a worker and back costs more than it saves.
     pub const DEFAULT_SMALL_IO_THRESHOLD: u64 = 1 << 20;
+
+    /// 4 KiB, the smallest task: tasks are cut at multiples of 4096 in file offsets.
+    pub const MIN_TASK_SIZE: u64 = 4 << 10;
+    /// 1 GiB, the largest task: half the most one call moves (`MAX_IO_SIZE`, just under
+    /// 2 GiB), so that a request can still be split; larger tasks only keep workers from
+    /// sharing a request.
+    pub const MAX_TASK_SIZE: u64 = 1 << 30;
+    /// 4 KiB, the smallest staging budget: one page-sized buffer.
+    pub const MIN_STAGING_MEMORY: u64 = 4 << 10;
+    /// 64 GiB, the largest staging budget: twice what the most workers can hold at once
+    /// (1024 threads × 2 buffers × 16 MiB chunks), the rest for callers' small requests.
+    /// Pinned memory cannot be swapped out; a budget beyond this would let a typo lock the
+    /// machine's memory.
+    pub const MAX_STAGING_MEMORY: u64 = 64 << 30;
+    /// 1 GiB, the largest small-request threshold: larger requests are always spread over
+    /// the workers (`HIPFILE_IO_THREADS=1` serves them on one worker, still overlapping
+    /// file I/O with copies).
+    pub const MAX_SMALL_IO_THRESHOLD: u64 = 1 << 30;
 
     /// The default thread count for this machine, found once per process:
     /// `available_parallelism` reads the cgroup limits, about 37 µs a call on the CPU
@@ -314,29 +338,35 @@ impl ConfigBuilder {
         self
     }
 
-    /// Overrides `HIPFILE_IO_THREADS` (0 is taken as 1).
+    /// Overrides `HIPFILE_IO_THREADS`, clamped to 1..=[`FallbackKnobs::MAX_IO_THREADS`].
     pub fn io_threads(mut self, threads: usize) -> Self {
-        self.io_threads = Some(threads.max(1));
+        self.io_threads = Some(threads.clamp(1, FallbackKnobs::MAX_IO_THREADS));
         self
     }
 
-    /// Overrides `HIPFILE_TASK_SIZE`, in bytes (0 is taken as 1; the fallback rounds up to
-    /// 4096).
+    /// Overrides `HIPFILE_TASK_SIZE`, in bytes, clamped to
+    /// [`FallbackKnobs::MIN_TASK_SIZE`]..=[`FallbackKnobs::MAX_TASK_SIZE`] (the fallback
+    /// rounds up to 4096).
     pub fn task_size(mut self, bytes: u64) -> Self {
-        self.task_size = Some(bytes.max(1));
+        self.task_size =
+            Some(bytes.clamp(FallbackKnobs::MIN_TASK_SIZE, FallbackKnobs::MAX_TASK_SIZE));
         self
     }
 
-    /// Overrides `HIPFILE_STAGING_MEMORY`, in bytes (0 is taken as 1: the fallback keeps at
-    /// least one 4 KiB buffer whatever the bound).
+    /// Overrides `HIPFILE_STAGING_MEMORY`, in bytes, clamped to
+    /// [`FallbackKnobs::MIN_STAGING_MEMORY`]..=[`FallbackKnobs::MAX_STAGING_MEMORY`].
     pub fn staging_memory(mut self, bytes: u64) -> Self {
-        self.staging_memory = Some(bytes.max(1));
+        self.staging_memory = Some(bytes.clamp(
+            FallbackKnobs::MIN_STAGING_MEMORY,
+            FallbackKnobs::MAX_STAGING_MEMORY,
+        ));
         self
     }
 
-    /// Overrides `HIPFILE_SMALL_IO_THRESHOLD`, in bytes.
+    /// Overrides `HIPFILE_SMALL_IO_THRESHOLD`, in bytes, at most
+    /// [`FallbackKnobs::MAX_SMALL_IO_THRESHOLD`].
     pub fn small_io_threshold(mut self, bytes: u64) -> Self {
-        self.small_io_threshold = Some(bytes);
+        self.small_io_threshold = Some(bytes.min(FallbackKnobs::MAX_SMALL_IO_THRESHOLD));
         self
     }
 
@@ -440,22 +470,34 @@ impl ConfigBuilder {
                 },
             });
         let knobs = defaults.fallback;
+        // A value that does not parse keeps the default; one that parses but lies outside
+        // `bounds` is replaced by the nearest bound. Both warn.
         let mut number = |over: Option<u64>,
                           variable: &'static str,
                           default: u64,
                           parse: fn(&str) -> Option<u64>,
+                          bounds: (u64, u64),
                           expected: &'static str| {
             over.unwrap_or_else(|| match lookup(variable) {
                 None => default,
-                Some(v) => parse(&v).unwrap_or_else(|| {
-                    warnings.push(ConfigWarning::InvalidValue {
-                        variable,
-                        value: v,
-                        used: default.to_string(),
-                        expected,
-                    });
-                    default
-                }),
+                Some(v) => {
+                    let (used, valid) = match parse(&v) {
+                        None => (default, false),
+                        Some(n) => {
+                            let clamped = n.clamp(bounds.0, bounds.1);
+                            (clamped, clamped == n)
+                        }
+                    };
+                    if !valid {
+                        warnings.push(ConfigWarning::InvalidValue {
+                            variable,
+                            value: v,
+                            used: used.to_string(),
+                            expected,
+                        });
+                    }
+                    used
+                }
             })
         };
         let threads = |v: &str| {
@@ -469,29 +511,35 @@ impl ConfigBuilder {
             ENV_IO_THREADS,
             knobs.io_threads as u64,
             threads,
+            (1, FallbackKnobs::MAX_IO_THREADS as u64),
             "an integer from 1 to 1024",
         ) as usize;
-        let positive_size = |v: &str| parse_size(v).filter(|&n| n > 0);
         let task_size = number(
             self.task_size,
             ENV_TASK_SIZE,
             knobs.task_size,
-            positive_size,
-            "a positive byte count, optionally with a K, M or G suffix",
+            parse_size,
+            (FallbackKnobs::MIN_TASK_SIZE, FallbackKnobs::MAX_TASK_SIZE),
+            "a byte count from 4K to 1G, optionally with a K, M or G suffix",
         );
         let staging_memory = number(
             self.staging_memory,
             ENV_STAGING_MEMORY,
             knobs.staging_memory,
-            positive_size,
-            "a positive byte count, optionally with a K, M or G suffix",
+            parse_size,
+            (
+                FallbackKnobs::MIN_STAGING_MEMORY,
+                FallbackKnobs::MAX_STAGING_MEMORY,
+            ),
+            "a byte count from 4K to 64G, optionally with a K, M or G suffix",
         );
         let small_io_threshold = number(
             self.small_io_threshold,
             ENV_SMALL_IO_THRESHOLD,
             knobs.small_io_threshold,
             parse_size,
-            "a byte count, optionally with a K, M or G suffix",
+            (0, FallbackKnobs::MAX_SMALL_IO_THRESHOLD),
+            "a byte count up to 1G, optionally with a K, M or G suffix",
         );
         let config = Config {
             allow_compat_mode,
@@ -776,7 +824,7 @@ mod tests {
     fn invalid_fallback_knobs_fall_back_to_the_default_and_warn() {
         let (c, w) = ConfigBuilder::new().build_with(env(&[
             (ENV_IO_THREADS, "0"),
-            (ENV_TASK_SIZE, "0"),
+            (ENV_TASK_SIZE, "1.5M"),
             (ENV_STAGING_MEMORY, "big"),
             (ENV_SMALL_IO_THRESHOLD, "-5"),
             (ENV_COLD_DIRECT_READS, "sometimes"),
@@ -794,6 +842,96 @@ mod tests {
         }
         let (c, _) = ConfigBuilder::new().build_with(env(&[(ENV_IO_THREADS, "5000")]));
         assert_eq!(c.fallback.io_threads, FallbackKnobs::default_io_threads());
+    }
+
+    #[test]
+    fn sizes_out_of_bounds_warn_and_use_the_nearest_bound() {
+        const GIB: u64 = 1 << 30;
+        for (variable, value, used) in [
+            (ENV_TASK_SIZE, "18446744073709551615", GIB),
+            (ENV_TASK_SIZE, "64G", GIB),
+            (ENV_TASK_SIZE, "0", 4096),
+            (ENV_TASK_SIZE, "4095", 4096),
+            (ENV_STAGING_MEMORY, "18446744073709551615", 64 * GIB),
+            (ENV_STAGING_MEMORY, "65G", 64 * GIB),
+            (ENV_STAGING_MEMORY, "1", 4096),
+            (ENV_SMALL_IO_THRESHOLD, "18446744073709551615", GIB),
+            (ENV_SMALL_IO_THRESHOLD, "1025M", GIB),
+        ] {
+            let (c, w) = ConfigBuilder::new().build_with(env(&[(variable, value)]));
+            let got = match variable {
+                ENV_TASK_SIZE => c.fallback.task_size,
+                ENV_STAGING_MEMORY => c.fallback.staging_memory,
+                _ => c.fallback.small_io_threshold,
+            };
+            assert_eq!(got, used, "{variable}={value}");
+            let [warning] = &w[..] else {
+                panic!("{variable}={value}: one warning expected, got {w:?}");
+            };
+            let text = warning.to_string();
+            for needle in [
+                variable.to_string(),
+                format!("{value:?}"),
+                format!("using {used}"),
+            ] {
+                assert!(text.contains(&needle), "{needle:?} missing from {text:?}");
+            }
+        }
+        // The bounds themselves are accepted silently.
+        let (c, w) = ConfigBuilder::new().build_with(env(&[
+            (ENV_TASK_SIZE, "1G"),
+            (ENV_STAGING_MEMORY, "64G"),
+            (ENV_SMALL_IO_THRESHOLD, "1G"),
+        ]));
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            (
+                c.fallback.task_size,
+                c.fallback.staging_memory,
+                c.fallback.small_io_threshold
+            ),
+            (GIB, 64 * GIB, GIB)
+        );
+        let (c, w) = ConfigBuilder::new()
+            .build_with(env(&[(ENV_TASK_SIZE, "4K"), (ENV_STAGING_MEMORY, "4K")]));
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            (c.fallback.task_size, c.fallback.staging_memory),
+            (4096, 4096)
+        );
+    }
+
+    #[test]
+    fn setters_clamp_to_the_same_bounds() {
+        let k = |b: ConfigBuilder| b.build_with(env(&[])).0.fallback;
+        let high = k(ConfigBuilder::new()
+            .io_threads(usize::MAX)
+            .task_size(u64::MAX)
+            .staging_memory(u64::MAX)
+            .small_io_threshold(u64::MAX));
+        assert_eq!(
+            (
+                high.io_threads,
+                high.task_size,
+                high.staging_memory,
+                high.small_io_threshold
+            ),
+            (1024, 1 << 30, 64 << 30, 1 << 30)
+        );
+        let low = k(ConfigBuilder::new()
+            .io_threads(0)
+            .task_size(0)
+            .staging_memory(0)
+            .small_io_threshold(0));
+        assert_eq!(
+            (
+                low.io_threads,
+                low.task_size,
+                low.staging_memory,
+                low.small_io_threshold
+            ),
+            (1, 4096, 4096, 0)
+        );
     }
 
     #[test]

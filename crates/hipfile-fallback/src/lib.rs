@@ -136,8 +136,9 @@ impl Backend for Fallback {
     /// `cold_direct_reads` is on); writes copy from the device, then `pwrite`, and end with one `fdatasync`
     /// (SPEC.md §3: durable on return). Chunks are at most the pool's `chunk_size`. A request
     /// above the small-request threshold is split into tasks served by the I/O threads while
-    /// the caller waits. Returns the bytes moved, short only for a read that reaches the end
-    /// of the file (then the bytes before the end, never any after it); size 0 returns 0.
+    /// the caller waits. Returns the bytes moved, short for a read that reaches the end of the
+    /// file (then the bytes before the end, never any after it) and for a write that fails
+    /// after writing some bytes (below); size 0 returns 0.
     ///
     /// # Errors
     ///
@@ -148,7 +149,15 @@ impl Backend for Fallback {
     ///   device, is not an error);
     /// - a failed copy or pinned allocation: [`BackendError::Runtime`].
     ///
-    /// A write that fails part-way is an error even though earlier chunks may be in the file.
+    /// A write follows POSIX's rule (SPEC.md §3), as the fastpath does: when it has written
+    /// some bytes from the request's start and then fails (a `pwrite` past a file-size limit
+    /// or on a full file system, a failed copy), it returns the count of that contiguous
+    /// prefix, made durable by the `fdatasync` (whose failure is then the error); only a
+    /// write that wrote nothing from the start returns the error. Tasks run in parallel, so
+    /// the count is the bytes of the leading tasks that finished plus what the failing task
+    /// wrote before failing; bytes a later task wrote past it may be in the file too, and,
+    /// as with any short write, the bytes after the count are unspecified. A read that fails
+    /// is an error.
     fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError> {
         let Some(pool) = &self.staging else {
             return Err(BackendError::Unsupported(format!(

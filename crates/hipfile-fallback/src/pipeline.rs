@@ -18,9 +18,11 @@
 //!
 //! A task that fails marks its request cancelled, and tasks of that request that have not
 //! started yet are skipped; a read task that comes back short (the end of the file) makes
-//! later tasks of its request skip too. The caller always waits until every one of its tasks
-//! has finished or been skipped, so no worker touches its descriptor or device memory after
-//! the call returns.
+//! later tasks of its request skip too. A write task that fails says how many bytes it
+//! wrote first, so that the request can return the bytes written from its start
+//! (`transfer::serve`). The caller always waits until every one of its tasks has finished
+//! or been skipped, so no worker touches its descriptor or device memory after the call
+//! returns.
 //!
 //! [`StagingConfig::BUFFERS_PER_WORKER`]: crate::StagingConfig::BUFFERS_PER_WORKER
 //!
@@ -35,10 +37,9 @@
 
 use crate::cache::start_writeback;
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
-use crate::transfer::{ColdReads, Direct, pread_chunk, pwrite_full};
+use crate::transfer::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
-use hipfile_core::{BackendError, GpuRuntime, Op, RuntimeError};
-use rustix::io::Errno;
+use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -92,7 +93,8 @@ struct Task {
 enum Outcome {
     Moved(u64),
     Skipped,
-    Failed(BackendError),
+    /// For a write, with the bytes written from the task's start before the failure.
+    Failed(Failed),
 }
 
 /// The shared state of one request's tasks.
@@ -111,9 +113,9 @@ struct Outcomes {
 }
 
 impl Pipeline {
-    /// A pool of `threads` workers (at least 1) over `pool`'s buffers, cutting requests into
-    /// tasks of `task_size` bytes (rounded up to 4096). Nothing starts before the first
-    /// [`Pipeline::run`].
+    /// A pool of `threads` workers (1 to [`FallbackKnobs::MAX_IO_THREADS`]) over `pool`'s
+    /// buffers, cutting requests into tasks of `task_size` bytes (rounded up to 4096; any
+    /// value is taken). Nothing starts before the first [`Pipeline::run`].
     pub(crate) fn new(pool: Arc<StagingPool>, threads: usize, task_size: u64) -> Self {
         Pipeline {
             shared: Arc::new(Shared {
@@ -123,8 +125,8 @@ impl Pipeline {
                 dispatched: AtomicU64::new(0),
                 cold: ColdReads::new(),
             }),
-            threads: threads.max(1),
-            task_size: task_size.max(1).div_ceil(ALIGN) * ALIGN,
+            threads: threads.clamp(1, FallbackKnobs::MAX_IO_THREADS),
+            task_size: round_up(task_size.max(1), ALIGN),
             workers: OnceLock::new(),
         }
     }
@@ -153,7 +155,10 @@ impl Pipeline {
     /// # Errors
     ///
     /// The error of the failed task with the lowest index, once every task has finished or
-    /// been skipped.
+    /// been skipped, with the bytes written from the request's start before it: those of
+    /// the tasks before it (all of them finished: tasks are taken in order, so a task that
+    /// is skipped comes after the one that failed) and what it wrote itself before failing.
+    /// Tasks after it may have written bytes past that count.
     pub(crate) fn run(
         &self,
         op: Op,
@@ -162,7 +167,7 @@ impl Pipeline {
         direct: Option<Direct<'_>>,
         device: DeviceRange,
         file_offset: u64,
-    ) -> Option<Result<u64, BackendError>> {
+    ) -> Option<Result<u64, Failed>> {
         if self.start().is_empty() {
             return None;
         }
@@ -221,7 +226,10 @@ impl Pipeline {
         let mut short = false;
         for (slot, &(piece, _)) in outcomes.each.iter_mut().zip(&tasks) {
             match slot.take() {
-                Some(Outcome::Failed(e)) => return Some(Err(e)),
+                Some(Outcome::Failed(f)) if short => {
+                    return Some(Err(Failed::after(total)(f.error)));
+                }
+                Some(Outcome::Failed(f)) => return Some(Err(f.within(total))),
                 Some(Outcome::Moved(n)) if !short => {
                     total += n;
                     short = n < piece.len();
@@ -286,11 +294,19 @@ impl Pipeline {
     /// requests.
     fn task_for(&self, len: u64) -> u64 {
         let threads = u64::try_from(self.threads.max(1)).unwrap_or(1);
-        let even_share = len.div_ceil(threads).div_ceil(ALIGN) * ALIGN;
+        let even_share = round_up(len.div_ceil(threads), ALIGN);
         even_share
             .max(MIN_TASK.min(self.task_size))
             .min(MAX_TASK.max(self.task_size))
     }
+}
+
+/// `n` rounded up to a multiple of `align` (at least 1), or the largest multiple of `align`
+/// when that does not fit.
+fn round_up(n: u64, align: u64) -> u64 {
+    let align = align.max(1);
+    n.checked_next_multiple_of(align)
+        .unwrap_or(u64::MAX / align * align)
 }
 
 /// The smallest task a request is cut into when it is spread over the workers.
@@ -317,7 +333,8 @@ fn split(device: DeviceRange, file_offset: u64, task_size: u64) -> Vec<(DeviceRa
     let mut rest = device;
     let mut offset = file_offset;
     while rest.len() > 0 {
-        let boundary = (offset / task_size + 1) * task_size;
+        // Past `offset` even when it saturates: tasks are at least 4096 bytes.
+        let boundary = (offset / task_size + 1).saturating_mul(task_size);
         let (piece, after) = rest.split_at(boundary - offset);
         pieces.push((piece, offset));
         offset += piece.len();
@@ -395,10 +412,12 @@ impl Gpus {
         }
     }
 
-    /// Destroys the set for `device` (its stream is not trusted any more).
-    fn discard(&mut self, runtime: &dyn GpuRuntime, device: i32) {
+    /// Drops the set for `device` without destroying it: its stream could not be waited
+    /// for, so copies may still be queued on it, and destroying it could free what they use.
+    /// The handles are left behind; the next task for the device makes a new set.
+    fn forget(&mut self, device: i32) {
         if let Some(i) = self.each.iter().position(|g| g.device == device) {
-            self.each.swap_remove(i).destroy(runtime);
+            drop(self.each.swap_remove(i));
         }
     }
 
@@ -441,14 +460,12 @@ fn worker(shared: &Shared) {
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 serve_task(shared, runtime, &mut gpus, &task)
             }))
-            .unwrap_or_else(|_| {
-                // The stream may be left mid-copy: start afresh next time (its handles are
-                // left behind rather than destroyed under a copy).
-                gpus = Gpus::default();
-                Err(BackendError::Os {
-                    call: "fallback I/O worker",
-                    errno: Errno::IO.raw_os_error(),
-                })
+            .unwrap_or_else(|payload| {
+                // The task's buffers went back only if its stream could be synchronised
+                // (`InFlight`'s drop), but the stream may be left mid-call: start afresh
+                // next time, its handles left behind rather than destroyed under a copy.
+                gpus.forget(task.gpu);
+                Err(Failed::after(0)(panicked(&*payload)))
             });
             match r {
                 Ok(n) => {
@@ -473,8 +490,24 @@ fn worker(shared: &Shared) {
     }
 }
 
+/// The error of a task whose worker panicked, with the panic's message when it is text.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
+    const WHAT: &str = "an I/O worker of the fallback panicked while serving this request";
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    BackendError::Internal(match message {
+        Some(m) => format!("{WHAT}: {m}"),
+        None => WHAT.to_string(),
+    })
+}
+
 /// Buffers with copies possibly queued on `stream`: dropping it waits for the stream before
-/// the buffers go back, on every path out of a task (errors and panics included).
+/// the buffers go back, on every path out of a task (errors and panics included). When the
+/// stream cannot be synchronised, a copy may still be queued on it: the buffers are given up
+/// ([`StagingGuard::abandon`]), never reused or freed, and the caller must not destroy the
+/// stream ([`Gpus::forget`]).
 struct InFlight<'a> {
     buffers: Vec<StagingGuard<'a>>,
     runtime: &'a dyn GpuRuntime,
@@ -485,28 +518,41 @@ struct InFlight<'a> {
 impl InFlight<'_> {
     fn finish(mut self) -> Result<(), RuntimeError> {
         self.synced = true;
-        self.runtime.stream_synchronize(self.stream)
+        let synced = self.runtime.stream_synchronize(self.stream);
+        if synced.is_err() {
+            self.abandon();
+        }
+        synced
+    }
+
+    fn abandon(&mut self) {
+        for b in self.buffers.drain(..) {
+            b.abandon();
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if !self.synced {
-            // A failure cannot be reported from here; the task already failed.
-            let _ = self.runtime.stream_synchronize(self.stream);
+        // A failure cannot be reported from here; the task already failed.
+        if !self.synced && self.runtime.stream_synchronize(self.stream).is_err() {
+            self.abandon();
         }
     }
 }
 
+/// Serves one task; a failure of a write task says how many bytes it wrote from its start.
 fn serve_task(
     shared: &Shared,
     runtime: &dyn GpuRuntime,
     gpus: &mut Gpus,
     task: &Task,
-) -> Result<u64, BackendError> {
-    let g = gpus.for_device(runtime, task.gpu)?;
+) -> Result<u64, Failed> {
+    let g = gpus
+        .for_device(runtime, task.gpu)
+        .map_err(Failed::after(0))?;
     let pool = &shared.pool;
-    let mut buffers = vec![pool.acquire()?];
+    let mut buffers = vec![pool.acquire().map_err(Failed::after(0))?];
     buffers.extend(pool.try_acquire());
     let mut flight = InFlight {
         buffers,
@@ -530,16 +576,17 @@ fn serve_task(
             (fd, direct, &shared.cold),
             task.device,
             task.file_offset,
-        ),
+        )
+        .map_err(Failed::after(0)),
         Op::Write => write_task(&mut flight, &g.events, fd, task.device, task.file_offset),
     };
     let synced = flight.finish();
     if synced.is_err() {
-        // A stream that failed to synchronise is not trusted again.
-        gpus.discard(runtime, task.gpu);
+        // Not trusted again, nor destroyed: copies may still be queued on it (`InFlight`).
+        gpus.forget(task.gpu);
     }
     let moved = moved?;
-    synced.map_err(BackendError::Runtime)?;
+    synced.map_err(|e| Failed::after(moved)(BackendError::Runtime(e)))?;
     Ok(moved)
 }
 
@@ -602,14 +649,15 @@ fn read_task(
 
 /// Copy from the device into one buffer while the other is being written, and start the
 /// writeback of each chunk once it is written, so that the disk is busy while the call is
-/// still copying (the call's `fdatasync` then waits only for what is left).
+/// still copying (the call's `fdatasync` then waits only for what is left). A failure says
+/// how many bytes were written from the task's start before it.
 fn write_task(
     flight: &mut InFlight<'_>,
     events: &[EventHandle],
     fd: BorrowedFd<'_>,
     device: DeviceRange,
     file_offset: u64,
-) -> Result<u64, BackendError> {
+) -> Result<u64, Failed> {
     let n = flight.buffers.len();
     let chunk = flight.buffers[0].capacity() as u64;
     let mut pieces = Vec::new();
@@ -623,26 +671,30 @@ fn write_task(
     }
     let mut queued = 0;
     while queued < n.min(pieces.len()) {
-        queue_copy(flight, events, queued % n, pieces[queued].0)?;
+        queue_copy(flight, events, queued % n, pieces[queued].0).map_err(Failed::after(0))?;
         queued += 1;
     }
+    let mut written = 0;
     for (k, &(piece, at)) in pieces.iter().enumerate() {
         let slot = k % n;
         flight
             .runtime
             .event_synchronize(events[slot])
-            .map_err(BackendError::Runtime)?;
+            .map_err(|e| Failed::after(written)(BackendError::Runtime(e)))?;
         // A piece is at most a buffer's capacity, a `usize`.
         let len = piece.len() as usize;
-        pwrite_full(fd, &flight.buffers[slot].as_slice()[..len], at)?;
+        pwrite_full(fd, &flight.buffers[slot].as_slice()[..len], at)
+            .map_err(|f| f.within(written))?;
+        written += piece.len();
         if queued < pieces.len() {
             // The buffer of chunk `queued` is `slot`'s, just written out.
-            queue_copy(flight, events, queued % n, pieces[queued].0)?;
+            queue_copy(flight, events, queued % n, pieces[queued].0)
+                .map_err(Failed::after(written))?;
             queued += 1;
         }
         start_writeback(fd, at, piece.len());
     }
-    Ok(device.len())
+    Ok(written)
 }
 
 /// Bytes from file offset `at` to the next multiple of `chunk`: chunks are cut where the
@@ -697,6 +749,39 @@ mod tests {
         assert_eq!(pipeline(16, 64 << 10).task_for(100 << 10), 64 << 10);
         assert_eq!(pipeline(16, 256 * MIB).task_for(8 << 30), 256 * MIB);
         assert_eq!(pipeline(16, 256 * MIB).task_for(64 * MIB), 4 * MIB);
+    }
+
+    #[test]
+    fn a_panic_is_an_internal_error_with_its_message() {
+        let text = |payload: Box<dyn std::any::Any + Send>| match panicked(&*payload) {
+            BackendError::Internal(m) => m,
+            other => panic!("{other:?}"),
+        };
+        let what = "an I/O worker of the fallback panicked while serving this request";
+        assert_eq!(
+            text(Box::new("static text")),
+            format!("{what}: static text")
+        );
+        assert_eq!(
+            text(Box::new(String::from("formatted 7"))),
+            format!("{what}: formatted 7")
+        );
+        assert_eq!(text(Box::new(42u32)), what);
+    }
+
+    #[test]
+    fn sizes_beyond_any_bound_do_not_overflow() {
+        let p = pipeline(usize::MAX, u64::MAX);
+        assert_eq!(p.threads, FallbackKnobs::MAX_IO_THREADS);
+        assert_eq!(p.task_size, u64::MAX / ALIGN * ALIGN);
+        let len = hipfile_core::MAX_IO_SIZE;
+        assert_eq!(p.task_for(len), round_up(len.div_ceil(1024), ALIGN));
+        let range = DeviceRange::for_test(DevicePtr(0x10_000), len);
+        let pieces = split(range, (i64::MAX as u64) - len, p.task_size);
+        assert_eq!(pieces.len(), 1);
+        assert_eq!(round_up(0, 0), 0);
+        assert_eq!(round_up(u64::MAX, 4096), u64::MAX - 4095);
+        assert_eq!(round_up(4097, 4096), 8192);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //!   bytes that the pool's runtime allocated, zeroed right after allocation (so every byte is
 //!   initialised before a slice is made over it), handed to one guard at a time, and freed
 //!   only when the pool is dropped, which the borrow in `StagingGuard<'_>` forbids while any
-//!   guard lives.
+//!   guard lives. A buffer given up ([`StagingGuard::abandon`]) is never handed out or freed
+//!   again: work queued on a stream that could not be waited for may still use it.
 //! - **Device ranges.** A [`DeviceRange`] is made only from a [`ValidRequest`], and smaller
 //!   ones only by splitting it. `hipfile-core`'s validation guarantees that a request's
 //!   `address..address + size` lies inside its buffer, and the buffer was checked against its
@@ -66,24 +67,41 @@ impl StagingConfig {
     /// one chunk overlaps the copy of the other.
     pub const BUFFERS_PER_WORKER: usize = 2;
 
+    /// 16 MiB: the largest chunk [`StagingConfig::for_knobs`] gives, whatever the knobs, so
+    /// that a large staging budget is pinned a buffer at a time as requests need it rather
+    /// than in a few huge buffers (a 5 MB request must not pin gigabytes). Upstream hipFile
+    /// stages in 16 MiB chunks too.
+    pub const MAX_CHUNK_SIZE: usize = 16 << 20;
+
     /// The sizes for the fallback's knobs, keeping `chunk_size × max_buffers` within
     /// `staging_memory`:
     ///
-    /// - `chunk_size` is the smaller of half a task (so that a task has at least two chunks to
-    ///   overlap) and `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
-    ///   worker can hold its two buffers at once), rounded down to a multiple of 4096 and at
-    ///   least 4096. With the defaults (4 MiB tasks, 256 MiB, 16 threads) that is 2 MiB.
+    /// - `chunk_size` is the smallest of half a task (so that a task has at least two chunks
+    ///   to overlap), `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
+    ///   worker can hold its two buffers at once) and [`StagingConfig::MAX_CHUNK_SIZE`],
+    ///   rounded down to a multiple of 4096 and at least 4096. With the defaults (4 MiB
+    ///   tasks, 256 MiB, 16 threads) that is 2 MiB.
     /// - `max_buffers` is as many such buffers as `staging_memory` holds (64 by default:
     ///   32 for the workers, the rest for callers' small requests and for callers beyond
     ///   them), at least 1. Only a bound below 4 KiB is exceeded, by that one buffer.
+    ///
+    /// Any values are taken, without overflow: those outside the configuration's bounds
+    /// give the sizes of the nearest ones or larger budgets of 16 MiB buffers.
     pub fn for_knobs(knobs: &FallbackKnobs) -> StagingConfig {
         const PAGE: u64 = 4096;
-        let task = knobs.task_size.max(1).div_ceil(PAGE) * PAGE;
-        let per_worker = (knobs.io_threads.max(1) * Self::BUFFERS_PER_WORKER) as u64;
-        let chunk = (task / 2).min(knobs.staging_memory / per_worker).max(PAGE) / PAGE * PAGE;
+        let task = knobs.task_size.max(1).div_ceil(PAGE).saturating_mul(PAGE);
+        let per_worker = u64::try_from(knobs.io_threads.max(1))
+            .unwrap_or(u64::MAX)
+            .saturating_mul(Self::BUFFERS_PER_WORKER as u64);
+        let chunk = (task / 2)
+            .min(knobs.staging_memory / per_worker)
+            .min(Self::MAX_CHUNK_SIZE as u64)
+            .max(PAGE)
+            / PAGE
+            * PAGE;
         let max_buffers = (knobs.staging_memory / chunk).max(1);
         StagingConfig {
-            chunk_size: usize::try_from(chunk).unwrap_or(usize::MAX),
+            chunk_size: usize::try_from(chunk).unwrap_or(Self::MAX_CHUNK_SIZE),
             max_buffers: usize::try_from(max_buffers).unwrap_or(usize::MAX),
         }
     }
@@ -116,8 +134,10 @@ unsafe impl Send for PinnedBuffer {}
 #[derive(Default)]
 struct PoolState {
     idle: Vec<PinnedBuffer>,
-    /// Buffers that exist (idle or held by a guard).
+    /// Buffers that exist (idle or held by a guard); abandoned ones are not counted.
     allocated: usize,
+    /// Buffers given up for good ([`StagingGuard::abandon`]).
+    abandoned: usize,
     /// Allocations in progress, counted against the bound before they finish.
     allocating: usize,
 }
@@ -156,6 +176,11 @@ impl StagingPool {
     /// How many buffers are idle, waiting in the pool.
     pub fn idle(&self) -> usize {
         self.lock().idle.len()
+    }
+
+    /// How many buffers were given up ([`StagingGuard::abandon`]): neither reused nor freed.
+    pub fn abandoned(&self) -> usize {
+        self.lock().abandoned
     }
 
     /// Takes a buffer: an idle one, else a newly allocated one while fewer than
@@ -250,6 +275,7 @@ impl fmt::Debug for StagingPool {
             .field("config", &self.config)
             .field("allocated", &state.allocated)
             .field("idle", &state.idle.len())
+            .field("abandoned", &state.abandoned)
             .finish()
     }
 }
@@ -294,6 +320,23 @@ pub struct StagingGuard<'a> {
 }
 
 impl StagingGuard<'_> {
+    /// Gives the buffer up for good: the pool neither hands it out again nor frees it (its
+    /// memory stays allocated until the process ends) and stops counting it, so that a
+    /// replacement may be allocated within `max_buffers`. For a buffer that a copy queued on
+    /// a stream may still read or write, when the stream cannot be waited for: reusing or
+    /// freeing it could let the copy corrupt another request's bytes or freed memory.
+    pub fn abandon(self) {
+        let pool = self.pool;
+        // Not given back: the guard's drop would return the buffer to the idle list.
+        std::mem::forget(self);
+        let mut state = pool.lock();
+        state.allocated -= 1;
+        state.abandoned += 1;
+        drop(state);
+        // A waiter may allocate in its place.
+        pool.returned.notify_one();
+    }
+
     /// The buffer's size in bytes (the pool's `chunk_size`).
     pub fn capacity(&self) -> usize {
         self.pool.config.chunk_size
@@ -558,19 +601,29 @@ mod tests {
             (3, 10_000, 1_000_000),
             (1024, 16 << 20, 1 << 30),
             (2, 1 << 30, 100 << 20),
+            (2, 64 << 30, 64 << 30),
+            (usize::MAX, u64::MAX, u64::MAX),
+            (1, u64::MAX, 1),
+            (0, 0, 0),
         ] {
             let c = StagingConfig::for_knobs(&knobs(threads, task, memory));
             assert!(
                 c.chunk_size >= 4096 && c.chunk_size.is_multiple_of(4096),
                 "{c:?}"
             );
+            assert!(c.chunk_size <= StagingConfig::MAX_CHUNK_SIZE, "{c:?}");
             assert!(c.max_buffers >= 1);
+            let pinned = (c.chunk_size as u64).checked_mul(c.max_buffers as u64);
             assert!(
-                (c.chunk_size * c.max_buffers) as u64 <= memory.max(4096),
+                pinned.is_some_and(|p| p <= memory.max(4096)),
                 "{threads} {task} {memory}: {c:?}"
             );
-            assert!(c.chunk_size as u64 <= task.div_ceil(4096) * 4096);
+            assert!(c.chunk_size as u64 <= task.max(4096));
         }
+        // Budgets far beyond what the workers hold are many 16 MiB buffers, allocated as
+        // requests need them, not a few huge ones.
+        let c = StagingConfig::for_knobs(&knobs(2, 1 << 30, 64 << 30));
+        assert_eq!((c.chunk_size, c.max_buffers), (16 << 20, 4096));
     }
 
     #[test]
@@ -692,6 +745,38 @@ mod tests {
         assert!(r.is_err());
         assert_eq!((pool.allocated(), pool.idle()), (1, 1));
         drop(pool.acquire().unwrap());
+    }
+
+    #[test]
+    fn an_abandoned_buffer_is_neither_reused_nor_freed_and_makes_room() {
+        let (rt, live) = pinned_runtime(2);
+        let pool = StagingPool::new(Arc::new(rt), config(1));
+        let g = pool.acquire().unwrap();
+        let given_up = g.as_slice().as_ptr() as usize;
+        std::thread::scope(|s| {
+            // A waiter for the only buffer gets a new one once it is given up.
+            let waiter = s.spawn(|| pool.acquire().unwrap().as_slice().as_ptr() as usize);
+            g.abandon();
+            assert_ne!(
+                waiter.join().unwrap(),
+                given_up,
+                "an abandoned buffer was reused"
+            );
+        });
+        assert_eq!((pool.allocated(), pool.idle(), pool.abandoned()), (1, 1, 1));
+        let again = pool.acquire().unwrap();
+        assert_ne!(again.as_slice().as_ptr() as usize, given_up);
+        drop(again);
+        drop(pool);
+        assert_eq!(
+            live.lock()
+                .unwrap()
+                .iter()
+                .map(|&(a, _)| a)
+                .collect::<Vec<_>>(),
+            [given_up],
+            "the abandoned buffer, and only it, is still allocated"
+        );
     }
 
     #[test]

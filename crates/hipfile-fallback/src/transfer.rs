@@ -50,16 +50,45 @@ impl ColdReads {
     }
 }
 
+/// A transfer that failed after moving `moved` bytes from its start (0 when it moved none).
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub(crate) moved: u64,
+    pub(crate) error: BackendError,
+}
+
+impl Failed {
+    /// `error`, after `moved` bytes.
+    pub(crate) fn after(moved: u64) -> impl FnOnce(BackendError) -> Failed {
+        move |error| Failed { moved, error }
+    }
+
+    /// This failure of a part that starts `before` bytes into a larger transfer, as a failure
+    /// of the larger one.
+    pub(crate) fn within(self, before: u64) -> Failed {
+        Failed {
+            moved: before.saturating_add(self.moved),
+            error: self.error,
+        }
+    }
+}
+
 /// Serves `r` on `fd` (a buffered descriptor) for device memory of device `gpu` and returns
-/// the bytes moved: short only for a read that reaches the end of the file. Size 0 returns 0
-/// and touches nothing (a write of nothing has nothing to make durable). The caller's thread
-/// copies synchronously, which the runtime routes by the pointers, so its current device is
-/// left alone; the I/O threads copy on streams of `gpu`, and read what the page cache lacks
-/// through `direct` when it is given (see `Pipeline::run`).
+/// the bytes moved: short for a read that reaches the end of the file, and for a write that
+/// fails after writing some bytes. Size 0 returns 0 and touches nothing (a write of nothing
+/// has nothing to make durable). The caller's thread copies synchronously, which the runtime
+/// routes by the pointers, so its current device is left alone; the I/O threads copy on
+/// streams of `gpu`, and read what the page cache lacks through `direct` when it is given
+/// (see `Pipeline::run`).
 ///
-/// A write that fails part-way fails the request although earlier chunks may already be in
-/// the file: the caller asked for the whole range, and a partial write that looks like
-/// success would be taken for durable data.
+/// A write follows POSIX's rule for `write(2)`, as the fastpath's `hipAmdFileWrite` does: one
+/// that writes some bytes from the start of the request and then fails returns the count of
+/// those bytes (the contiguous prefix from the request's start; with tasks in parallel,
+/// bytes past it may be in the file too, as with any short write the bytes after the count
+/// are unspecified), and the `fdatasync` still runs for them, its failure being the error;
+/// one that writes nothing from the start returns the error. Under a file-size limit or on a
+/// full file system the caller learns how much is in the file, and the next write, at the
+/// count, reports the error. A read that fails is an error whatever it had read.
 pub(crate) fn serve(
     pool: &StagingPool,
     pipeline: Option<&Pipeline>,
@@ -74,7 +103,7 @@ pub(crate) fn serve(
     }
     if r.size() > small_io_threshold
         && let Some(p) = pipeline
-        && let Some(moved) = p.run(
+        && let Some(result) = p.run(
             r.op(),
             gpu,
             fd,
@@ -83,23 +112,30 @@ pub(crate) fn serve(
             r.file_offset(),
         )
     {
-        let moved = moved?;
-        if r.op() == Op::Write {
-            sync_data(fd)?;
-        }
-        return Ok(moved);
+        return finish(r.op(), fd, result);
     }
     let mut buf = pool.acquire()?;
-    let moved = transfer_range(
+    let result = transfer_range(
         r.op(),
         fd,
         DeviceRange::of_request(r),
         r.file_offset(),
         &mut buf,
-    )?;
+    );
     // Give the buffer back before waiting on the disk: others may use it meanwhile.
     drop(buf);
-    if r.op() == Op::Write {
+    finish(r.op(), fd, result)
+}
+
+/// The outcome of a request that moved what `result` says: a write that wrote some bytes
+/// before failing counts them, and any write that wrote something ends with its `fdatasync`.
+fn finish(op: Op, fd: BorrowedFd<'_>, result: Result<u64, Failed>) -> Result<u64, BackendError> {
+    let moved = match result {
+        Ok(n) => n,
+        Err(Failed { moved, .. }) if op == Op::Write && moved > 0 => moved,
+        Err(f) => return Err(f.error),
+    };
+    if op == Op::Write {
         sync_data(fd)?;
     }
     Ok(moved)
@@ -107,14 +143,15 @@ pub(crate) fn serve(
 
 /// Moves `device` (read: into it; write: out of it) from or to `file_offset..` of `fd`, in
 /// chunks of at most the buffer's capacity. Returns the bytes moved, short only when a read
-/// reaches the end of the file. Does not sync.
+/// reaches the end of the file; a failure says how many bytes were moved before it. Does not
+/// sync.
 pub(crate) fn transfer_range(
     op: Op,
     fd: BorrowedFd<'_>,
     device: DeviceRange,
     file_offset: u64,
     buf: &mut StagingGuard<'_>,
-) -> Result<u64, BackendError> {
+) -> Result<u64, Failed> {
     let chunk_size = buf.capacity() as u64;
     let mut rest = device;
     let mut done = 0u64;
@@ -125,10 +162,11 @@ pub(crate) fn transfer_range(
         let offset = file_offset + done;
         match op {
             Op::Read => {
-                let got = pread_full(fd, &mut buf.as_mut_slice()[..want], offset)?;
+                let got = pread_full(fd, &mut buf.as_mut_slice()[..want], offset)
+                    .map_err(Failed::after(done))?;
                 let (filled, _) = chunk.split_at(got as u64);
                 if got > 0 {
-                    buf.copy_to_device(filled)?;
+                    buf.copy_to_device(filled).map_err(Failed::after(done))?;
                 }
                 done += got as u64;
                 if got < want {
@@ -136,8 +174,8 @@ pub(crate) fn transfer_range(
                 }
             }
             Op::Write => {
-                buf.copy_from_device(chunk)?;
-                pwrite_full(fd, &buf.as_slice()[..want], offset)?;
+                buf.copy_from_device(chunk).map_err(Failed::after(done))?;
+                pwrite_full(fd, &buf.as_slice()[..want], offset).map_err(|f| f.within(done))?;
                 done += chunk.len();
             }
         }
@@ -207,7 +245,7 @@ fn read_uncached(
 ) -> Result<usize, BackendError> {
     let align = direct.offset_align.max(1);
     let end = offset + buf.len() as u64;
-    let first = offset.div_ceil(align) * align;
+    let first = offset.div_ceil(align).saturating_mul(align);
     let last = end / align * align;
     // Below `buf.len()`, so a `usize`.
     let head = (first.min(end) - offset) as usize;
@@ -259,15 +297,17 @@ fn pread_direct(
 }
 
 /// `pwrite` all of `buf`. `EINTR` is reissued; a `pwrite` that writes nothing would repeat
-/// forever, so it is reported as `EIO`.
-pub(crate) fn pwrite_full(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> Result<(), BackendError> {
+/// forever, so it is reported as `EIO`. A failure says how many bytes were written before it
+/// (a `pwrite` that crosses a file-size limit or fills the file system writes what fits and
+/// returns that count; the next one fails).
+pub(crate) fn pwrite_full(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> Result<(), Failed> {
     let mut written = 0;
     while written < buf.len() {
         match rustix::io::pwrite(fd, &buf[written..], offset + written as u64) {
-            Ok(0) => return Err(os("pwrite", Errno::IO)),
+            Ok(0) => return Err(Failed::after(written as u64)(os("pwrite", Errno::IO))),
             Ok(n) => written += n,
             Err(Errno::INTR) => {}
-            Err(e) => return Err(os("pwrite", e)),
+            Err(e) => return Err(Failed::after(written as u64)(os("pwrite", e))),
         }
     }
     Ok(())

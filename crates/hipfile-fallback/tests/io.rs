@@ -5,7 +5,9 @@
 
 mod support;
 
-use hipfile_core::{Backend, BackendError, Config, DevicePtr, FallbackKnobs, Op};
+use hipfile_core::{
+    Backend, BackendError, Config, DevicePtr, ErrorCode, FallbackKnobs, HipFileCode, Op,
+};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_testfs::{MountedFs, TempDir, require};
 use std::fs::{File, OpenOptions};
@@ -435,35 +437,78 @@ fn a_failing_pinned_allocation_is_a_runtime_error_and_is_retried_next_time() {
     assert_eq!(fb.staging().unwrap().allocated(), 1);
 }
 
+/// A write that fills the file system returns the bytes that fit, which are the file's first
+/// bytes (SPEC.md §3: POSIX's rule), and the next write, where nothing fits, is `ENOSPC`.
 #[test]
-fn a_full_file_system_is_enospc() {
+fn a_write_that_fills_the_file_system_returns_what_fits() {
     let fs = require!(MountedFs::tmpfs(1));
     let path: PathBuf = fs.path().join("f");
     let file = read_write(&path);
     let rt = Arc::new(HostMemRuntime::new());
     let fb = fallback(&rt, SMALL_CHUNK, 1);
     let size = 2 * MIB;
-    let src = rt.device_with(&pattern(size, 7));
-    let e = run(
-        &fb,
-        &*rt,
-        &file,
-        Op::Write,
-        src,
-        size as u64,
-        0,
-        0,
-        size as u64,
-    )
-    .unwrap_err();
+    let data = pattern(size, 7);
+    let src = rt.device_with(&data);
+    let write = |at: usize| {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            at as u64,
+            at as u64,
+            (size - at) as u64,
+        )
+    };
+    let n = write(0).unwrap() as usize;
+    assert!(n > 0 && n < size, "{n} of {size} bytes");
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), n);
+    assert!(on_disk[..] == data[..n]);
     assert_eq!(
-        e,
+        write(n).unwrap_err(),
         BackendError::Os {
             call: "pwrite",
             errno: libc::ENOSPC
         }
     );
     assert_pool_idle(&fb);
+}
+
+/// A write whose copy from the device fails in its fourth chunk returns the three chunks
+/// written before it; one that fails in its first chunk returns the error.
+#[test]
+fn a_write_that_fails_part_way_returns_the_bytes_written() {
+    let dir = TempDir::new("fallback-short-write");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 6 * SMALL_CHUNK;
+    let data = pattern(size, 14);
+    for (chunk, expect) in [(3, Ok(3 * SMALL_CHUNK as i64)), (0, Err(999))] {
+        file.set_len(0).unwrap();
+        let rt = Arc::new(HostMemRuntime::new());
+        let src = rt.device_with(&data);
+        rt.faults.lock().unwrap().copy_from =
+            Some(DevicePtr(src.0 + (chunk * SMALL_CHUNK + 5) as u64));
+        let fb = fallback(&rt, SMALL_CHUNK, 1);
+        let got = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+        .map_err(|e| e.hip_error().unwrap());
+        assert_eq!(got, expect, "a failure in chunk {chunk}");
+        assert!(std::fs::read(&path).unwrap() == data[..chunk * SMALL_CHUNK]);
+        assert_pool_idle(&fb);
+    }
 }
 
 #[test]
@@ -797,8 +842,11 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
         "{e:?}"
     );
     assert_pool_idle(&fb);
-    let src = rt.device_with(&pattern(size, 40));
-    let e = run(
+    // A write fails, or returns the chunks written from the start before the failure when
+    // its first task wrote some (which task fails depends on the threads).
+    let new = pattern(size, 40);
+    let src = rt.device_with(&new);
+    match run(
         &fb,
         &*rt,
         &file,
@@ -808,12 +856,17 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
         0,
         0,
         size as u64,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&e, BackendError::Runtime(r) if r.code == 999),
-        "{e:?}"
-    );
+    ) {
+        Err(e) => assert!(
+            matches!(&e, BackendError::Runtime(r) if r.code == 999),
+            "{e:?}"
+        ),
+        Ok(n) => {
+            let n = n as usize;
+            assert!(n > 0 && n < size && n.is_multiple_of(16 * KIB), "{n}");
+            assert!(std::fs::read(&path).unwrap()[..n] == new[..n]);
+        }
+    }
     assert_pool_idle(&fb);
 
     // The same threads and buffers serve the next requests.
@@ -832,6 +885,194 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
     .unwrap();
     assert_eq!(n, size as i64);
     assert!(rt.read_device(dst, size) == data);
+    assert_eq!(fb.io_threads_started(), THREADS);
+    assert_pool_idle(&fb);
+}
+
+/// Tasks run in parallel: a write whose copy from the device fails in the fourth chunk of
+/// its third task returns the bytes of the two tasks before it and of the chunks that task
+/// wrote before the failure (the tasks after it may have written theirs too: bytes past a
+/// short count are unspecified); one that fails in its first chunk returns the error.
+#[test]
+fn a_pipelined_write_that_fails_part_way_returns_the_prefix_written() {
+    const CHUNK: usize = 16 * KIB;
+    let dir = TempDir::new("fallback-pipe-short-write");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 5 * TASK;
+    let data = pattern(size, 15);
+    // With two buffers per task, the copy of chunk 3 is queued once chunk 1 is written.
+    for (at, expect) in [
+        (2 * TASK + 3 * CHUNK, Ok((2 * TASK + 2 * CHUNK) as i64)),
+        (0, Err(999)),
+    ] {
+        file.set_len(0).unwrap();
+        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let src = rt.device_with(&data);
+        rt.faults.lock().unwrap().copy_from = Some(DevicePtr(src.0 + at as u64 + 5));
+        let fb = pipelined(&rt, 0);
+        let got = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Write,
+            src,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+        .map_err(|e| e.hip_error().unwrap());
+        assert_eq!(got, expect, "a failure at byte {at}");
+        assert_eq!(fb.tasks_dispatched(), 5);
+        let on_disk = std::fs::read(&path).unwrap();
+        let n = *got.as_ref().unwrap_or(&0) as usize;
+        assert!(on_disk.len() >= n && on_disk[..n] == data[..n]);
+        assert_pool_idle(&fb);
+    }
+}
+
+/// A stream that cannot be synchronised may still have copies queued: the request fails with
+/// the runtime's error, the task's buffers are given up (never handed out again, never freed)
+/// and its stream is not destroyed; the next request gets new buffers, within the pool's
+/// bound, and a new stream, and moves the right bytes.
+#[test]
+fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
+    const CHUNK: usize = 16 * KIB;
+    let dir = TempDir::new("fallback-pipe-sync-fail");
+    let path = dir.path().join("f");
+    let size = 4 * CHUNK;
+    let data = pattern(size, 16);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::deferred(Faults {
+        stream_synchronize: Some(0),
+        ..Faults::default()
+    }));
+    // One thread, so one task with both buffers of a pool of two 16 KiB buffers.
+    let knobs = FallbackKnobs {
+        io_threads: 1,
+        task_size: size as u64,
+        staging_memory: 2 * CHUNK as u64,
+        small_io_threshold: 0,
+        cold_direct_reads: false,
+    };
+    let staging = StagingConfig::for_knobs(&knobs);
+    assert_eq!((staging.chunk_size, staging.max_buffers), (CHUNK, 2));
+    let fb = with_knobs(&rt, knobs);
+    let dst = device(&rt, size);
+    let read = || {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+    };
+
+    let e = read().unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Runtime(r) if r.code == 700 && r.call == "hipStreamSynchronize"),
+        "{e:?}"
+    );
+    let pool = fb.staging().unwrap();
+    assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 0, 0));
+    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        rt.streams_destroyed.load(Ordering::SeqCst),
+        0,
+        "a stream with copies queued was destroyed"
+    );
+    let given_up: Vec<usize> = rt.pinned_used.lock().unwrap().clone();
+    assert!(!given_up.is_empty());
+
+    let n = read().unwrap();
+    assert_eq!(n, size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    let used = rt.pinned_used.lock().unwrap();
+    assert!(
+        used[given_up.len()..].iter().all(|p| !given_up.contains(p)),
+        "a buffer given up was handed out again"
+    );
+    drop(used);
+    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 2);
+    assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 4);
+    assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 2, 2));
+    drop(fb);
+    assert_eq!(
+        rt.streams_destroyed.load(Ordering::SeqCst),
+        1,
+        "only the new stream is destroyed"
+    );
+    assert_eq!(rt.live_pinned(), 2, "the buffers given up are never freed");
+}
+
+/// A worker that panics in the middle of a pipelined read (the runtime's tenth copy of
+/// twenty panics) fails that request with an internal error that says so and carries the
+/// panic's message; the task's buffers go back to the pool (its stream could be
+/// synchronised), and the next requests on the same fallback move the right bytes.
+#[test]
+fn a_worker_panic_fails_its_request_and_the_next_one_works() {
+    let dir = TempDir::new("fallback-pipe-panic");
+    let path = dir.path().join("f");
+    let size = 5 * TASK;
+    let data = pattern(size, 17);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::deferred(Faults {
+        panic_copy_to_device: Some(9),
+        ..Faults::default()
+    }));
+    let fb = pipelined(&rt, 0);
+    let dst = device(&rt, size);
+    let read = || {
+        run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        )
+    };
+    let e = read().unwrap_err();
+    let BackendError::Internal(message) = &e else {
+        panic!("an internal error expected: {e:?}");
+    };
+    assert!(
+        message.contains("I/O worker of the fallback panicked while serving this request")
+            && message.contains("injected panic in copy 9 to the device"),
+        "{message}"
+    );
+    assert_eq!(e.code(), ErrorCode::HipFile(HipFileCode::InternalError));
+    assert_pool_idle(&fb);
+    assert_eq!(fb.staging().unwrap().abandoned(), 0);
+
+    assert_eq!(read().unwrap(), size as i64);
+    assert!(rt.read_device(dst, size) == data);
+    let new = pattern(size, 18);
+    let src = rt.device_with(&new);
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Write,
+        src,
+        size as u64,
+        0,
+        0,
+        size as u64,
+    );
+    assert_eq!(n.unwrap(), size as i64);
+    assert!(std::fs::read(&path).unwrap() == new);
     assert_eq!(fb.io_threads_started(), THREADS);
     assert_pool_idle(&fb);
 }
@@ -980,6 +1221,49 @@ fn eight_callers_share_the_io_threads() {
     let pool = fb.staging().unwrap();
     assert!(pool.allocated() <= 16, "{pool:?}");
     assert_pool_idle(&fb);
+}
+
+/// Task sizes and staging budgets far beyond the configuration's bounds, set in the knobs
+/// directly: the fallback is made without overflowing, its staging buffers are at most
+/// 16 MiB, and a 5 MB request through the I/O threads pins only the buffers its two tasks
+/// use.
+#[test]
+fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
+    let dir = TempDir::new("fallback-huge-knobs");
+    let path = dir.path().join("f");
+    let file = read_write(&path);
+    let size = 5_000_000;
+    for (task_size, staging_memory) in [(64 << 30, 64 << 30), (u64::MAX, u64::MAX)] {
+        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let fb = with_knobs(
+            &rt,
+            FallbackKnobs {
+                io_threads: 2,
+                task_size,
+                staging_memory,
+                small_io_threshold: FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD,
+                cold_direct_reads: true,
+            },
+        );
+        let chunk = fb.staging().unwrap().config().chunk_size;
+        assert!(
+            chunk <= StagingConfig::MAX_CHUNK_SIZE,
+            "{task_size} {staging_memory}: chunks of {chunk} bytes"
+        );
+        pipelined_round_trip(&rt, &fb, &file, &path, 5, 3, size, 13);
+        assert!(fb.tasks_dispatched() >= 2);
+        let pool = fb.staging().unwrap();
+        assert!(pool.allocated() <= 4, "{pool:?}");
+        assert!(
+            (pool.allocated() * chunk) as u64 <= 4 * StagingConfig::MAX_CHUNK_SIZE as u64,
+            "{pool:?}"
+        );
+        assert_eq!(
+            rt.pinned_allocs.load(Ordering::SeqCst),
+            pool.allocated(),
+            "pinned allocations beyond the pool's buffers"
+        );
+    }
 }
 
 /// As [`a_write_is_on_disk_when_it_returns`], through the I/O threads: the one `fdatasync`

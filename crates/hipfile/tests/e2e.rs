@@ -3,7 +3,8 @@
 //! bad input is a clear error.
 //!
 //! Fault cases run in child processes (this test binary re-run with `HIPFILE_EMU_FAULT` set
-//! and an exact filter), because the emulated runtime reads its faults from its environment.
+//! and an exact filter), because the emulated runtime reads its faults from its environment;
+//! so do writes under a file-size limit, which holds for a whole process.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
@@ -12,6 +13,7 @@ use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, requi
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -189,6 +191,11 @@ fn a_loop_block_device_round_trips_with_the_fastpath() {
 // ---- retry rules with injected faults (children) ----
 
 fn child(test: &str, envs: &[(&str, &str)]) -> (bool, String) {
+    run_child(child_command(test, envs))
+}
+
+/// This test binary, to run `test` alone with `envs` (and the fault variables removed).
+fn child_command(test: &str, envs: &[(&str, &str)]) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -207,6 +214,11 @@ fn child(test: &str, envs: &[(&str, &str)]) -> (bool, String) {
         cmd.env_remove(var);
     }
     cmd.envs(envs.iter().copied());
+    cmd
+}
+
+/// Runs a child made by [`child_command`]: whether its one test passed, and its output.
+fn run_child(mut cmd: Command) -> (bool, String) {
     let out = cmd.output().unwrap();
     let text = format!(
         "{}{}",
@@ -336,6 +348,146 @@ fn faults_follow_the_retry_rules() {
         let (ok, text) = child(test, envs);
         assert!(ok, "{test} with {envs:?} failed:\n{text}");
     }
+}
+
+// ---- writes under a file-size limit (children: the limit holds for a whole process) ----
+
+/// `RLIMIT_FSIZE` of [`child_fsize_limit`]: a multiple of neither 4096 nor any chunk.
+const FSIZE_LIMIT: u64 = (3 << 20) + 12345;
+
+/// `cachestat(2)` (Linux 6.5; the same number on every architecture): the dirty and
+/// under-writeback pages of `file`, or `None` where the kernel lacks it.
+fn unwritten_pages(file: &File) -> Option<u64> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
+    let mut stat = Stat::default();
+    // SAFETY: both pointers are to live structs of the kernel's layout; flags must be 0.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            &range as *const Range,
+            &mut stat as *mut Stat,
+            0,
+        )
+    };
+    (r == 0).then_some(stat.nr_dirty + stat.nr_writeback)
+}
+
+/// A child under a file-size limit of [`FSIZE_LIMIT`] with `SIGXFSZ` ignored (the parent
+/// sets both): fallback writes that cross the limit, on the caller's thread and through the
+/// I/O threads, return exactly the bytes below it, which are in the file and durable; writes
+/// that start at or past it are `EFBIG`.
+#[test]
+#[ignore = "run by writes_crossing_a_file_size_limit_return_the_bytes_below_it in a child process"]
+fn child_fsize_limit() {
+    let lib = require!(emulated_runtime());
+    // 128 KiB chunks; a request above 1 MiB is cut into one task per thread (2 MiB for
+    // 8 MiB, the limit in the second of four).
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .io_threads(4)
+        .task_size(256 << 10)
+        .build_with(|_| None)
+        .0;
+    let d = Driver::open_private(config).unwrap();
+    let dir = TempDir::new("hipfile-fsize");
+    let size = 8 << 20;
+    let data = pattern(size, 21);
+    let buf = d.alloc(size).unwrap();
+    buf.copy_from_host(0, &data).unwrap();
+    let limit = FSIZE_LIMIT as usize;
+
+    // Whether the kernel shows dirty pages here: a plain write leaves some.
+    let control = open_new(&dir.path().join("control"));
+    std::os::unix::fs::FileExt::write_all_at(&control, &data[..1 << 20], 0).unwrap();
+    let measurable = unwritten_pages(&control).is_some_and(|n| n > 0);
+
+    for (i, (offset, len)) in [
+        (limit - 100_000, 512 << 10),
+        (limit - (1 << 20) + 7, 1 << 20),
+        (0, size),
+        (limit - 5000, 4 << 20),
+        (limit, 1000),
+        (limit, 4 << 20),
+        (limit + 8192, 2 << 20),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.path().join(format!("f{i}"));
+        let file = open_new(&path);
+        let fh = d.register_file(&file).unwrap();
+        let result = fh.write(&buf, len as u64, offset as i64, 0);
+        let what = format!("a write of {len} bytes at {offset}");
+        if offset >= limit {
+            let e = result.unwrap_err();
+            assert_eq!(e.errno(), Some(libc::EFBIG), "{what}: {e}");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "{what}");
+            continue;
+        }
+        let w = result.unwrap();
+        assert_eq!(w.backend, BackendKind::Fallback, "{what}");
+        assert_eq!(w.bytes as usize, limit - offset, "{what}");
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk.len(), limit, "{what}");
+        assert!(on_disk[offset..] == data[..limit - offset], "{what}");
+        if measurable {
+            assert_eq!(unwritten_pages(&file), Some(0), "{what}: not synced");
+        }
+    }
+    if !measurable {
+        eprintln!("note: cachestat cannot show dirty pages here; checking the data only");
+    }
+}
+
+fn open_new(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
+#[test]
+fn writes_crossing_a_file_size_limit_return_the_bytes_below_it() {
+    require!(emulated_runtime().map(drop));
+    let mut cmd = child_command("child_fsize_limit", &[]);
+    // SAFETY: the closure runs in the child between `fork` and `exec`, and calls only
+    // `setrlimit` and `signal`, which are async-signal-safe, on values on its stack.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: FSIZE_LIMIT,
+                rlim_max: FSIZE_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0
+                || libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let (ok, text) = run_child(cmd);
+    assert!(ok, "child_fsize_limit failed:\n{text}");
 }
 
 // ---- the ROCm 5 and ROCm >= 6 ABIs, through the emulated runtime (children) ----
@@ -526,10 +678,13 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(e.errno(), Some(9), "EBADF expected: {e}");
 }
 
+/// A write that fills the file system returns the bytes that fit, the file's first bytes
+/// (SPEC.md §3); a write where nothing fits is `ENOSPC`. The request runs on the caller's
+/// thread, so that what fits is written in order.
 #[test]
-fn a_full_filesystem_fails_the_write_cleanly() {
+fn a_write_that_fills_the_filesystem_returns_what_fits() {
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 8));
-    let d = driver(ConfigBuilder::new()).unwrap();
+    let d = driver(ConfigBuilder::new().small_io_threshold(32 << 20)).unwrap();
     let path = fs.path().join("big.bin");
     let f = OpenOptions::new()
         .read(true)
@@ -539,9 +694,19 @@ fn a_full_filesystem_fails_the_write_cleanly() {
         .open(&path)
         .unwrap();
     let fh = d.register_file(&f).unwrap();
-    let buf = d.alloc(16 << 20).unwrap();
-    // Unaligned so the fallback serves it: pwrite reports ENOSPC.
-    let e = fh.write(&buf, (16 << 20) - 1, 0, 0).unwrap_err();
+    let size = (16 << 20) - 1;
+    let data = pattern(size, 8);
+    let buf = d.alloc(size).unwrap();
+    buf.copy_from_host(0, &data).unwrap();
+    // Unaligned so the fallback serves it.
+    let w = fh.write(&buf, size as u64, 0, 0).unwrap();
+    let n = w.bytes as usize;
+    assert_eq!(w.backend, BackendKind::Fallback);
+    assert!(n > 0 && n < size, "{n} of {size} bytes");
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), n);
+    assert!(on_disk[..] == data[..n]);
+    let e = fh.write(&buf, 1 << 20, 32 << 20, 0).unwrap_err();
     assert_eq!(e.errno(), Some(28), "ENOSPC expected: {e}");
 }
 
@@ -561,6 +726,50 @@ fn a_file_truncated_during_reads_gives_short_counts_not_garbage() {
     let mut got = vec![0u8; 5000];
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got[..] == data[..5000]);
+}
+
+/// A task size that overflows any arithmetic on it warns, naming the variable, the value and
+/// what is used instead, and the driver still opens and serves large requests through the
+/// fallback's I/O threads.
+#[test]
+fn an_overflowing_task_size_warns_and_the_driver_serves() {
+    let lib = require!(emulated_runtime());
+    let value = u64::MAX.to_string();
+    let (config, warnings) = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .build_with(|k| (k == "HIPFILE_TASK_SIZE").then(|| value.clone()));
+    let [warning] = &warnings[..] else {
+        panic!("one warning expected: {warnings:?}");
+    };
+    let text = warning.to_string();
+    for needle in ["HIPFILE_TASK_SIZE", value.as_str(), "using 1073741824"] {
+        assert!(text.contains(needle), "{needle:?} missing from {text:?}");
+    }
+    let d = Driver::open_private(config).unwrap();
+    let dir = TempDir::new("hipfile-task-size");
+    let path = dir.path().join("t.bin");
+    let size = 5_000_000;
+    let data = pattern(size, 12);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fh = d.register_file(&f).unwrap();
+    let buf = d.alloc(size + 3).unwrap();
+    buf.copy_from_host(3, &data).unwrap();
+    let w = fh.write(&buf, size as u64, 7, 3).unwrap();
+    assert_eq!((w.bytes, w.backend), (size as u64, BackendKind::Fallback));
+    assert!(std::fs::read(&path).unwrap()[7..] == data[..]);
+    let back = d.alloc(size).unwrap();
+    let r = fh.read(&back, size as u64, 7, 0).unwrap();
+    assert_eq!((r.bytes, r.backend), (size as u64, BackendKind::Fallback));
+    let mut got = vec![0u8; size];
+    back.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
 }
 
 #[test]

@@ -47,12 +47,21 @@ const ALIGN: usize = 4096;
 /// Allocations by base address: their length.
 type Table = BTreeMap<usize, usize>;
 
-/// Faults to inject: fail the call with this 0-based index (counted across all threads).
+/// Faults to inject: fail the call with this 0-based index (counted across all threads), or
+/// the copies that touch a given device address.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Faults {
     pub copy_to_device: Option<usize>,
     pub copy_to_host: Option<usize>,
     pub alloc_pinned: Option<usize>,
+    /// Fail every copy out of device memory whose source range holds this address, whatever
+    /// thread issues it and when.
+    pub copy_from: Option<DevicePtr>,
+    /// Panic in the copy to the device with this index, as a runtime with a bug might.
+    pub panic_copy_to_device: Option<usize>,
+    /// Fail this stream synchronisation, leaving the stream's work queued (as a GPU that
+    /// faulted would: nothing says whether its copies ran).
+    pub stream_synchronize: Option<usize>,
 }
 
 /// A runtime whose device memory is host memory. See the module documentation.
@@ -69,6 +78,8 @@ pub struct HostMemRuntime {
     pub streams_created: AtomicUsize,
     pub streams_destroyed: AtomicUsize,
     pub stream_syncs: AtomicUsize,
+    /// The pinned address of every copy, in the order they were issued.
+    pub pinned_used: Mutex<Vec<usize>>,
     /// Bytes copied into each device's memory.
     pub bytes_to_device: [AtomicU64; MAX_DEVICES],
     /// Bytes copied out of each device's memory.
@@ -384,7 +395,13 @@ unsafe impl GpuRuntime for HostMemRuntime {
     }
 
     fn stream_synchronize(&self, s: StreamHandle) -> Result<(), RuntimeError> {
-        self.stream_syncs.fetch_add(1, Ordering::SeqCst);
+        if self.fault(&self.stream_syncs, |f| f.stream_synchronize) {
+            return Err(rt_error(
+                "hipStreamSynchronize",
+                700,
+                "injected illegal address",
+            ));
+        }
         let mut q = self.queues.lock().unwrap();
         if let Some(queue) = q.by_stream.get_mut(&s.0) {
             for w in queue.drain(..) {
@@ -434,7 +451,12 @@ unsafe impl GpuRuntime for HostMemRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        if self.fault(&self.copies_to_device, |f| f.copy_to_device) {
+        let n = self.copies_to_device.fetch_add(1, Ordering::SeqCst);
+        let faults = *self.faults.lock().unwrap();
+        if faults.panic_copy_to_device == Some(n) {
+            panic!("injected panic in copy {n} to the device");
+        }
+        if faults.copy_to_device == Some(n) {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
         }
         assert!(
@@ -446,6 +468,7 @@ unsafe impl GpuRuntime for HostMemRuntime {
             "copy_to_device from {src:?} + {len} leaves pinned memory"
         );
         self.check_route(dst.0 as usize, stream, "copy_to_device");
+        self.pinned_used.lock().unwrap().push(src as usize);
         self.count(&self.bytes_to_device, dst.0 as usize, len);
         self.copy(dst.0 as usize, src as usize, len, stream);
         Ok(())
@@ -458,7 +481,13 @@ unsafe impl GpuRuntime for HostMemRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        if self.fault(&self.copies_to_host, |f| f.copy_to_host) {
+        let touches = self
+            .faults
+            .lock()
+            .unwrap()
+            .copy_from
+            .is_some_and(|a| (src.0..src.0 + len as u64).contains(&a.0));
+        if self.fault(&self.copies_to_host, |f| f.copy_to_host) || touches {
             return Err(rt_error("hipMemcpyAsync", 999, "injected copy failure"));
         }
         assert!(
@@ -470,6 +499,7 @@ unsafe impl GpuRuntime for HostMemRuntime {
             "copy_to_host to {dst:?} + {len} leaves pinned memory"
         );
         self.check_route(src.0 as usize, stream, "copy_to_host");
+        self.pinned_used.lock().unwrap().push(dst as usize);
         self.count(&self.bytes_from_device, src.0 as usize, len);
         self.copy(dst as usize, src.0 as usize, len, stream);
         Ok(())
