@@ -215,13 +215,19 @@ hipfile bench: measure read or write bandwidth through GPU memory, and the limit
 
 Usage: hipfile bench [OPTIONS]
 
-Creates the test file (written with plain pwrite of a pattern; reused when it exists with
-the right size), then runs the case --runs times: --threads threads each move their own
-part of the file in requests of --io-size bytes between the file and a GPU buffer of their
-own, with the library's reads or writes, until the whole file has been moved once. Each
-run is timed; the median and the spread (min-max) are reported in GB/s (10^9 bytes per
-second), with the bytes each backend served and the peak resident memory of the process
-during the runs.
+Opens the GPU runtime and checks the devices asked for, then creates the test file when it
+does not exist (written with plain pwrite of a pattern), then runs the case --runs times:
+--threads threads each move their own part of the file in requests of --io-size bytes
+between the file and a GPU buffer of their own, with the library's reads or writes, until
+the whole file has been moved once. Each run is timed; the median and the spread (min-max)
+are reported in GB/s (10^9 bytes per second), with the bytes each backend served and the
+peak resident memory of the process during the runs.
+
+An existing --file is never changed without --overwrite. A read benchmark reads a file of
+exactly --size bytes as it is, opened read-only. A write benchmark, or a read benchmark of
+a file of another size, would change the file's contents: it is refused (exit status 2)
+unless --overwrite is given. A test file that bench created but could not finish writing
+(on a full file system, say) is removed.
 
 Before each run the page cache is emptied (--cold: fdatasync, then
 posix_fadvise(DONTNEED) on the file, and /proc/sys/vm/drop_caches when run as root) or
@@ -276,6 +282,8 @@ Options:
       --limits               Also measure the limits, and report each ratio
       --json                 Print one JSON object
       --file PATH            The test file [default: hipfile-bench.dat]
+      --overwrite            Let bench write its pattern or its write runs over an
+                             existing --file (its contents are lost)
       --runs N               Timed runs, 1 to 1000 [default: 3]
       --runtime auto|emulated
                              The GPU runtime to use: the one found on this machine, or
@@ -288,8 +296,9 @@ Numbers are whole numbers of bytes, optionally followed by a suffix that multipl
 power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 64K.
 
 Exit status: 0 when every run moved the whole file; 1 when a request, the driver or a
-measurement failed, or a device of --devices does not exist; 2 on bad arguments, a test
-file that cannot be created, or an emulated runtime that is not found.
+measurement failed, or a device of --devices does not exist; 2 on bad arguments, an
+existing --file that would be changed without --overwrite, a test file that cannot be
+created or written, or an emulated runtime that is not found.
 ";
 
 /// Whether a benchmark run starts with the file in the page cache.
@@ -367,6 +376,8 @@ pub struct BenchArgs {
     pub json: bool,
     /// The test file.
     pub file: PathBuf,
+    /// Bench may write over an existing test file that it would otherwise refuse to change.
+    pub overwrite: bool,
     /// Timed runs (1 to [`BenchArgs::MAX_RUNS`]).
     pub runs: u32,
     /// The runtime to use.
@@ -395,6 +406,7 @@ impl Default for BenchArgs {
             limits: false,
             json: false,
             file: PathBuf::from("hipfile-bench.dat"),
+            overwrite: false,
             runs: 3,
             runtime: RuntimeChoice::Auto,
         }
@@ -642,6 +654,7 @@ fn parse_bench(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgE
             "-h" | "--help" => return Ok(Command::BenchHelp),
             "--json" => flag(&mut out.json)?,
             "--limits" => flag(&mut out.limits)?,
+            "--overwrite" => flag(&mut out.overwrite)?,
             "--cold" | "--hot" => {
                 no_value(&name, inline.as_ref(), ArgError::bench)?;
                 out.cache = if name == "--cold" {
@@ -1185,6 +1198,7 @@ mod tests {
             "--json",
             "--file",
             "x.dat",
+            "--overwrite",
             "--runs",
             "5",
             "--runtime",
@@ -1203,6 +1217,7 @@ mod tests {
                 limits: true,
                 json: true,
                 file: PathBuf::from("x.dat"),
+                overwrite: true,
                 runs: 5,
                 runtime: RuntimeChoice::Emulated,
             }
@@ -1269,6 +1284,7 @@ mod tests {
             (&["--file", ""], "non-empty PATH"),
             (&["--file"], "--file needs a value"),
             (&["--cold=1"], "--cold takes no value"),
+            (&["--overwrite=yes"], "--overwrite takes no value"),
             (&["--frob", "1"], "unknown option \"--frob\""),
             (&["x"], "takes no PATH"),
             (&["--", "x"], "takes no PATH"),
