@@ -78,11 +78,16 @@ allow it, and by the fallback (POSIX I/O through host staging buffers) otherwise
 'hipfile check' on SRC and DST to see why. A fastpath request that fails with ENODEV or
 EREMOTEIO is retried once on the fallback, as for any program using hipfile.
 
-SRC is a regular file or a block device, opened read-only. DST is created (mode 0644,
-less the umask) or truncated; it must be a regular file and must not be SRC. Each chunk
-is written rounded up to DST's direct-I/O alignment, so that the fastpath can take it,
-and DST is then cut to the size of SRC and flushed to storage. The copy succeeds only
-when every byte of SRC was read and DST has exactly the size of SRC.
+SRC is a regular file or a block device, opened read-only, and read to its end whatever
+size it claims (a procfs file claims 0 bytes). The copy is written to a new file in DST's
+directory, .NAME.hipfile-cp.PID.N.tmp, flushed to storage, and only then renamed over DST,
+so that DST is at every moment either what it was or the whole copy. DST must be a regular
+file or a new name, and must not be SRC. A new DST gets mode 0644, less the umask; an
+existing one is replaced by a new file with its mode (and its owner and group where cp may
+set them): other hard links to it keep the old contents. A symbolic link DST stays, and
+the file it names is replaced. cp needs permission to create files in DST's directory.
+Each chunk is written rounded up to DST's direct-I/O alignment, so that the fastpath can
+take it, and the copy is then cut to the bytes read.
 
 Options:
       --json                 Print the result as one JSON object: bytes, seconds, gbps, and
@@ -108,8 +113,9 @@ progress of a copy that takes more than a second is shown on stderr.
 Exit status: 0 when DST is a complete copy of SRC; 1 when the copy failed: SRC or DST
 cannot be opened (a missing SRC included), the driver cannot be opened, a file or the
 buffer cannot be registered, a read or write fails, or the sizes do not match; 2 on bad
-arguments or an emulated runtime that is not found. When the copy fails, a DST that cp
-created is removed, and one that existed is left empty.
+arguments or an emulated runtime that is not found. When the copy fails, its temporary
+file is removed and DST is left as it was (or absent); a copy that is killed can leave
+only its temporary file behind.
 ";
 
 /// The largest `--chunk`: one request moves at most this many bytes (the kernel's

@@ -268,23 +268,52 @@ fn eio_on_a_fastpath_read_fails_the_copy_and_removes_the_destination() {
         let run = cp(&src, &dst, &extra, &[("HIPFILE_EMU_FAULT", "read:EIO")]);
         assert_fails(&run, &src, &["cannot read", "offset 0", "removed"]);
         assert!(!dst.exists(), "the incomplete copy was left behind");
+        assert_only(fs.path(), &["src"]);
     }
 }
 
+/// `dir` holds exactly `names` (and an ext4 root's `lost+found`): no temporary file is left.
+fn assert_only(dir: &Path, names: &[&str]) {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "lost+found")
+        .collect();
+    found.sort_unstable();
+    let mut want: Vec<&str> = names.to_vec();
+    want.sort_unstable();
+    assert_eq!(found, want, "in {dir:?}");
+}
+
 #[test]
-fn a_failure_after_some_chunks_empties_an_existing_destination() {
+fn a_failing_copy_leaves_an_existing_destination_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
     let (src, dst, _) = four_chunks(&fs);
-    std::fs::write(&dst, b"old contents").unwrap();
-    let run = cp(
-        &src,
-        &dst,
-        &["--chunk", "64K"],
-        &[("HIPFILE_EMU_FAULT", "write:ENODEV:1,write:EIO")],
-    );
-    // The first chunk is retried on the fallback and written; the second fails.
-    assert_fails(&run, &dst, &["cannot write", "offset 65536", "emptied"]);
-    assert_eq!(std::fs::metadata(&dst).unwrap().len(), 0);
+    for (fault, words) in [
+        // The first chunk is retried on the fallback and written; the second fails.
+        (
+            "write:ENODEV:1,write:EIO",
+            &["cannot write", "offset 65536"][..],
+        ),
+        ("read:EIO", &["cannot read", "offset 0"]),
+    ] {
+        std::fs::write(&dst, b"old contents").unwrap();
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let run = cp(
+            &src,
+            &dst,
+            &["--chunk", "64K"],
+            &[("HIPFILE_EMU_FAULT", fault)],
+        );
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old contents", "{fault}");
+        let mut all = words.to_vec();
+        all.extend(["removed the incomplete copy", "is unchanged"]);
+        assert_fails(&run, &dst, &all);
+        let mode = std::fs::metadata(&dst).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640, "{fault}");
+        assert_only(fs.path(), &["src", "dst"]);
+    }
 }
 
 #[test]
@@ -353,6 +382,46 @@ fn an_existing_destination_is_replaced_with_the_exact_size() {
     let dst = data_file(dir.path(), "dst", 3 * MIB);
     cp_json(&src, &dst, &[], &[]);
     assert_eq!(std::fs::metadata(&dst).unwrap().len(), 5000);
+}
+
+#[test]
+fn a_procfs_file_is_copied_to_its_end() {
+    let dir = temp_dir();
+    let src = Path::new("/proc/version");
+    // The premise: procfs gives no size, so the size cannot be what ends the copy.
+    assert_eq!(std::fs::metadata(src).unwrap().len(), 0);
+    let want = std::fs::read(src).unwrap();
+    assert!(!want.is_empty());
+    let dst = dir.path().join("version");
+    let run = cp(src, &dst, &["--json"], &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(std::fs::read(&dst).unwrap(), want);
+    assert_eq!(v["bytes"], want.len(), "{v}");
+    assert_eq!(total(&v, "read"), want.len() as u64, "{v}");
+}
+
+#[test]
+fn an_existing_destination_keeps_its_mode_and_a_link_to_it_stays() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir();
+    let src = data_file(dir.path(), "src", 5000);
+    let target = data_file(dir.path(), "target", 70_000);
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("target", &link).unwrap();
+    cp_json(&src, &link, &[], &[]);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    assert_identical(&src, &target);
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o751);
+    assert_only(dir.path(), &["src", "target", "link"]);
 }
 
 #[test]
