@@ -1036,8 +1036,7 @@ struct Setup {
 impl Setup {
     /// Opens the driver, checks the devices and allocates, registers and fills the buffers.
     fn new(args: &BenchArgs, settings: ConfigBuilder) -> Result<Setup, String> {
-        let driver = Driver::open_with(settings)
-            .map_err(|e| format!("cannot open the hipfile driver: {e}"))?;
+        let driver = crate::runtime::open_driver(settings)?;
         let io = args.io_size.min(args.size);
         let parts = partition(args.size, io, args.threads);
         let runtime_note = driver
@@ -1094,7 +1093,7 @@ fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Report, String
     } = setup;
     let handle = driver
         .register_file(file)
-        .map_err(|e| format!("cannot register the test file for GPU I/O: {e}"))?;
+        .map_err(|e| crate::runtime::register_failed("the test file", &e))?;
     let case = Case {
         args,
         file,

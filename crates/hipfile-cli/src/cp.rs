@@ -14,6 +14,7 @@
 
 use crate::args::{CHUNK_UNIT, CpArgs};
 use crate::json::Value;
+use crate::runtime::register_failed;
 use hipfile::{BackendKind, ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome};
 use rustix::fs::{FileType, Mode, OFlags, SeekFrom};
 use rustix::io::Errno;
@@ -501,11 +502,10 @@ impl Setup {
         src_fd: &OwnedFd,
         src_size: u64,
     ) -> Result<Setup, String> {
-        let driver = Driver::open_with(settings)
-            .map_err(|e| format!("cannot open the hipfile driver: {e}"))?;
+        let driver = crate::runtime::open_driver(settings)?;
         let src = driver
             .register_file(src_fd)
-            .map_err(|e| format!("cannot register {} for GPU I/O: {e}", args.src.display()))?;
+            .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;
         let len = buffer_len(args.chunk, src_size);
         let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
         // Why the runtime has no usable device, if it said so when it was loaded.
@@ -542,7 +542,7 @@ impl Setup {
         let dst = self
             .driver
             .register_file(dst_fd)
-            .map_err(|e| format!("cannot register {} for GPU I/O: {e}", dst_path.display()))?;
+            .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
         let job = CopyJob {
             src: self.src,
             dst,

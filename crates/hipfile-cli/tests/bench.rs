@@ -644,3 +644,27 @@ fn a_test_file_that_cannot_be_finished_is_removed() {
     assert!(!file.exists(), "the incomplete test file was left behind");
     assert!(run.stdout.is_empty());
 }
+
+#[test]
+fn a_driver_that_cannot_be_opened_is_said_once() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench_env(
+        &file,
+        &["--runtime", "auto"],
+        &[("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("/nonexistent/libamdhip64.so"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("cannot open the hipfile driver").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(!file.exists());
+}

@@ -385,6 +385,31 @@ fn an_existing_destination_is_replaced_with_the_exact_size() {
 }
 
 #[test]
+fn a_driver_that_cannot_be_opened_is_said_once() {
+    let dir = temp_dir();
+    let src = data_file(dir.path(), "src", 10);
+    let dst = dir.path().join("dst");
+    let run = hipfile(
+        &[
+            OsStr::new("cp"),
+            OsStr::new("--runtime=auto"),
+            src.as_os_str(),
+            dst.as_os_str(),
+        ],
+        &[("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+    );
+    assert_fails(&run, Path::new("/nonexistent/libamdhip64.so"), &[]);
+    assert_eq!(
+        run.stderr.matches("cannot open the hipfile driver").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(!dst.exists());
+    assert_only(dir.path(), &["src"]);
+}
+
+#[test]
 fn a_procfs_file_is_copied_to_its_end() {
     let dir = temp_dir();
     let src = Path::new("/proc/version");
