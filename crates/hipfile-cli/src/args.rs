@@ -92,8 +92,9 @@ take it, and the copy is then cut to the bytes read.
 Options:
       --json                 Print the result as one JSON object: bytes, seconds, gbps, and
                              for read and write each: fastpath_bytes, fallback_bytes,
-                             retries (bytes as transferred: writes include the padding to
-                             the alignment)
+                             retries (bytes of the file, so that each side adds up to
+                             bytes: the padding written up to DST's alignment, cut off at
+                             the end, is not counted)
       --chunk N              Size of the GPU buffer, a multiple of 4096 [default: 64MiB];
                              never larger than SRC rounded up to 4096
       --runtime auto|emulated

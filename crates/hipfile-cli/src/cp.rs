@@ -85,7 +85,8 @@ pub struct Summary {
     pub seconds: f64,
     /// What the reads moved.
     pub read: Moved,
-    /// What the writes moved, the padding to the alignment included.
+    /// What the writes moved of the file's bytes; the padding to the alignment, cut off at
+    /// the end, is not counted.
     pub write: Moved,
 }
 
@@ -609,7 +610,7 @@ impl CopyJob<'_> {
                     .copy_from_host(n as usize, &zeros[..fill])
                     .map_err(|e| format!("cannot clear the GPU buffer's tail: {e}"))?;
             }
-            self.write_chunk(padded, offset, &mut write)?;
+            self.write_chunk(n, padded, offset, &mut write)?;
             offset += n;
             progress.update(offset);
             // A short read is the end of a file whose size is right; procfs files and the
@@ -653,8 +654,16 @@ impl CopyJob<'_> {
         })
     }
 
-    /// Writes the buffer's first `size` bytes at `offset`, going on after short writes.
-    fn write_chunk(&self, size: u64, offset: u64, moved: &mut Moved) -> Result<(), String> {
+    /// Writes the buffer's first `size` bytes at `offset`, going on after short writes: the
+    /// chunk's `data` bytes and the padding after them. Only the data bytes count in `moved`,
+    /// so that its totals are the file's size.
+    fn write_chunk(
+        &self,
+        data: u64,
+        size: u64,
+        offset: u64,
+        moved: &mut Moved,
+    ) -> Result<(), String> {
         let mut done = 0u64;
         while done < size {
             let at = offset + done;
@@ -669,7 +678,10 @@ impl CopyJob<'_> {
                 .dst
                 .write(&self.buf, size - done, file_offset(at)?, file_offset(done)?)
                 .map_err(|e| cannot(e.to_string()))?;
-            moved.count(&outcome);
+            moved.count(&IoOutcome {
+                bytes: outcome.bytes.min(data.saturating_sub(done)),
+                ..outcome
+            });
             if outcome.bytes == 0 {
                 return Err(cannot("no byte was written".into()));
             }
@@ -830,7 +842,7 @@ mod tests {
                 retries: 0,
             },
             write: Moved {
-                fastpath_bytes: 1_999_999_488,
+                fastpath_bytes: 1_999_995_904,
                 fallback_bytes: 4096,
                 retries: 1,
             },
@@ -843,13 +855,13 @@ mod tests {
                 "seconds": 0.5,
                 "gbps": 4.0,
                 "read": {"fastpath_bytes": 2_000_000_000u64, "fallback_bytes": 0, "retries": 0},
-                "write": {"fastpath_bytes": 1_999_999_488u64, "fallback_bytes": 4096, "retries": 1},
+                "write": {"fastpath_bytes": 1_999_995_904u64, "fallback_bytes": 4096, "retries": 1},
             })
         );
         assert_eq!(
             s.text(),
             "copied 2000000000 bytes in 0.500 s (4.000 GB/s); read: fastpath 2000000000, \
-             fallback 0, retries 0; write: fastpath 1999999488, fallback 4096, retries 1"
+             fallback 0, retries 0; write: fastpath 1999995904, fallback 4096, retries 1"
         );
         let none = Summary { seconds: 0.0, ..s };
         assert_eq!(none.gbps(), 0.0);
