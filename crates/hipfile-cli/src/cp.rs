@@ -625,14 +625,17 @@ impl CopyJob<'_> {
         let dst = self.dst_path.display();
         rustix::fs::ftruncate(dst_fd, offset).map_err(|e| {
             format!(
-                "cannot set the size of the copy to {dst} to {offset} bytes: {}",
-                io::Error::from(e)
+                "cannot set the size of the copy to {dst} to {offset} bytes: {}{}",
+                io::Error::from(e),
+                write_hint(Some(e.raw_os_error()))
             )
         })?;
+        // Where blocks are allocated at writeback, a full file system is only found here.
         rustix::fs::fdatasync(dst_fd).map_err(|e| {
             format!(
-                "cannot flush the copy to {dst} to storage: {}",
-                io::Error::from(e)
+                "cannot flush the copy to {dst} to storage: {}{}",
+                io::Error::from(e),
+                write_hint(Some(e.raw_os_error()))
             )
         })?;
         let seconds = start.elapsed().as_secs_f64();
@@ -656,7 +659,9 @@ impl CopyJob<'_> {
 
     /// Writes the buffer's first `size` bytes at `offset`, going on after short writes: the
     /// chunk's `data` bytes and the padding after them. Only the data bytes count in `moved`,
-    /// so that its totals are the file's size.
+    /// so that its totals are the file's size. A write that fails part-way comes back short
+    /// (as `pwrite` does: the bytes written, if any, else the error), so the error is that of
+    /// the write of the rest; a write that moves nothing fails the copy too.
     fn write_chunk(
         &self,
         data: u64,
@@ -677,7 +682,7 @@ impl CopyJob<'_> {
             let outcome = self
                 .dst
                 .write(&self.buf, size - done, file_offset(at)?, file_offset(done)?)
-                .map_err(|e| cannot(e.to_string()))?;
+                .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
             moved.count(&IoOutcome {
                 bytes: outcome.bytes.min(data.saturating_sub(done)),
                 ..outcome
@@ -688,6 +693,22 @@ impl CopyJob<'_> {
             done += outcome.bytes;
         }
         Ok(())
+    }
+}
+
+/// What to do about a write to the copy that failed with `errno`, where the file system or a
+/// limit is the cause; empty otherwise.
+pub fn write_hint(errno: Option<i32>) -> &'static str {
+    match errno.map(Errno::from_raw_os_error) {
+        Some(Errno::FBIG) => {
+            "; the file-size limit of this process (ulimit -f) or DST's file system does not \
+             allow a file this large"
+        }
+        Some(Errno::NOSPC) => "; DST's file system is full: make room there, or copy elsewhere",
+        Some(Errno::DQUOT) => {
+            "; the disk quota on DST's file system is used up: make room, or copy elsewhere"
+        }
+        _ => "",
     }
 }
 
@@ -805,6 +826,15 @@ mod tests {
         let long = temp_name(&[b'x'; 255], u32::MAX, TEMP_NAMES);
         assert!(long.len() <= 255, "{}", long.len());
         assert!(long.as_bytes().ends_with(b".hipfile-cp.4294967295.100.tmp"));
+    }
+
+    #[test]
+    fn a_full_or_limited_file_system_is_named() {
+        assert!(write_hint(Some(27)).contains("ulimit -f"));
+        assert!(write_hint(Some(28)).contains("full"));
+        assert!(write_hint(Some(122)).contains("quota"));
+        assert_eq!(write_hint(Some(5)), "");
+        assert_eq!(write_hint(None), "");
     }
 
     #[test]

@@ -340,6 +340,69 @@ fn without_compat_mode_enodev_is_not_retried_and_the_copy_fails() {
     assert_eq!(count(&v, "read", "fallback_bytes"), 0, "{v}");
 }
 
+/// `hipfile cp --runtime emulated EXTRA... SRC DST` with a file-size limit (`RLIMIT_FSIZE`) of
+/// `limit` bytes, and `SIGXFSZ` ignored so that a write past the limit fails with `EFBIG`
+/// rather than killing the process (an ignored signal stays ignored across `exec`).
+fn cp_with_file_size_limit(
+    limit: u64,
+    src: &Path,
+    dst: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let limit = limit.to_string();
+    let mut args: Vec<&OsStr> = [
+        "-c",
+        "trap '' XFSZ; limit=$1; shift; exec prlimit --fsize=\"$limit\" -- \"$@\"",
+        "sh",
+        &limit,
+        env!("CARGO_BIN_EXE_hipfile"),
+        "cp",
+        "--runtime=emulated",
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .collect();
+    args.extend(extra.iter().map(OsStr::new));
+    args.push(src.as_os_str());
+    args.push(dst.as_os_str());
+    run_program(Path::new("/bin/sh"), &args, env)
+}
+
+#[test]
+fn a_copy_past_the_file_size_limit_fails_with_efbig_and_changes_nothing() {
+    require!(hipfile_testfs::has_command("prlimit"));
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let (src, dst, _) = four_chunks(&fs);
+    // The limit falls inside the second chunk: its write comes back short (the fastpath's
+    // after 32 KiB, as pwrite's would), and the write of the rest fails with EFBIG.
+    let limit = (CHUNK_64K + CHUNK_64K / 2) as u64;
+    for (backend, env) in [
+        ("fastpath", &[][..]),
+        ("fallback", &[("HIPFILE_FORCE_COMPAT_MODE", "true")]),
+    ] {
+        std::fs::write(&dst, b"old contents").unwrap();
+        let run = cp_with_file_size_limit(limit, &src, &dst, &["--chunk", "64K"], env);
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old contents", "{backend}");
+        assert_only(fs.path(), &["src", "dst"]);
+        assert_fails(
+            &run,
+            &dst,
+            &[
+                "cannot write the copy",
+                "File too large",
+                "file-size limit",
+                "removed the incomplete copy",
+                "is unchanged",
+            ],
+        );
+        if backend == "fastpath" {
+            // Where the short write stopped: the loop went on from there.
+            assert!(run.stderr.contains("at offset 98304"), "{}", run.stderr);
+        }
+    }
+}
+
 // ---- Files anywhere (no root needed) ----
 
 #[test]
