@@ -78,17 +78,23 @@ allow it, and by the fallback (POSIX I/O through host staging buffers) otherwise
 'hipfile check' on SRC and DST to see why. A fastpath request that fails with ENODEV or
 EREMOTEIO is retried once on the fallback, as for any program using hipfile.
 
-SRC is a regular file or a block device, opened read-only. DST is created (mode 0644,
-less the umask) or truncated; it must be a regular file and must not be SRC. Each chunk
-is written rounded up to DST's direct-I/O alignment, so that the fastpath can take it,
-and DST is then cut to the size of SRC and flushed to storage. The copy succeeds only
-when every byte of SRC was read and DST has exactly the size of SRC.
+SRC is a regular file or a block device, opened read-only, and read to its end whatever
+size it claims (a procfs file claims 0 bytes). The copy is written to a new file in DST's
+directory, .NAME.hipfile-cp.PID.N.tmp, flushed to storage, and only then renamed over DST,
+so that DST is at every moment either what it was or the whole copy. DST must be a regular
+file or a new name, and must not be SRC. A new DST gets mode 0644, less the umask; an
+existing one is replaced by a new file with its mode (and its owner and group where cp may
+set them): other hard links to it keep the old contents. A symbolic link DST stays, and
+the file it names is replaced. cp needs permission to create files in DST's directory.
+Each chunk is written rounded up to DST's direct-I/O alignment, so that the fastpath can
+take it, and the copy is then cut to the bytes read.
 
 Options:
       --json                 Print the result as one JSON object: bytes, seconds, gbps, and
                              for read and write each: fastpath_bytes, fallback_bytes,
-                             retries (bytes as transferred: writes include the padding to
-                             the alignment)
+                             retries (bytes of the file, so that each side adds up to
+                             bytes: the padding written up to DST's alignment, cut off at
+                             the end, is not counted)
       --chunk N              Size of the GPU buffer, a multiple of 4096 [default: 64MiB];
                              never larger than SRC rounded up to 4096
       --runtime auto|emulated
@@ -108,8 +114,9 @@ progress of a copy that takes more than a second is shown on stderr.
 Exit status: 0 when DST is a complete copy of SRC; 1 when the copy failed: SRC or DST
 cannot be opened (a missing SRC included), the driver cannot be opened, a file or the
 buffer cannot be registered, a read or write fails, or the sizes do not match; 2 on bad
-arguments or an emulated runtime that is not found. When the copy fails, a DST that cp
-created is removed, and one that existed is left empty.
+arguments or an emulated runtime that is not found. When the copy fails, its temporary
+file is removed and DST is left as it was (or absent); a copy that is killed can leave
+only its temporary file behind.
 ";
 
 /// The largest `--chunk`: one request moves at most this many bytes (the kernel's
@@ -215,13 +222,19 @@ hipfile bench: measure read or write bandwidth through GPU memory, and the limit
 
 Usage: hipfile bench [OPTIONS]
 
-Creates the test file (written with plain pwrite of a pattern; reused when it exists with
-the right size), then runs the case --runs times: --threads threads each move their own
-part of the file in requests of --io-size bytes between the file and a GPU buffer of their
-own, with the library's reads or writes, until the whole file has been moved once. Each
-run is timed; the median and the spread (min-max) are reported in GB/s (10^9 bytes per
-second), with the bytes each backend served and the peak resident memory of the process
-during the runs.
+Opens the GPU runtime and checks the devices asked for, then creates the test file when it
+does not exist (written with plain pwrite of a pattern), then runs the case --runs times:
+--threads threads each move their own part of the file in requests of --io-size bytes
+between the file and a GPU buffer of their own, with the library's reads or writes, until
+the whole file has been moved once. Each run is timed; the median and the spread (min-max)
+are reported in GB/s (10^9 bytes per second), with the bytes each backend served and the
+peak resident memory of the process during the runs.
+
+An existing --file is never changed without --overwrite. A read benchmark reads a file of
+exactly --size bytes as it is, opened read-only. A write benchmark, or a read benchmark of
+a file of another size, would change the file's contents: it is refused (exit status 2)
+unless --overwrite is given. A test file that bench created but could not finish writing
+(on a full file system, say) is removed.
 
 Before each run the page cache is emptied (--cold: fdatasync, then
 posix_fadvise(DONTNEED) on the file, and /proc/sys/vm/drop_caches when run as root) or
@@ -276,6 +289,8 @@ Options:
       --limits               Also measure the limits, and report each ratio
       --json                 Print one JSON object
       --file PATH            The test file [default: hipfile-bench.dat]
+      --overwrite            Let bench write its pattern or its write runs over an
+                             existing --file (its contents are lost)
       --runs N               Timed runs, 1 to 1000 [default: 3]
       --runtime auto|emulated
                              The GPU runtime to use: the one found on this machine, or
@@ -288,8 +303,9 @@ Numbers are whole numbers of bytes, optionally followed by a suffix that multipl
 power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for example 64K.
 
 Exit status: 0 when every run moved the whole file; 1 when a request, the driver or a
-measurement failed, or a device of --devices does not exist; 2 on bad arguments, a test
-file that cannot be created, or an emulated runtime that is not found.
+measurement failed, or a device of --devices does not exist; 2 on bad arguments, an
+existing --file that would be changed without --overwrite, a test file that cannot be
+created or written, or an emulated runtime that is not found.
 ";
 
 /// Whether a benchmark run starts with the file in the page cache.
@@ -367,6 +383,8 @@ pub struct BenchArgs {
     pub json: bool,
     /// The test file.
     pub file: PathBuf,
+    /// Bench may write over an existing test file that it would otherwise refuse to change.
+    pub overwrite: bool,
     /// Timed runs (1 to [`BenchArgs::MAX_RUNS`]).
     pub runs: u32,
     /// The runtime to use.
@@ -395,6 +413,7 @@ impl Default for BenchArgs {
             limits: false,
             json: false,
             file: PathBuf::from("hipfile-bench.dat"),
+            overwrite: false,
             runs: 3,
             runtime: RuntimeChoice::Auto,
         }
@@ -642,6 +661,7 @@ fn parse_bench(mut args: impl Iterator<Item = OsString>) -> Result<Command, ArgE
             "-h" | "--help" => return Ok(Command::BenchHelp),
             "--json" => flag(&mut out.json)?,
             "--limits" => flag(&mut out.limits)?,
+            "--overwrite" => flag(&mut out.overwrite)?,
             "--cold" | "--hot" => {
                 no_value(&name, inline.as_ref(), ArgError::bench)?;
                 out.cache = if name == "--cold" {
@@ -1185,6 +1205,7 @@ mod tests {
             "--json",
             "--file",
             "x.dat",
+            "--overwrite",
             "--runs",
             "5",
             "--runtime",
@@ -1203,6 +1224,7 @@ mod tests {
                 limits: true,
                 json: true,
                 file: PathBuf::from("x.dat"),
+                overwrite: true,
                 runs: 5,
                 runtime: RuntimeChoice::Emulated,
             }
@@ -1269,6 +1291,7 @@ mod tests {
             (&["--file", ""], "non-empty PATH"),
             (&["--file"], "--file needs a value"),
             (&["--cold=1"], "--cold takes no value"),
+            (&["--overwrite=yes"], "--overwrite takes no value"),
             (&["--frob", "1"], "unknown option \"--frob\""),
             (&["x"], "takes no PATH"),
             (&["--", "x"], "takes no PATH"),

@@ -7,6 +7,10 @@
 //! only those runs are timed and counted in `served`.
 //! The limits use plain `pread`/`pwrite` (and, for cold reads, `O_DIRECT` reads) on the same
 //! file and the facade's synchronous copies from pinned and from pageable host memory.
+//!
+//! The driver, the devices and the buffers are set up before the test file is touched. An
+//! existing test file is written only with `--overwrite`; a read benchmark of its exact size
+//! opens it read-only instead. A test file this run created but could not finish is removed.
 
 use crate::args::{BackendChoice, BenchArgs, Cache, Devices};
 use crate::json::Value;
@@ -437,14 +441,30 @@ pub fn run(args: &BenchArgs) -> u8 {
         }
     };
     let settings = backend_settings(settings, args.backend);
-    let file = match prepare_file(&args.file, args.size) {
+    // Nothing is created or written before the arguments, the runtime and the devices are
+    // known to be usable: a bench that cannot run must leave the file system as it was.
+    let plan = match plan_file(args) {
+        Ok(p) => p,
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let setup = match Setup::new(args, settings) {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("hipfile: {message}");
+            return EXIT_FAILED;
+        }
+    };
+    let file = match prepare_file(&args.file, args.size, plan) {
         Ok(f) => f,
         Err(message) => {
             eprintln!("hipfile: {message}");
             return EXIT_USAGE;
         }
     };
-    let report = match measure(args, settings, &file) {
+    let report = match measure(args, setup, &file) {
         Ok(r) => r,
         Err(message) => {
             eprintln!("hipfile: {message}");
@@ -493,29 +513,121 @@ fn fill_pattern(buf: &mut [u8], offset: u64) {
     }
 }
 
-/// Opens the test file, reusing it when it is a regular file of `size` bytes, else writing
-/// the pattern over it and cutting it to `size`.
-fn prepare_file(path: &Path, size: u64) -> Result<File, String> {
-    let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(path)
-        .map_err(|e| format!("cannot create the test file {shown}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot look at {shown}: {e}"))?;
+/// What becomes of the test file, decided before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FilePlan {
+    /// It does not exist: create it and write the pattern.
+    Create,
+    /// A read benchmark of a file of the right size: read it as it is, read-only.
+    Read,
+    /// `--overwrite`: write the pattern over it when its size differs; the runs may write it.
+    Overwrite,
+}
+
+/// Decides what to do with the test file, changing nothing. An existing file is changed only
+/// with `--overwrite`: it may hold data that is not bench's.
+fn plan_file(args: &BenchArgs) -> Result<FilePlan, String> {
+    let shown = args.file.display();
+    let meta = match std::fs::metadata(&args.file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FilePlan::Create),
+        Err(e) => return Err(format!("cannot look at the test file {shown}: {e}")),
+    };
     if !meta.file_type().is_file() {
-        return Err(format!("the test file {shown} is not a regular file"));
+        return Err(format!(
+            "the test file {shown} is not a regular file; name a regular file, or a new one, \
+             with --file"
+        ));
     }
-    if meta.len() == size {
-        eprintln!("hipfile: reusing the test file {shown} ({size} bytes)");
-        return Ok(file);
+    let len = meta.len();
+    let keep = "nothing was changed; name a new file with --file, or pass --overwrite to let \
+                bench replace its contents";
+    match args.op {
+        Op::Read if len == args.size => Ok(FilePlan::Read),
+        _ if args.overwrite => Ok(FilePlan::Overwrite),
+        Op::Read => {
+            let as_is = if len > 0 {
+                format!(" (or read it as it is with --size {len})")
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "the test file {shown} exists with {len} bytes, not the {} of --size, and \
+                 bench would write its pattern over it: {keep}{as_is}",
+                args.size
+            ))
+        }
+        Op::Write => Err(format!(
+            "the test file {shown} exists, and a write benchmark writes over it: {keep}"
+        )),
     }
-    eprintln!("hipfile: writing the test file {shown} ({size} bytes)");
+}
+
+/// Opens the test file as `plan` says, writing the pattern where it is needed. A file this
+/// call created but could not finish is removed.
+fn prepare_file(path: &Path, size: u64, plan: FilePlan) -> Result<File, String> {
+    let shown = path.display();
+    match plan {
+        FilePlan::Read => {
+            // Read-only: whatever a read benchmark does, the file cannot be written.
+            let file =
+                File::open(path).map_err(|e| format!("cannot open the test file {shown}: {e}"))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| format!("cannot look at the test file {shown}: {e}"))?;
+            if !meta.file_type().is_file() || meta.len() != size {
+                return Err(format!(
+                    "the test file {shown} changed while bench started; run it again"
+                ));
+            }
+            eprintln!("hipfile: reusing the test file {shown} as it is ({size} bytes, read-only)");
+            Ok(file)
+        }
+        FilePlan::Create => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(path)
+                .map_err(|e| format!("cannot create the test file {shown}: {e}"))?;
+            eprintln!("hipfile: writing the test file {shown} ({size} bytes)");
+            if let Err(message) = write_pattern(&file, path, size) {
+                return Err(format!("{message}; {}", remove_created(&file, path)));
+            }
+            Ok(file)
+        }
+        FilePlan::Overwrite => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|e| format!("cannot open the test file {shown} for writing: {e}"))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| format!("cannot look at the test file {shown}: {e}"))?;
+            if !meta.file_type().is_file() {
+                return Err(format!("the test file {shown} is not a regular file"));
+            }
+            if meta.len() == size {
+                eprintln!(
+                    "hipfile: --overwrite: writing over the test file {shown} ({size} bytes)"
+                );
+                return Ok(file);
+            }
+            eprintln!(
+                "hipfile: --overwrite: writing the pattern over the test file {shown} ({size} bytes)"
+            );
+            write_pattern(&file, path, size)
+                .map_err(|message| format!("{message}; {shown} is left incomplete"))?;
+            Ok(file)
+        }
+    }
+}
+
+/// Writes the pattern over the whole of `file` and cuts it to `size`.
+fn write_pattern(file: &File, path: &Path, size: u64) -> Result<(), String> {
+    let shown = path.display();
     let mut buf = vec![0u8; usize::try_from(RAW_IO.min(size)).unwrap_or(PAGE)];
     let mut offset = 0u64;
     while offset < size {
@@ -527,8 +639,25 @@ fn prepare_file(path: &Path, size: u64) -> Result<File, String> {
     }
     file.set_len(size)
         .and_then(|()| file.sync_data())
-        .map_err(|e| format!("cannot finish the test file {shown}: {e}"))?;
-    Ok(file)
+        .map_err(|e| format!("cannot finish the test file {shown}: {e}"))
+}
+
+/// Removes the test file this run created at `path` (and only if `path` still names it);
+/// says what was done.
+fn remove_created(file: &File, path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let ours = match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    };
+    if !ours {
+        return format!("{shown} is no longer the file bench created, so it was left alone");
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => format!("removed the incomplete test file {shown}"),
+        Err(e) => format!("the incomplete test file {shown} could not be removed: {e}"),
+    }
 }
 
 /// Empties (`Cold`) or fills (`Hot`) the page cache of `file`.
@@ -894,51 +1023,77 @@ fn devices(driver: &Driver, asked: Option<&Devices>) -> Result<Vec<Option<i32>>,
     }
 }
 
-fn measure(args: &BenchArgs, settings: ConfigBuilder, file: &File) -> Result<Report, String> {
-    let driver =
-        Driver::open_with(settings).map_err(|e| format!("cannot open the hipfile driver: {e}"))?;
+/// The driver and the registered device buffers of a case: all that can be checked before
+/// the test file is touched.
+struct Setup {
+    driver: Driver,
+    /// One per device, in the order of `--devices`; the first is the one the limits use.
+    groups: Vec<Group>,
+    parts: Vec<(u64, u64)>,
+    io: u64,
+}
+
+impl Setup {
+    /// Opens the driver, checks the devices and allocates, registers and fills the buffers.
+    fn new(args: &BenchArgs, settings: ConfigBuilder) -> Result<Setup, String> {
+        let driver = crate::runtime::open_driver(settings)?;
+        let io = args.io_size.min(args.size);
+        let parts = partition(args.size, io, args.threads);
+        let runtime_note = driver
+            .runtime()
+            .error
+            .as_ref()
+            .map(|e| format!(" (the runtime reported: {e})"))
+            .unwrap_or_default();
+        let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
+        // The pattern is made a piece at a time, so that the bench's own memory stays small
+        // beside the library's in the peak resident memory it reports.
+        let mut pattern = HostBuf::new(len.min(RAW_IO as usize));
+        let mut groups = Vec::new();
+        for device in devices(&driver, args.devices.as_ref())? {
+            let on = device
+                .map(|d| format!(" on device {d}"))
+                .unwrap_or_default();
+            let mut bufs = Vec::with_capacity(parts.len());
+            for &(start, _) in &parts {
+                let buf = alloc(&driver, device, len).map_err(|e| {
+                    format!("cannot allocate a GPU buffer of {len} bytes{on}: {e}{runtime_note}")
+                })?;
+                driver
+                    .register_buffer(&buf)
+                    .map_err(|e| format!("cannot register a GPU buffer of {len} bytes{on}: {e}"))?;
+                // What writes write: the file's own pattern.
+                let mut at = 0;
+                while at < len {
+                    let piece = &mut pattern.get_mut()[..(len - at).min(RAW_IO as usize)];
+                    fill_pattern(piece, start + at as u64);
+                    buf.copy_from_host(at, piece)
+                        .map_err(|e| format!("cannot fill a GPU buffer{on}: {e}"))?;
+                    at += piece.len();
+                }
+                bufs.push(buf);
+            }
+            groups.push(Group { device, bufs });
+        }
+        Ok(Setup {
+            driver,
+            groups,
+            parts,
+            io,
+        })
+    }
+}
+
+fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Report, String> {
+    let Setup {
+        driver,
+        groups,
+        parts,
+        io,
+    } = setup;
     let handle = driver
         .register_file(file)
-        .map_err(|e| format!("cannot register the test file for GPU I/O: {e}"))?;
-    let io = args.io_size.min(args.size);
-    let parts = partition(args.size, io, args.threads);
-    let runtime_note = driver
-        .runtime()
-        .error
-        .as_ref()
-        .map(|e| format!(" (the runtime reported: {e})"))
-        .unwrap_or_default();
-    let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
-    // The pattern is made a piece at a time, so that the bench's own memory stays small
-    // beside the library's in the peak resident memory it reports.
-    let mut pattern = HostBuf::new(len.min(RAW_IO as usize));
-    let mut groups = Vec::new();
-    for device in devices(&driver, args.devices.as_ref())? {
-        let on = device
-            .map(|d| format!(" on device {d}"))
-            .unwrap_or_default();
-        let mut bufs = Vec::with_capacity(parts.len());
-        for &(start, _) in &parts {
-            let buf = alloc(&driver, device, len).map_err(|e| {
-                format!("cannot allocate a GPU buffer of {len} bytes{on}: {e}{runtime_note}")
-            })?;
-            driver
-                .register_buffer(&buf)
-                .map_err(|e| format!("cannot register a GPU buffer of {len} bytes{on}: {e}"))?;
-            // What writes write: the file's own pattern.
-            let mut at = 0;
-            while at < len {
-                let piece = &mut pattern.get_mut()[..(len - at).min(RAW_IO as usize)];
-                fill_pattern(piece, start + at as u64);
-                buf.copy_from_host(at, piece)
-                    .map_err(|e| format!("cannot fill a GPU buffer{on}: {e}"))?;
-                at += piece.len();
-            }
-            bufs.push(buf);
-        }
-        groups.push(Group { device, bufs });
-    }
-    drop(pattern);
+        .map_err(|e| crate::runtime::register_failed("the test file", &e))?;
     let case = Case {
         args,
         file,

@@ -1,20 +1,28 @@
 //! `hipfile cp`: copies a file through one GPU buffer with the library's reads and writes,
 //! then reports how many bytes each backend moved and how many requests were retried.
 //!
+//! The source is read to its end: until a read returns no byte, or comes back short where a
+//! byte of plain `pread` finds nothing more. A file whose metadata gives no size or a wrong
+//! one (procfs gives 0) is copied whole; the copy has the bytes read. The copy is
+//! written into a new temporary file in the destination's directory, flushed to storage, and
+//! only then renamed over the destination (and the directory flushed), so that the
+//! destination is at every moment either what it was or the whole copy: a copy that fails
+//! removes its temporary file, and one that is killed can leave only that file behind.
 //! The chunks are written rounded up to the destination's direct-I/O alignment, so that the
-//! fastpath can take every one of them, the last included; the destination is cut to the
-//! source's size afterwards. A copy is reported as done only when every byte of the source
-//! was read and the destination has exactly the source's size; otherwise the incomplete
-//! destination is removed (when this run created it) or emptied.
+//! fastpath can take every one of them, the last included; the copy is cut to the bytes
+//! read afterwards.
 
 use crate::args::{CHUNK_UNIT, CpArgs};
 use crate::json::Value;
+use crate::runtime::register_failed;
 use hipfile::{BackendKind, ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome};
 use rustix::fs::{FileType, Mode, OFlags, SeekFrom};
 use rustix::io::Errno;
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The destination is a complete copy of the source.
@@ -52,10 +60,6 @@ impl Moved {
         }
     }
 
-    fn total(&self) -> u64 {
-        self.fastpath_bytes + self.fallback_bytes
-    }
-
     fn to_json(self) -> Value {
         Value::Object(vec![
             ("fastpath_bytes", Value::UInt(self.fastpath_bytes)),
@@ -75,13 +79,14 @@ impl Moved {
 /// A finished copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
-    /// The size of the source, and now of the destination.
+    /// The bytes read from the source, and now the size of the destination.
     pub bytes: u64,
     /// From the first read to the destination's flush.
     pub seconds: f64,
     /// What the reads moved.
     pub read: Moved,
-    /// What the writes moved, the padding to the alignment included.
+    /// What the writes moved of the file's bytes; the padding to the alignment, cut off at
+    /// the end, is not counted.
     pub write: Moved,
 }
 
@@ -136,19 +141,38 @@ pub fn run(args: &CpArgs) -> u8 {
     if let Err(message) = refuse_same_file(&src_fd, &args.src, &args.dst) {
         return failed(&message);
     }
-    let (dst_fd, created) = match create_destination(&args.dst) {
+    let dest = match Destination::find(&args.dst) {
         Ok(d) => d,
         Err(message) => return failed(&message),
     };
-    let copied = copy(args, settings, &src_fd, src_size, &dst_fd);
-    let summary = match copied {
+    let setup = match Setup::new(args, settings, &src_fd, src_size) {
+        Ok(s) => s,
+        Err(message) => return failed(&message),
+    };
+    let temp = match TempFile::create(&dest, &args.dst) {
+        Ok(t) => t,
+        Err(message) => return failed(&message),
+    };
+    let summary = match setup.copy_into(&src_fd, src_size, &temp.fd, &args.src, &args.dst) {
         Ok(s) => s,
         Err(message) => {
             eprintln!("hipfile: {message}");
-            discard(&args.dst, &dst_fd, created);
+            temp.discard(&dest, &args.dst);
             return EXIT_FAILED;
         }
     };
+    if let Err(message) = temp.take_place_of(&dest, &args.dst) {
+        eprintln!("hipfile: {message}");
+        temp.discard(&dest, &args.dst);
+        return EXIT_FAILED;
+    }
+    if let Err(message) = sync_directory(&dest.dir) {
+        eprintln!(
+            "hipfile: {} holds the whole copy, but {message}: the copy may not survive a crash",
+            args.dst.display()
+        );
+        return EXIT_FAILED;
+    }
     let line = if args.json {
         summary.to_json()
     } else {
@@ -172,8 +196,8 @@ fn failed(message: &str) -> u8 {
     EXIT_FAILED
 }
 
-/// Opens the source read-only and finds its size. Only regular files and block devices
-/// have a size to copy.
+/// Opens the source read-only and finds the size it claims, which only sizes the buffer: the
+/// copy reads to the end whatever it is. Only regular files and block devices are copied.
 fn open_source(path: &Path) -> Result<(OwnedFd, u64), String> {
     let cannot = |e: Errno| {
         format!(
@@ -212,8 +236,8 @@ fn open_source(path: &Path) -> Result<(OwnedFd, u64), String> {
     Ok((fd, size))
 }
 
-/// Refuses a destination that is the source under another name: truncating it would destroy
-/// what is to be copied.
+/// Refuses a destination that is the source under another name: the copy would take the
+/// place of what it copies, and through a hard link or a symbolic link destroy it.
 fn refuse_same_file(src: &OwnedFd, src_path: &Path, dst_path: &Path) -> Result<(), String> {
     let Ok(dst) = rustix::fs::stat(dst_path) else {
         // Absent (or not reachable): opening it will say so.
@@ -236,53 +260,200 @@ fn refuse_same_file(src: &OwnedFd, src_path: &Path, dst_path: &Path) -> Result<(
     Ok(())
 }
 
-/// Creates the destination, or truncates it when it exists. Also says whether this run
-/// created it, which decides what happens to it when the copy fails.
-fn create_destination(path: &Path) -> Result<(OwnedFd, bool), String> {
+/// Where the copy goes, and what it takes over from the file it replaces.
+struct Destination {
+    /// The path the copy is renamed to: DST, or the file a symbolic link DST names.
+    path: PathBuf,
+    /// The directory of `path`, where the temporary file is made.
+    dir: PathBuf,
+    /// The file now at `path`, if any.
+    existing: Option<Existing>,
+}
+
+/// What the copy keeps of the file it replaces.
+#[derive(Debug, Clone, Copy)]
+struct Existing {
+    /// Permission bits.
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Destination {
+    /// Looks at DST, changing nothing. A symbolic link stays: the file it names is replaced,
+    /// as writing through the link would replace its contents.
+    fn find(dst: &Path) -> Result<Destination, String> {
+        let cannot = |why: String| format!("cannot open {} for writing: {why}", dst.display());
+        let path = match rustix::fs::lstat(dst) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                std::fs::canonicalize(dst).map_err(|e| {
+                    cannot(format!(
+                        "it is a symbolic link to a file that cannot be reached ({e}); copy to \
+                         the file it should name instead"
+                    ))
+                })?
+            }
+            Ok(_) | Err(Errno::NOENT) => dst.to_path_buf(),
+            Err(e) => return Err(cannot(io::Error::from(e).to_string())),
+        };
+        let existing = match rustix::fs::stat(&path) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => Some(Existing {
+                    mode: st.st_mode & 0o777,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                }),
+                FileType::Directory => return Err(cannot("it is a directory".into())),
+                _ => return Err(cannot("it is not a regular file".into())),
+            },
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(cannot(io::Error::from(e).to_string())),
+        };
+        if existing.is_some() {
+            // Renaming over a file needs no permission on the file itself; writing into it,
+            // which is what replacing its contents stands for, does.
+            rustix::fs::accessat(
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::Access::WRITE_OK,
+                rustix::fs::AtFlags::EACCESS,
+            )
+            .map_err(|e| cannot(io::Error::from(e).to_string()))?;
+        }
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ok(Destination {
+            path,
+            dir,
+            existing,
+        })
+    }
+}
+
+/// The file the copy is written into, beside the destination.
+struct TempFile {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// Tries at most this many names for the temporary file.
+const TEMP_NAMES: u32 = 100;
+
+/// The longest part of the destination's name that goes into the temporary file's name, so
+/// that the latter stays within `NAME_MAX` (255 bytes).
+const TEMP_NAME_KEEPS: usize = 200;
+
+/// The temporary file's name for `dst_name`, attempt `n`: hidden, and naming cp, so that one
+/// left by a killed copy can be told for what it is.
+pub fn temp_name(dst_name: &[u8], pid: u32, n: u32) -> OsString {
+    let kept = &dst_name[..dst_name.len().min(TEMP_NAME_KEEPS)];
+    let mut name = b".".to_vec();
+    name.extend_from_slice(kept);
+    name.extend_from_slice(format!(".hipfile-cp.{pid}.{n}.tmp").as_bytes());
+    OsString::from_vec(name)
+}
+
+impl TempFile {
+    /// Creates a new, empty file in the destination's directory (`O_EXCL`, so that no file
+    /// of someone else's is taken): mode 0644 less the umask for a new destination, else
+    /// readable by its owner only until the copy is complete and gets the old file's mode.
+    fn create(dest: &Destination, dst: &Path) -> Result<TempFile, String> {
+        let dst_name = dest.path.file_name().map_or(&b"copy"[..], |n| n.as_bytes());
+        let mode = match dest.existing {
+            None => 0o644,
+            Some(_) => 0o600,
+        };
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let pid = std::process::id();
+        for n in 0..TEMP_NAMES {
+            let path = dest.dir.join(temp_name(dst_name, pid, n));
+            match rustix::fs::open(&path, flags, Mode::from_raw_mode(mode)) {
+                Ok(fd) => return Ok(TempFile { path, fd }),
+                // Left by an earlier copy of the same process number, or another's: not ours.
+                Err(Errno::EXIST) => continue,
+                Err(e) => {
+                    return Err(format!(
+                        "cannot create a file in {} to copy into before it replaces {}: {}",
+                        dest.dir.display(),
+                        dst.display(),
+                        io::Error::from(e)
+                    ));
+                }
+            }
+        }
+        Err(format!(
+            "cannot create a file in {} to copy into before it replaces {}: {TEMP_NAMES} \
+             names were taken; remove the .*.hipfile-cp.*.tmp files left there",
+            dest.dir.display(),
+            dst.display()
+        ))
+    }
+
+    /// Gives the complete, flushed copy the old file's mode (and, where allowed, its owner
+    /// and group), then renames it over the destination.
+    fn take_place_of(&self, dest: &Destination, dst: &Path) -> Result<(), String> {
+        if let Some(old) = dest.existing {
+            // Best effort: only root, or an owner moving the file to one of their groups, may;
+            // otherwise the copy belongs to whoever made it, as a new file would.
+            let _ = rustix::fs::fchown(
+                &self.fd,
+                Some(rustix::fs::Uid::from_raw(old.uid)),
+                Some(rustix::fs::Gid::from_raw(old.gid)),
+            );
+            rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(old.mode)).map_err(|e| {
+                format!(
+                    "cannot give the copy the mode {:o} of {}: {}",
+                    old.mode,
+                    dst.display(),
+                    io::Error::from(e)
+                )
+            })?;
+        }
+        rustix::fs::rename(&self.path, &dest.path).map_err(|e| {
+            format!(
+                "cannot rename the copy to {}: {}",
+                dst.display(),
+                io::Error::from(e)
+            )
+        })
+    }
+
+    /// Removes the incomplete copy; the destination was never touched.
+    fn discard(self, dest: &Destination, dst: &Path) {
+        let dst_now = if dest.existing.is_some() {
+            format!("{} is unchanged", dst.display())
+        } else {
+            format!("{} was not created", dst.display())
+        };
+        match rustix::fs::unlink(&self.path) {
+            Ok(()) => eprintln!("hipfile: removed the incomplete copy; {dst_now}"),
+            Err(e) => eprintln!(
+                "hipfile: warning: the incomplete copy {} could not be removed: {}; {dst_now}",
+                self.path.display(),
+                io::Error::from(e)
+            ),
+        }
+    }
+}
+
+/// Flushes `dir`, so that a rename in it survives a crash.
+fn sync_directory(dir: &Path) -> Result<(), String> {
     let cannot = |e: Errno| {
         format!(
-            "cannot open {} for writing: {}",
-            path.display(),
+            "{} could not be flushed to storage: {}",
+            dir.display(),
             io::Error::from(e)
         )
     };
-    let common = OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let mode = Mode::from_raw_mode(0o644);
-    let (fd, created) = match rustix::fs::open(path, common | OFlags::EXCL, mode) {
-        Ok(fd) => (fd, true),
-        Err(Errno::EXIST) => (
-            rustix::fs::open(path, common | OFlags::TRUNC, mode).map_err(cannot)?,
-            false,
-        ),
-        Err(e) => return Err(cannot(e)),
-    };
-    let stat = rustix::fs::fstat(&fd).map_err(cannot)?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(format!(
-            "cannot copy to {}: it is not a regular file",
-            path.display()
-        ));
-    }
-    Ok((fd, created))
-}
-
-/// Leaves no incomplete destination that looks like a copy: removes it when this run created
-/// it, else empties it (its old contents went when it was truncated).
-fn discard(path: &Path, fd: &OwnedFd, created: bool) {
-    let outcome = if created {
-        rustix::fs::unlink(path).map(|()| "removed")
-    } else {
-        rustix::fs::ftruncate(fd, 0).map(|()| "emptied")
-    };
-    match outcome {
-        Ok(what) => eprintln!("hipfile: {what} the incomplete {}", path.display()),
-        Err(e) => eprintln!(
-            "hipfile: warning: {} is incomplete and could not be {}: {}",
-            path.display(),
-            if created { "removed" } else { "emptied" },
-            io::Error::from(e)
-        ),
-    }
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(cannot)?;
+    rustix::fs::fsync(&fd).map_err(cannot)
 }
 
 /// `n` rounded up to a multiple of `align` (≥ 1), saturating.
@@ -316,6 +487,74 @@ fn file_offset(offset: u64) -> Result<i64, String> {
     i64::try_from(offset).map_err(|_| format!("offset {offset} is beyond the largest file offset"))
 }
 
+/// The driver, the registered source and the registered GPU buffer: all that can fail before
+/// anything is written.
+struct Setup {
+    driver: Driver,
+    src: FileHandle,
+    buf: DeviceBuffer,
+    len: u64,
+}
+
+impl Setup {
+    fn new(
+        args: &CpArgs,
+        settings: ConfigBuilder,
+        src_fd: &OwnedFd,
+        src_size: u64,
+    ) -> Result<Setup, String> {
+        let driver = crate::runtime::open_driver(settings)?;
+        let src = driver
+            .register_file(src_fd)
+            .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;
+        let len = buffer_len(args.chunk, src_size);
+        let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
+        // Why the runtime has no usable device, if it said so when it was loaded.
+        let runtime_note = driver
+            .runtime()
+            .error
+            .as_ref()
+            .map(|e| format!(" (the runtime reported: {e})"))
+            .unwrap_or_default();
+        let buf = driver.alloc(alloc_len).map_err(|e| {
+            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
+        })?;
+        driver
+            .register_buffer(&buf)
+            .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
+        Ok(Setup {
+            driver,
+            src,
+            buf,
+            len,
+        })
+    }
+
+    /// Copies the source into `dst_fd` (the temporary file, named `dst_path` in messages)
+    /// and flushes it.
+    fn copy_into(
+        self,
+        src_fd: &OwnedFd,
+        src_size: u64,
+        dst_fd: &OwnedFd,
+        src_path: &Path,
+        dst_path: &Path,
+    ) -> Result<Summary, String> {
+        let dst = self
+            .driver
+            .register_file(dst_fd)
+            .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
+        let job = CopyJob {
+            src: self.src,
+            dst,
+            buf: self.buf,
+            src_path,
+            dst_path,
+        };
+        job.run(self.len, src_fd, src_size, dst_fd)
+    }
+}
+
 /// The registered files and buffer of one copy, with their paths for messages.
 struct CopyJob<'a> {
     src: FileHandle,
@@ -325,49 +564,16 @@ struct CopyJob<'a> {
     dst_path: &'a Path,
 }
 
-fn copy(
-    args: &CpArgs,
-    settings: ConfigBuilder,
-    src_fd: &OwnedFd,
-    src_size: u64,
-    dst_fd: &OwnedFd,
-) -> Result<Summary, String> {
-    let driver =
-        Driver::open_with(settings).map_err(|e| format!("cannot open the hipfile driver: {e}"))?;
-    let register = |fd: &OwnedFd, path: &Path| {
-        driver
-            .register_file(fd)
-            .map_err(|e| format!("cannot register {} for GPU I/O: {e}", path.display()))
-    };
-    let src = register(src_fd, &args.src)?;
-    let dst = register(dst_fd, &args.dst)?;
-    let len = buffer_len(args.chunk, src_size);
-    let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
-    // Why the runtime has no usable device, if it said so when it was loaded.
-    let runtime_note = driver
-        .runtime()
-        .error
-        .as_ref()
-        .map(|e| format!(" (the runtime reported: {e})"))
-        .unwrap_or_default();
-    let buf = driver
-        .alloc(alloc_len)
-        .map_err(|e| format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}"))?;
-    driver
-        .register_buffer(&buf)
-        .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
-    let job = CopyJob {
-        src,
-        dst,
-        buf,
-        src_path: &args.src,
-        dst_path: &args.dst,
-    };
-    job.run(len, src_size, dst_fd)
-}
-
 impl CopyJob<'_> {
-    fn run(&self, len: u64, src_size: u64, dst_fd: &OwnedFd) -> Result<Summary, String> {
+    /// Copies until a read returns no byte, then cuts the copy to the bytes read and flushes
+    /// it. `src_size` (what the source claimed) only sizes the progress line.
+    fn run(
+        &self,
+        len: u64,
+        src_fd: &OwnedFd,
+        src_size: u64,
+        dst_fd: &OwnedFd,
+    ) -> Result<Summary, String> {
         let align = write_align(self.dst.facts().dio_offset_align());
         let zeros = vec![
             0u8;
@@ -380,7 +586,7 @@ impl CopyJob<'_> {
         let mut progress = Progress::new(src_size);
         let start = Instant::now();
         let mut offset = 0u64;
-        while offset < src_size {
+        loop {
             let outcome = self
                 .src
                 .read(&self.buf, len, file_offset(offset)?, 0)
@@ -393,67 +599,82 @@ impl CopyJob<'_> {
             read.count(&outcome);
             let n = outcome.bytes;
             if n == 0 {
-                // The source ended early; the check below says so.
                 break;
             }
             let padded = padded_len(n, align, len);
             if padded > n {
-                // Stale bytes of an earlier chunk must not reach the destination, even
-                // briefly: the tail is cut off only at the end.
+                // Stale bytes of an earlier chunk must not reach the copy, even briefly: the
+                // tail is cut off only at the end.
                 let fill = usize::try_from(padded - n).unwrap_or(usize::MAX);
                 self.buf
                     .copy_from_host(n as usize, &zeros[..fill])
                     .map_err(|e| format!("cannot clear the GPU buffer's tail: {e}"))?;
             }
-            self.write_chunk(padded, offset, &mut write)?;
-            // A short read before the end moves the next offset; the loop goes on from there.
+            self.write_chunk(n, padded, offset, &mut write)?;
             offset += n;
             progress.update(offset);
+            // A short read is the end of a file whose size is right; procfs files and the
+            // like also read short before it. A read of the library at the unaligned offset
+            // that follows would be refused where only the fastpath is allowed, so a byte of
+            // plain `pread` says whether there is more.
+            if n < len && !has_more(src_fd, offset, self.src_path)? {
+                break;
+            }
         }
         progress.finish();
-        if offset != src_size || read.total() != src_size {
-            return Err(format!(
-                "read {} bytes of {}, which had {src_size} bytes when the copy began: it \
-                 changed during the copy",
-                read.total(),
-                self.src_path.display()
-            ));
-        }
         let dst = self.dst_path.display();
-        rustix::fs::ftruncate(dst_fd, src_size).map_err(|e| {
+        rustix::fs::ftruncate(dst_fd, offset).map_err(|e| {
             format!(
-                "cannot set the size of {dst} to {src_size} bytes: {}",
-                io::Error::from(e)
+                "cannot set the size of the copy to {dst} to {offset} bytes: {}{}",
+                io::Error::from(e),
+                write_hint(Some(e.raw_os_error()))
             )
         })?;
-        rustix::fs::fdatasync(dst_fd)
-            .map_err(|e| format!("cannot flush {dst} to storage: {}", io::Error::from(e)))?;
+        // Where blocks are allocated at writeback, a full file system is only found here.
+        rustix::fs::fdatasync(dst_fd).map_err(|e| {
+            format!(
+                "cannot flush the copy to {dst} to storage: {}{}",
+                io::Error::from(e),
+                write_hint(Some(e.raw_os_error()))
+            )
+        })?;
         let seconds = start.elapsed().as_secs_f64();
         let stat = rustix::fs::fstat(dst_fd)
-            .map_err(|e| format!("cannot look at {dst}: {}", io::Error::from(e)))?;
+            .map_err(|e| format!("cannot look at the copy to {dst}: {}", io::Error::from(e)))?;
         let dst_size = u64::try_from(stat.st_size).unwrap_or(0);
-        if dst_size != src_size {
+        if dst_size != offset {
             return Err(format!(
-                "{dst} has {dst_size} bytes after the copy, but {} has {src_size}",
+                "the copy to {dst} has {dst_size} bytes after the copy, but {offset} bytes \
+                 were read from {}",
                 self.src_path.display()
             ));
         }
         Ok(Summary {
-            bytes: src_size,
+            bytes: offset,
             seconds,
             read,
             write,
         })
     }
 
-    /// Writes the buffer's first `size` bytes at `offset`, going on after short writes.
-    fn write_chunk(&self, size: u64, offset: u64, moved: &mut Moved) -> Result<(), String> {
+    /// Writes the buffer's first `size` bytes at `offset`, going on after short writes: the
+    /// chunk's `data` bytes and the padding after them. Only the data bytes count in `moved`,
+    /// so that its totals are the file's size. A write that fails part-way comes back short
+    /// (as `pwrite` does: the bytes written, if any, else the error), so the error is that of
+    /// the write of the rest; a write that moves nothing fails the copy too.
+    fn write_chunk(
+        &self,
+        data: u64,
+        size: u64,
+        offset: u64,
+        moved: &mut Moved,
+    ) -> Result<(), String> {
         let mut done = 0u64;
         while done < size {
             let at = offset + done;
             let cannot = |what: String| {
                 format!(
-                    "cannot write {} ({} bytes at offset {at}): {what}",
+                    "cannot write the copy to {} ({} bytes at offset {at}): {what}",
                     self.dst_path.display(),
                     size - done
                 )
@@ -461,14 +682,51 @@ impl CopyJob<'_> {
             let outcome = self
                 .dst
                 .write(&self.buf, size - done, file_offset(at)?, file_offset(done)?)
-                .map_err(|e| cannot(e.to_string()))?;
-            moved.count(&outcome);
+                .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
+            moved.count(&IoOutcome {
+                bytes: outcome.bytes.min(data.saturating_sub(done)),
+                ..outcome
+            });
             if outcome.bytes == 0 {
                 return Err(cannot("no byte was written".into()));
             }
             done += outcome.bytes;
         }
         Ok(())
+    }
+}
+
+/// What to do about a write to the copy that failed with `errno`, where the file system or a
+/// limit is the cause; empty otherwise.
+pub fn write_hint(errno: Option<i32>) -> &'static str {
+    match errno.map(Errno::from_raw_os_error) {
+        Some(Errno::FBIG) => {
+            "; the file-size limit of this process (ulimit -f) or DST's file system does not \
+             allow a file this large"
+        }
+        Some(Errno::NOSPC) => "; DST's file system is full: make room there, or copy elsewhere",
+        Some(Errno::DQUOT) => {
+            "; the disk quota on DST's file system is used up: make room, or copy elsewhere"
+        }
+        _ => "",
+    }
+}
+
+/// Whether `fd` has a byte at `offset`.
+fn has_more(fd: &OwnedFd, offset: u64, path: &Path) -> Result<bool, String> {
+    let mut byte = [0u8; 1];
+    loop {
+        match rustix::io::pread(fd, &mut byte, offset) {
+            Ok(n) => return Ok(n > 0),
+            Err(Errno::INTR) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot read {} (1 byte at offset {offset}): {}",
+                    path.display(),
+                    io::Error::from(e)
+                ));
+            }
+        }
     }
 }
 
@@ -496,17 +754,18 @@ impl Progress {
         }
         self.last = Instant::now();
         self.shown = true;
-        let percent = if self.total == 0 {
-            100
-        } else {
-            u128::from(done) * 100 / u128::from(self.total)
-        };
         let mut err = io::stderr().lock();
-        let _ = write!(
-            err,
-            "\rhipfile: copying: {percent:>3}% ({done} of {} bytes)",
-            self.total
-        );
+        // The source's claimed size may be wrong (procfs says 0): past it, only the count.
+        let _ = if done <= self.total {
+            let percent = u128::from(done) * 100 / u128::from(self.total);
+            write!(
+                err,
+                "\rhipfile: copying: {percent:>3}% ({done} of {} bytes)",
+                self.total
+            )
+        } else {
+            write!(err, "\rhipfile: copying: {done} bytes\x1b[K")
+        };
         let _ = err.flush();
     }
 
@@ -559,6 +818,26 @@ mod tests {
     }
 
     #[test]
+    fn temporary_names_are_hidden_and_short_enough() {
+        assert_eq!(
+            temp_name(b"weights.bin", 42, 3),
+            OsString::from(".weights.bin.hipfile-cp.42.3.tmp")
+        );
+        let long = temp_name(&[b'x'; 255], u32::MAX, TEMP_NAMES);
+        assert!(long.len() <= 255, "{}", long.len());
+        assert!(long.as_bytes().ends_with(b".hipfile-cp.4294967295.100.tmp"));
+    }
+
+    #[test]
+    fn a_full_or_limited_file_system_is_named() {
+        assert!(write_hint(Some(27)).contains("ulimit -f"));
+        assert!(write_hint(Some(28)).contains("full"));
+        assert!(write_hint(Some(122)).contains("quota"));
+        assert_eq!(write_hint(Some(5)), "");
+        assert_eq!(write_hint(None), "");
+    }
+
+    #[test]
     fn outcomes_are_counted_per_backend() {
         let mut m = Moved::default();
         for (bytes, backend, retried) in [
@@ -580,7 +859,6 @@ mod tests {
                 retries: 1
             }
         );
-        assert_eq!(m.total(), 4204);
     }
 
     #[test]
@@ -594,7 +872,7 @@ mod tests {
                 retries: 0,
             },
             write: Moved {
-                fastpath_bytes: 1_999_999_488,
+                fastpath_bytes: 1_999_995_904,
                 fallback_bytes: 4096,
                 retries: 1,
             },
@@ -607,13 +885,13 @@ mod tests {
                 "seconds": 0.5,
                 "gbps": 4.0,
                 "read": {"fastpath_bytes": 2_000_000_000u64, "fallback_bytes": 0, "retries": 0},
-                "write": {"fastpath_bytes": 1_999_999_488u64, "fallback_bytes": 4096, "retries": 1},
+                "write": {"fastpath_bytes": 1_999_995_904u64, "fallback_bytes": 4096, "retries": 1},
             })
         );
         assert_eq!(
             s.text(),
             "copied 2000000000 bytes in 0.500 s (4.000 GB/s); read: fastpath 2000000000, \
-             fallback 0, retries 0; write: fastpath 1999999488, fallback 4096, retries 1"
+             fallback 0, retries 0; write: fastpath 1999995904, fallback 4096, retries 1"
         );
         let none = Summary { seconds: 0.0, ..s };
         assert_eq!(none.gbps(), 0.0);

@@ -1,9 +1,10 @@
 //! `--runtime`: the settings that make a command load the GPU runtime asked for. `auto`
 //! leaves the choice to the configuration (the environment, then the usual places);
-//! `emulated` names the emulated runtime that is installed beside this program.
+//! `emulated` names the emulated runtime that is installed beside this program. Also the
+//! driver's opening and the files' registration, with messages that say each thing once.
 
 use crate::args::RuntimeChoice;
-use hipfile::ConfigBuilder;
+use hipfile::{ConfigBuilder, Driver, Error};
 use std::path::{Path, PathBuf};
 
 /// The file name of the emulated runtime.
@@ -60,9 +61,67 @@ fn find_emulated() -> Result<PathBuf, String> {
     ))
 }
 
+/// Opens the driver with `settings`.
+///
+/// # Errors
+///
+/// The message of [`driver_open_failed`].
+pub fn open_driver(settings: ConfigBuilder) -> Result<Driver, String> {
+    Driver::open_with(settings).map_err(|e| driver_open_failed(&e))
+}
+
+/// Says that the driver could not be opened, and why: [`Error::DriverOpen`]'s own message
+/// already starts with "cannot open the hipfile driver".
+pub fn driver_open_failed(e: &Error) -> String {
+    match e {
+        Error::DriverOpen(_) => e.to_string(),
+        other => format!("cannot open the hipfile driver: {other}"),
+    }
+}
+
+/// Says that `what` could not be registered, and why: the probe's error alone, without
+/// [`Error::Probe`]'s own "cannot register the file".
+pub fn register_failed(what: &str, e: &Error) -> String {
+    match e {
+        Error::Probe(probe) => format!("cannot register {what} for GPU I/O: {probe}"),
+        other => format!("cannot register {what} for GPU I/O: {other}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_driver_and_registration_messages_say_each_thing_once() {
+        let e = Error::DriverOpen("no HIP runtime found".into());
+        assert_eq!(
+            driver_open_failed(&e),
+            "cannot open the hipfile driver: no HIP runtime found"
+        );
+        let e = driver_open_failed(&Error::DriverAlreadyOpen);
+        assert!(
+            e.starts_with("cannot open the hipfile driver: the hipfile driver is already open"),
+            "{e}"
+        );
+        let probe = hipfile::probe::ProbeError::GetFlags {
+            fd: 7,
+            errno: rustix::io::Errno::BADF,
+        };
+        let e = register_failed("/data/w.bin", &Error::Probe(probe));
+        assert!(
+            e.starts_with(
+                "cannot register /data/w.bin for GPU I/O: fcntl(F_GETFL) on descriptor 7"
+            ),
+            "{e}"
+        );
+        assert_eq!(e.matches("cannot register").count(), 1, "{e}");
+        let e = register_failed("the test file", &Error::HandleNotRegistered);
+        assert!(
+            e.starts_with("cannot register the test file for GPU I/O: "),
+            "{e}"
+        );
+    }
 
     #[test]
     fn looks_beside_the_program_then_in_deps() {

@@ -145,8 +145,8 @@ fn write_serves_every_byte_of_every_run() {
 #[test]
 fn forced_fallback_serves_everything() {
     let dir = temp_dir();
-    let file = dir.path().join("b.dat");
     for op in ["read", "write"] {
+        let file = dir.path().join(format!("{op}.dat"));
         let v = bench_json(&file, &["--backend", "fallback", "--op", op]);
         assert_eq!(v["backend"], "fallback");
         assert_eq!(served(&v), (0, 3 * SIZE), "{op}: {v}");
@@ -288,7 +288,15 @@ fn listed_devices_write_with_limits() {
     assert_eq!(fast + slow, 2 * SIZE * 3, "{v}");
     let v = bench_json_env(
         &file,
-        &["--devices=2,1", "--op", "write", "--limits", "--runs", "1"],
+        &[
+            "--devices=2,1",
+            "--op",
+            "write",
+            "--limits",
+            "--runs",
+            "1",
+            "--overwrite",
+        ],
         &env,
     );
     assert_eq!(v["op"], "write");
@@ -425,16 +433,20 @@ fn the_file_is_created_with_its_size_and_reused() {
         bytes,
         "a read run changes nothing"
     );
-    // A file of another size is rewritten to the size asked for.
+    // A file of another size is rewritten to the size asked for, when bench may.
     std::fs::write(&file, b"short").unwrap();
     let run = bench(&file, &["--runs", "1"]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert_eq!(std::fs::read(&file).unwrap(), b"short");
+    let run = bench(&file, &["--runs", "1", "--overwrite"]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("writing the test file"),
+        run.stderr
+            .contains("writing the pattern over the test file"),
         "{}",
         run.stderr
     );
-    assert_eq!(std::fs::metadata(&file).unwrap().len(), SIZE);
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
 }
 
 #[test]
@@ -515,8 +527,144 @@ fn a_write_run_writes_the_test_files_pattern() {
     let big = ["--size", "40MiB", "--io-size", "40MiB", "--runs", "1"];
     bench_json(&fresh, &big);
     std::fs::write(&zeros, vec![0u8; 40 << 20]).unwrap();
-    let mut write = vec!["--op", "write"];
+    let mut write = vec!["--op", "write", "--overwrite"];
     write.extend_from_slice(&big);
     bench_json(&zeros, &write);
     assert!(std::fs::read(&zeros).unwrap() == std::fs::read(&fresh).unwrap());
+}
+
+/// A file of `len` bytes of a user's data (not bench's pattern), and its bytes.
+fn user_file(dir: &Path, len: usize) -> (std::path::PathBuf, Vec<u8>) {
+    let path = common::data_file(dir, "weights.bin", len);
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+/// A refusal to change an existing file: exit status 2, a message that names the file and
+/// `--overwrite`, nothing on stdout.
+fn assert_refused(run: &Run, file: &Path) {
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr.contains(file.to_str().unwrap())
+            && run.stderr.contains("--overwrite")
+            && run.stderr.contains("nothing was changed"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_write_bench_leaves_an_existing_file_alone_without_overwrite() {
+    let dir = temp_dir();
+    // Of the very size of the bench: the size is not what protects it.
+    let (file, bytes) = user_file(dir.path(), SIZE as usize);
+    for extra in [&["--op", "write"][..], &["--op", "write", "--limits"]] {
+        let run = bench(&file, extra);
+        assert_refused(&run, &file);
+        assert!(
+            std::fs::read(&file).unwrap() == bytes,
+            "{extra:?} changed it"
+        );
+    }
+    // Asked for, the write bench writes over it.
+    let v = bench_json(&file, &["--op", "write", "--overwrite", "--runs", "1"]);
+    assert_eq!(served(&v).0 + served(&v).1, SIZE, "{v}");
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), SIZE);
+    assert!(
+        std::fs::read(&file).unwrap() != bytes,
+        "the write runs wrote"
+    );
+}
+
+#[test]
+fn a_read_bench_reads_an_existing_file_as_it_is_and_changes_no_byte() {
+    let dir = temp_dir();
+    // Another size than the bench's: its pattern would have to be written.
+    let (file, bytes) = user_file(dir.path(), MIB + 5);
+    let run = bench(&file, &[]);
+    assert_refused(&run, &file);
+    assert!(
+        run.stderr.contains(&format!("--size {}", MIB + 5)),
+        "{}",
+        run.stderr
+    );
+    assert!(std::fs::read(&file).unwrap() == bytes);
+    // Of the bench's size, it is read as it is, cold and with the limits too.
+    let (file, bytes) = user_file(dir.path(), SIZE as usize);
+    for extra in [&[][..], &["--cold", "--limits", "--runs", "1"]] {
+        let v = bench_json(&file, extra);
+        assert_eq!(
+            served(&v).0 + served(&v).1,
+            v["runs"].as_array().unwrap().len() as u64 * SIZE
+        );
+        assert!(
+            std::fs::read(&file).unwrap() == bytes,
+            "{extra:?} changed it"
+        );
+    }
+}
+
+#[test]
+fn bad_devices_or_runtime_create_no_test_file() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    for (extra, env) in [
+        (&["--devices", "99"][..], &[][..]),
+        (&["--devices", "1"], &[("HIPFILE_EMU_DEVICES", "1")]),
+        // No runtime at all: the driver cannot be opened.
+        (
+            &["--op", "write", "--runtime", "auto"],
+            &[("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+        ),
+    ] {
+        let run = bench_env(&file, extra, env);
+        assert_eq!(run.status, 1, "{extra:?} {env:?}: {}", run.stderr);
+        assert!(!file.exists(), "{extra:?} {env:?} created the test file");
+    }
+    // An existing file is not touched either.
+    let (file, bytes) = user_file(dir.path(), MIB);
+    let run = bench_env(&file, &["--devices", "5", "--overwrite"], &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(std::fs::read(&file).unwrap() == bytes);
+}
+
+#[test]
+fn a_test_file_that_cannot_be_finished_is_removed() {
+    let fs = require!(hipfile_testfs::MountedFs::tmpfs(16));
+    let file = fs.path().join("b.dat");
+    let run = bench(&file, &["--size", "32MiB"]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device")
+            && run.stderr.contains("removed the incomplete test file"),
+        "{}",
+        run.stderr
+    );
+    assert!(!file.exists(), "the incomplete test file was left behind");
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn a_driver_that_cannot_be_opened_is_said_once() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench_env(
+        &file,
+        &["--runtime", "auto"],
+        &[("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("/nonexistent/libamdhip64.so"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("cannot open the hipfile driver").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(!file.exists());
 }

@@ -53,7 +53,11 @@ fn cp_json(src: &Path, dst: &Path, extra: &[&str], env: &[(&str, &str)]) -> Valu
     let size = std::fs::read(src).unwrap().len() as u64;
     assert_eq!(v["bytes"], size, "{v}");
     assert_eq!(total(&v, "read"), size, "every byte is read once: {v}");
-    assert!(total(&v, "write") >= size, "the writes cover the file: {v}");
+    assert_eq!(
+        total(&v, "write"),
+        size,
+        "every byte is written once, the padding to the alignment not counted: {v}"
+    );
     v
 }
 
@@ -239,7 +243,7 @@ fn eremoteio_on_fastpath_writes_is_retried_on_the_fallback() {
     );
     assert_eq!(count(&v, "write", "retries"), 4, "{v}");
     assert_eq!(count(&v, "write", "fastpath_bytes"), 0, "{v}");
-    assert!(count(&v, "write", "fallback_bytes") >= size, "{v}");
+    assert_eq!(count(&v, "write", "fallback_bytes"), size, "{v}");
     assert_eq!(count(&v, "read", "fastpath_bytes"), size, "{v}");
     assert_eq!(count(&v, "read", "retries"), 0, "{v}");
 }
@@ -268,23 +272,52 @@ fn eio_on_a_fastpath_read_fails_the_copy_and_removes_the_destination() {
         let run = cp(&src, &dst, &extra, &[("HIPFILE_EMU_FAULT", "read:EIO")]);
         assert_fails(&run, &src, &["cannot read", "offset 0", "removed"]);
         assert!(!dst.exists(), "the incomplete copy was left behind");
+        assert_only(fs.path(), &["src"]);
     }
 }
 
+/// `dir` holds exactly `names` (and an ext4 root's `lost+found`): no temporary file is left.
+fn assert_only(dir: &Path, names: &[&str]) {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "lost+found")
+        .collect();
+    found.sort_unstable();
+    let mut want: Vec<&str> = names.to_vec();
+    want.sort_unstable();
+    assert_eq!(found, want, "in {dir:?}");
+}
+
 #[test]
-fn a_failure_after_some_chunks_empties_an_existing_destination() {
+fn a_failing_copy_leaves_an_existing_destination_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
     let (src, dst, _) = four_chunks(&fs);
-    std::fs::write(&dst, b"old contents").unwrap();
-    let run = cp(
-        &src,
-        &dst,
-        &["--chunk", "64K"],
-        &[("HIPFILE_EMU_FAULT", "write:ENODEV:1,write:EIO")],
-    );
-    // The first chunk is retried on the fallback and written; the second fails.
-    assert_fails(&run, &dst, &["cannot write", "offset 65536", "emptied"]);
-    assert_eq!(std::fs::metadata(&dst).unwrap().len(), 0);
+    for (fault, words) in [
+        // The first chunk is retried on the fallback and written; the second fails.
+        (
+            "write:ENODEV:1,write:EIO",
+            &["cannot write", "offset 65536"][..],
+        ),
+        ("read:EIO", &["cannot read", "offset 0"]),
+    ] {
+        std::fs::write(&dst, b"old contents").unwrap();
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let run = cp(
+            &src,
+            &dst,
+            &["--chunk", "64K"],
+            &[("HIPFILE_EMU_FAULT", fault)],
+        );
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old contents", "{fault}");
+        let mut all = words.to_vec();
+        all.extend(["removed the incomplete copy", "is unchanged"]);
+        assert_fails(&run, &dst, &all);
+        let mode = std::fs::metadata(&dst).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640, "{fault}");
+        assert_only(fs.path(), &["src", "dst"]);
+    }
 }
 
 #[test]
@@ -305,6 +338,69 @@ fn without_compat_mode_enodev_is_not_retried_and_the_copy_fails() {
     // Without the fault, the same configuration copies through the fastpath alone.
     let v = cp_json(&src, &dst, &[], &[("HIPFILE_ALLOW_COMPAT_MODE", "false")]);
     assert_eq!(count(&v, "read", "fallback_bytes"), 0, "{v}");
+}
+
+/// `hipfile cp --runtime emulated EXTRA... SRC DST` with a file-size limit (`RLIMIT_FSIZE`) of
+/// `limit` bytes, and `SIGXFSZ` ignored so that a write past the limit fails with `EFBIG`
+/// rather than killing the process (an ignored signal stays ignored across `exec`).
+fn cp_with_file_size_limit(
+    limit: u64,
+    src: &Path,
+    dst: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let limit = limit.to_string();
+    let mut args: Vec<&OsStr> = [
+        "-c",
+        "trap '' XFSZ; limit=$1; shift; exec prlimit --fsize=\"$limit\" -- \"$@\"",
+        "sh",
+        &limit,
+        env!("CARGO_BIN_EXE_hipfile"),
+        "cp",
+        "--runtime=emulated",
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .collect();
+    args.extend(extra.iter().map(OsStr::new));
+    args.push(src.as_os_str());
+    args.push(dst.as_os_str());
+    run_program(Path::new("/bin/sh"), &args, env)
+}
+
+#[test]
+fn a_copy_past_the_file_size_limit_fails_with_efbig_and_changes_nothing() {
+    require!(hipfile_testfs::has_command("prlimit"));
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let (src, dst, _) = four_chunks(&fs);
+    // The limit falls inside the second chunk: its write comes back short (the fastpath's
+    // after 32 KiB, as pwrite's would), and the write of the rest fails with EFBIG.
+    let limit = (CHUNK_64K + CHUNK_64K / 2) as u64;
+    for (backend, env) in [
+        ("fastpath", &[][..]),
+        ("fallback", &[("HIPFILE_FORCE_COMPAT_MODE", "true")]),
+    ] {
+        std::fs::write(&dst, b"old contents").unwrap();
+        let run = cp_with_file_size_limit(limit, &src, &dst, &["--chunk", "64K"], env);
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old contents", "{backend}");
+        assert_only(fs.path(), &["src", "dst"]);
+        assert_fails(
+            &run,
+            &dst,
+            &[
+                "cannot write the copy",
+                "File too large",
+                "file-size limit",
+                "removed the incomplete copy",
+                "is unchanged",
+            ],
+        );
+        if backend == "fastpath" {
+            // Where the short write stopped: the loop went on from there.
+            assert!(run.stderr.contains("at offset 98304"), "{}", run.stderr);
+        }
+    }
 }
 
 // ---- Files anywhere (no root needed) ----
@@ -333,6 +429,7 @@ fn a_copy_prints_one_line_of_counts() {
         .collect();
     assert_eq!(counts.len(), 6, "{line}");
     assert_eq!(counts[0] + counts[1], (MIB + 5) as u64, "{line}");
+    assert_eq!(counts[3] + counts[4], (MIB + 5) as u64, "{line}");
     assert!(
         line.contains("; write: fastpath ")
             && line.contains(", fallback ")
@@ -353,6 +450,83 @@ fn an_existing_destination_is_replaced_with_the_exact_size() {
     let dst = data_file(dir.path(), "dst", 3 * MIB);
     cp_json(&src, &dst, &[], &[]);
     assert_eq!(std::fs::metadata(&dst).unwrap().len(), 5000);
+}
+
+#[test]
+fn the_bytes_written_are_those_of_the_file() {
+    let dir = temp_dir();
+    // Not a multiple of any alignment: the last chunk is written with padding.
+    let src = data_file(dir.path(), "src", 1_000_000);
+    let dst = dir.path().join("dst");
+    for chunk in ["64K", "1M"] {
+        let v = cp_json(&src, &dst, &["--chunk", chunk], &[]);
+        assert_eq!(total(&v, "write"), 1_000_000, "--chunk {chunk}: {v}");
+    }
+}
+
+#[test]
+fn a_driver_that_cannot_be_opened_is_said_once() {
+    let dir = temp_dir();
+    let src = data_file(dir.path(), "src", 10);
+    let dst = dir.path().join("dst");
+    let run = hipfile(
+        &[
+            OsStr::new("cp"),
+            OsStr::new("--runtime=auto"),
+            src.as_os_str(),
+            dst.as_os_str(),
+        ],
+        &[("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+    );
+    assert_fails(&run, Path::new("/nonexistent/libamdhip64.so"), &[]);
+    assert_eq!(
+        run.stderr.matches("cannot open the hipfile driver").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(!dst.exists());
+    assert_only(dir.path(), &["src"]);
+}
+
+#[test]
+fn a_procfs_file_is_copied_to_its_end() {
+    let dir = temp_dir();
+    let src = Path::new("/proc/version");
+    // The premise: procfs gives no size, so the size cannot be what ends the copy.
+    assert_eq!(std::fs::metadata(src).unwrap().len(), 0);
+    let want = std::fs::read(src).unwrap();
+    assert!(!want.is_empty());
+    let dst = dir.path().join("version");
+    let run = cp(src, &dst, &["--json"], &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(std::fs::read(&dst).unwrap(), want);
+    assert_eq!(v["bytes"], want.len(), "{v}");
+    assert_eq!(total(&v, "read"), want.len() as u64, "{v}");
+}
+
+#[test]
+fn an_existing_destination_keeps_its_mode_and_a_link_to_it_stays() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir();
+    let src = data_file(dir.path(), "src", 5000);
+    let target = data_file(dir.path(), "target", 70_000);
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("target", &link).unwrap();
+    cp_json(&src, &link, &[], &[]);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    assert_identical(&src, &target);
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o751);
+    assert_only(dir.path(), &["src", "target", "link"]);
 }
 
 #[test]
