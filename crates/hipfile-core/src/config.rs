@@ -37,6 +37,9 @@ pub const ENV_STAGING_MEMORY: &str = "HIPFILE_STAGING_MEMORY";
 /// `HIPFILE_SMALL_IO_THRESHOLD`: fallback requests of at most this many bytes run on the
 /// caller's thread.
 pub const ENV_SMALL_IO_THRESHOLD: &str = "HIPFILE_SMALL_IO_THRESHOLD";
+/// `HIPFILE_DURABLE_WRITES`: whether a write is on stable storage when the call returns (one
+/// `fdatasync` per call, on either backend).
+pub const ENV_DURABLE_WRITES: &str = "HIPFILE_DURABLE_WRITES";
 /// `HIPFILE_COLD_DIRECT_READS`: whether large fallback reads take what the page cache does
 /// not hold with `O_DIRECT`.
 pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
@@ -189,6 +192,12 @@ pub struct Config {
     pub rocm_path: Option<PathBuf>,
     /// Which platform to load.
     pub platform: PlatformChoice,
+    /// Whether a write is durable when the call returns: one `fdatasync` per write call on
+    /// the descriptor written, on either backend (SPEC.md §3). `O_DIRECT` alone bypasses the
+    /// page cache but neither flushes the device's write cache nor makes an allocating
+    /// write's metadata durable. Default true; false leaves flushing to the caller, as a
+    /// plain `pwrite` does.
+    pub durable_writes: bool,
     /// The fallback's threads, task size, staging memory and small-request threshold.
     pub fallback: FallbackKnobs,
 }
@@ -204,6 +213,7 @@ impl Default for Config {
             hip_library: None,
             rocm_path: None,
             platform: PlatformChoice::Auto,
+            durable_writes: true,
             fallback: FallbackKnobs::default(),
         }
     }
@@ -283,6 +293,7 @@ pub struct ConfigBuilder {
     hip_library: Option<PathBuf>,
     rocm_path: Option<PathBuf>,
     platform: Option<PlatformChoice>,
+    durable_writes: Option<bool>,
     io_threads: Option<usize>,
     task_size: Option<u64>,
     staging_memory: Option<u64>,
@@ -370,6 +381,12 @@ impl ConfigBuilder {
         self
     }
 
+    /// Overrides `HIPFILE_DURABLE_WRITES`.
+    pub fn durable_writes(mut self, on: bool) -> Self {
+        self.durable_writes = Some(on);
+        self
+    }
+
     /// Overrides `HIPFILE_COLD_DIRECT_READS`.
     pub fn cold_direct_reads(mut self, on: bool) -> Self {
         self.cold_direct_reads = Some(on);
@@ -423,6 +440,11 @@ impl ConfigBuilder {
             self.unsupported_file_systems,
             ENV_UNSUPPORTED_FILE_SYSTEMS,
             defaults.unsupported_file_systems,
+        );
+        let durable_writes = boolean(
+            self.durable_writes,
+            ENV_DURABLE_WRITES,
+            defaults.durable_writes,
         );
         let cold_direct_reads = boolean(
             self.cold_direct_reads,
@@ -549,6 +571,7 @@ impl ConfigBuilder {
             hip_library: path(self.hip_library, ENV_HIP_LIBRARY),
             rocm_path: path(self.rocm_path, ENV_ROCM_PATH),
             platform,
+            durable_writes,
             fallback: FallbackKnobs {
                 io_threads,
                 task_size,
@@ -595,6 +618,21 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn durable_writes_are_on_unless_turned_off() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[]));
+        assert!(c.durable_writes && w.is_empty());
+        let (c, _) = ConfigBuilder::new().build_with(env(&[(ENV_DURABLE_WRITES, "off")]));
+        assert!(!c.durable_writes);
+        let (c, _) = ConfigBuilder::new()
+            .durable_writes(true)
+            .build_with(env(&[(ENV_DURABLE_WRITES, "0")]));
+        assert!(c.durable_writes, "code wins over the environment");
+        let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_DURABLE_WRITES, "sometimes")]));
+        assert!(c.durable_writes);
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct Fallback {
     small_io_threshold: u64,
     /// Whether large reads take what the page cache lacks with `O_DIRECT`.
     cold_direct_reads: bool,
+    /// Whether a write ends with an `fdatasync`.
+    durable_writes: bool,
     /// `None` for a fallback that only scores.
     staging: Option<Arc<StagingPool>>,
     /// `None` for a fallback that only scores. Declared after `staging`: its drop joins the
@@ -51,6 +53,7 @@ impl Fallback {
             allow_compat_mode: config.allow_compat_mode,
             small_io_threshold: config.fallback.small_io_threshold,
             cold_direct_reads: config.fallback.cold_direct_reads,
+            durable_writes: config.durable_writes,
             staging: None,
             pipeline: None,
         }
@@ -108,6 +111,7 @@ impl fmt::Debug for Fallback {
             .field("allow_compat_mode", &self.allow_compat_mode)
             .field("small_io_threshold", &self.small_io_threshold)
             .field("cold_direct_reads", &self.cold_direct_reads)
+            .field("durable_writes", &self.durable_writes)
             .field("staging", &self.staging)
             .field("pipeline", &self.pipeline)
             .finish()
@@ -179,7 +183,10 @@ impl Backend for Fallback {
         let moved = transfer::serve(
             pool,
             self.pipeline.as_deref(),
-            self.small_io_threshold,
+            transfer::Policy {
+                small_io_threshold: self.small_io_threshold,
+                durable_writes: self.durable_writes,
+            },
             s.request,
             s.buffer.device,
             target.buffered,

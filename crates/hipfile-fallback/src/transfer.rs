@@ -92,7 +92,7 @@ impl Failed {
 pub(crate) fn serve(
     pool: &StagingPool,
     pipeline: Option<&Pipeline>,
-    small_io_threshold: u64,
+    policy: Policy,
     r: &ValidRequest,
     gpu: i32,
     fd: BorrowedFd<'_>,
@@ -101,7 +101,7 @@ pub(crate) fn serve(
     if r.size() == 0 {
         return Ok(0);
     }
-    if r.size() > small_io_threshold
+    if r.size() > policy.small_io_threshold
         && let Some(p) = pipeline
         && let Some(result) = p.run(
             r.op(),
@@ -112,7 +112,7 @@ pub(crate) fn serve(
             r.file_offset(),
         )
     {
-        return finish(r.op(), fd, result);
+        return finish(r.op(), policy, fd, result);
     }
     let mut buf = pool.acquire()?;
     let result = transfer_range(
@@ -124,18 +124,33 @@ pub(crate) fn serve(
     );
     // Give the buffer back before waiting on the disk: others may use it meanwhile.
     drop(buf);
-    finish(r.op(), fd, result)
+    finish(r.op(), policy, fd, result)
+}
+
+/// How a fallback serves requests, from its configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    /// Requests of at most this many bytes run on the caller's thread.
+    pub(crate) small_io_threshold: u64,
+    /// Whether a write ends with an `fdatasync`.
+    pub(crate) durable_writes: bool,
 }
 
 /// The outcome of a request that moved what `result` says: a write that wrote some bytes
-/// before failing counts them, and any write that wrote something ends with its `fdatasync`.
-fn finish(op: Op, fd: BorrowedFd<'_>, result: Result<u64, Failed>) -> Result<u64, BackendError> {
+/// before failing counts them, and any write that wrote something ends with its `fdatasync`
+/// (unless the policy leaves flushing to the caller).
+fn finish(
+    op: Op,
+    policy: Policy,
+    fd: BorrowedFd<'_>,
+    result: Result<u64, Failed>,
+) -> Result<u64, BackendError> {
     let moved = match result {
         Ok(n) => n,
         Err(Failed { moved, .. }) if op == Op::Write && moved > 0 => moved,
         Err(f) => return Err(f.error),
     };
-    if op == Op::Write {
+    if op == Op::Write && policy.durable_writes {
         sync_data(fd)?;
     }
     Ok(moved)

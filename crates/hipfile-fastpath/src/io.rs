@@ -14,8 +14,9 @@
 #![allow(unsafe_code)]
 
 use hipfile_core::{BackendError, GpuRuntime, IoTarget, Op, ValidRequest};
+use rustix::io::Errno;
 use std::cell::RefCell;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,13 +36,16 @@ thread_local! {
 pub(crate) struct AmdFileIo {
     runtime: Arc<dyn GpuRuntime>,
     id: u64,
+    /// Whether a write ends with an `fdatasync` of the direct descriptor.
+    durable_writes: bool,
 }
 
 impl AmdFileIo {
-    pub(crate) fn new(runtime: Arc<dyn GpuRuntime>) -> Self {
+    pub(crate) fn new(runtime: Arc<dyn GpuRuntime>, durable_writes: bool) -> Self {
         AmdFileIo {
             runtime,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            durable_writes,
         }
     }
 
@@ -96,9 +100,32 @@ impl AmdFileIo {
             },
         }
         .map_err(|e| BackendError::from_file_io(call_name(r.op()), e))?;
+        // `O_DIRECT` bypasses the page cache, but neither flushes the device's write cache
+        // nor makes an allocating write's metadata (the file's size, its extents) durable:
+        // without this a new file written through the fastpath was empty after a crash.
+        if r.op() == Op::Write && moved > 0 && self.durable_writes {
+            sync_data(direct)?;
+        }
         // A count above the request (or beyond i64) is the runtime breaking its contract;
         // core reports it as an internal error, so pass it on rather than hide it.
         Ok(i64::try_from(moved).unwrap_or(i64::MAX))
+    }
+}
+
+/// `fdatasync`, reissued on `EINTR`; `EINVAL` (a file with nothing to synchronise) is not an
+/// error.
+fn sync_data(fd: BorrowedFd<'_>) -> Result<(), BackendError> {
+    loop {
+        match rustix::fs::fdatasync(fd) {
+            Ok(()) | Err(Errno::INVAL) => return Ok(()),
+            Err(Errno::INTR) => {}
+            Err(e) => {
+                return Err(BackendError::Os {
+                    call: "fdatasync",
+                    errno: e.raw_os_error(),
+                });
+            }
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 //! `hipAmdFileRead`/`hipAmdFileWrite` on the file's `O_DIRECT` descriptor.
 //!
 //! It decides whether it can serve a request ([`Fastpath::score`], SPEC.md §1 rules 1–7)
-//! and serves it with one runtime call ([`Fastpath::io`]); selection, validation and retry
-//! belong to `hipfile-core`. It does not split, align or retry requests: the kernel driver
+//! and serves it with one runtime call ([`Fastpath::io`]), a write followed by one
+//! `fdatasync` of the direct descriptor unless durable writes are turned off; selection,
+//! validation and retry belong to `hipfile-core`. It does not split, align or retry requests: the kernel driver
 //! decides what a transfer may be, and its errno goes back to core unchanged (`ENODEV` and
 //! `EREMOTEIO` are what core retries on the fallback). It reaches the GPU only through
 //! `hipfile-core`'s `GpuRuntime` trait, never through `hipfile-sys`, and does not depend on
@@ -49,7 +50,7 @@ impl Fastpath {
     pub fn with_runtime(config: &Config, runtime: Arc<dyn GpuRuntime>) -> Self {
         Fastpath {
             amd_file_io: runtime.has_amd_file_io(),
-            io: Some(io::AmdFileIo::new(runtime)),
+            io: Some(io::AmdFileIo::new(runtime, config.durable_writes)),
             ..Fastpath::new(config, false)
         }
     }

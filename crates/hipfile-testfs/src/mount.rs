@@ -48,6 +48,8 @@ impl Ext4Data {
 pub struct MountedFs {
     mount_point: PathBuf,
     fs_type: &'static str,
+    /// The `-o` options it was mounted with, to mount it again the same way.
+    options: String,
     mounted: bool,
     // Field order is drop order: the device is detached before the directory goes.
     device: Option<LoopDevice>,
@@ -149,6 +151,7 @@ impl MountedFs {
         Ok(MountedFs {
             mount_point,
             fs_type,
+            options: options.to_owned(),
             mounted: true,
             device,
             _dir: dir,
@@ -168,6 +171,49 @@ impl MountedFs {
     /// The loop device holding the filesystem; `None` for tmpfs.
     pub fn loop_device(&self) -> Option<&LoopDevice> {
         self.device.as_ref()
+    }
+
+    /// What a crash does to the filesystem: shuts it down at once without flushing its log
+    /// (`xfs_io -x -c shutdown`, which ext4 takes too), so that whatever was not made
+    /// durable is lost, then unmounts it and mounts the same device again, as after a
+    /// reboot. Every file on it must be closed first.
+    ///
+    /// # Errors
+    ///
+    /// A [`Skip`] for tmpfs (nothing survives) or without `xfs_io`.
+    ///
+    /// # Panics
+    ///
+    /// When a command fails although the capabilities are there (a file still open, say).
+    pub fn crash_and_remount(&mut self) -> Result<(), Skip> {
+        let Some(device) = self.device.as_ref() else {
+            return Err(Skip("a tmpfs keeps nothing across a crash".into()));
+        };
+        has_command("xfs_io")?;
+        run_ok(
+            "xfs_io",
+            [
+                "-x".as_ref(),
+                "-c".as_ref(),
+                "shutdown".as_ref(),
+                self.mount_point.as_os_str(),
+            ],
+        );
+        run_ok("umount", [self.mount_point.as_os_str()]);
+        self.mounted = false;
+        run_ok(
+            "mount",
+            [
+                "-t".as_ref(),
+                self.fs_type.as_ref(),
+                "-o".as_ref(),
+                self.options.as_ref(),
+                device.path().as_os_str(),
+                self.mount_point.as_os_str(),
+            ],
+        );
+        self.mounted = true;
+        Ok(())
     }
 
     /// Unmounts now instead of at drop.

@@ -161,7 +161,9 @@ impl FileHandle {
     }
 
     /// Writes `size` bytes of `buffer` at `buffer_offset` to the file at `file_offset`.
-    /// Durable when it returns (one `fdatasync` on the fallback; `O_DIRECT` on the fastpath).
+    /// Durable when it returns, whichever backend serves it (one `fdatasync` of the
+    /// descriptor written), unless `HIPFILE_DURABLE_WRITES` is false. A write that moves
+    /// some bytes and then fails returns the bytes moved; one that moves none, the error.
     ///
     /// # Errors
     ///
