@@ -31,7 +31,10 @@
 //! Tasks carry the caller's descriptor as a raw number and its device memory as a
 //! [`DeviceRange`]. Both stay valid for as long as any task of the request exists, because
 //! [`Pipeline::run`] does not return before every task of the request is finished, and a task
-//! is finished only after its stream has been synchronised.
+//! is finished only after its stream has been synchronised. A number means the caller's file
+//! in the worker only if the two threads share a descriptor table: a worker checks that the
+//! numbers are the same open files (device, inode, access mode, `O_APPEND`, `O_DIRECT`) as
+//! in the caller's table before it uses them, and otherwise leaves the request to the caller.
 
 #![allow(unsafe_code)]
 
@@ -83,6 +86,8 @@ struct Task {
     fd: RawFd,
     /// The `O_DIRECT` descriptor and its offset and memory alignments, for uncached reads.
     direct: Option<(RawFd, u64, u64)>,
+    /// What `fd` and the direct descriptor are in the caller's descriptor table.
+    expect: Expected,
     device: DeviceRange,
     file_offset: u64,
     index: usize,
@@ -93,6 +98,9 @@ struct Task {
 enum Outcome {
     Moved(u64),
     Skipped,
+    /// The descriptor numbers are other files (or none) in the worker's table: the caller
+    /// has a descriptor table of its own (`unshare(CLONE_FILES)`), so it serves the request.
+    Foreign,
     /// For a write, with the bytes written from the task's start before the failure.
     Failed(Failed),
 }
@@ -176,6 +184,13 @@ impl Pipeline {
         // Long tasks read sequentially enough for the kernel's readahead to keep the disk
         // busy; short ones do better with direct reads (see `DIRECT_BELOW_TASK`).
         let direct = direct.filter(|_| task_size < DIRECT_BELOW_TASK);
+        let expect = Expected {
+            fd: Identity::of(fd.as_raw_fd())?,
+            direct: match direct {
+                Some(d) => Some(Identity::of(d.fd.as_raw_fd())?),
+                None => None,
+            },
+        };
         let request = Arc::new(Progress {
             cancelled: AtomicBool::new(false),
             short_at: AtomicUsize::new(usize::MAX),
@@ -197,6 +212,7 @@ impl Pipeline {
                         gpu,
                         fd: fd.as_raw_fd(),
                         direct: direct.map(|d| (d.fd.as_raw_fd(), d.offset_align, d.mem_align)),
+                        expect,
                         device,
                         file_offset: offset,
                         index,
@@ -221,6 +237,13 @@ impl Pipeline {
                 .done
                 .wait(outcomes)
                 .unwrap_or_else(PoisonError::into_inner);
+        }
+        if outcomes
+            .each
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Foreign)))
+        {
+            return None;
         }
         let mut total = 0u64;
         let mut short = false;
@@ -455,6 +478,9 @@ fn worker(shared: &Shared) {
             || request.short_at.load(Ordering::Acquire) < index
         {
             Outcome::Skipped
+        } else if !task.expect.holds(task.fd, task.direct.map(|d| d.0)) {
+            request.cancelled.store(true, Ordering::Release);
+            Outcome::Foreign
         } else {
             let len = task.device.len();
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -487,6 +513,55 @@ fn worker(shared: &Shared) {
         if outcomes.remaining == 0 {
             request.done.notify_all();
         }
+    }
+}
+
+/// Which open file a descriptor number refers to, and the flags that decide where its I/O
+/// goes: the device and inode, the access mode, `O_APPEND` and `O_DIRECT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    flags: i32,
+}
+
+impl Identity {
+    /// What `fd` is in the calling thread's descriptor table; `None` when it is not open.
+    fn of(fd: RawFd) -> Option<Identity> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `fstat` writes only the struct it is given, which lives across the call; a
+        // number that is not open in this thread's table is `EBADF`, not a fault.
+        if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: `fstat` succeeded, so it filled the struct.
+        let st = unsafe { st.assume_init() };
+        // SAFETY: `F_GETFL` takes no pointer; a closed number is `EBADF`.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return None;
+        }
+        Some(Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            flags: flags & (libc::O_ACCMODE | libc::O_APPEND | libc::O_DIRECT),
+        })
+    }
+}
+
+/// What a request's descriptor numbers are in the caller's table. A worker thread shares the
+/// descriptor table of the thread that started the pool; a caller that called
+/// `unshare(CLONE_FILES)` has a table of its own, where the same numbers can be other files,
+/// so each task first checks that they are the same here.
+#[derive(Debug, Clone, Copy)]
+struct Expected {
+    fd: Identity,
+    direct: Option<Identity>,
+}
+
+impl Expected {
+    fn holds(&self, fd: RawFd, direct: Option<RawFd>) -> bool {
+        Identity::of(fd) == Some(self.fd) && direct.map(Identity::of) == self.direct.map(Some)
     }
 }
 

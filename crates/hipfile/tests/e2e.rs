@@ -1437,3 +1437,67 @@ fn writes_survive_a_crash_on_xfs() {
 fn writes_survive_a_crash_on_ext4() {
     writes_survive_a_crash(require!(MountedFs::ext4(Ext4Data::Ordered, 64)));
 }
+
+/// A thread with a descriptor table of its own (`unshare(CLONE_FILES)`) whose number is
+/// another file in the process's table reads and writes its own file, also with requests
+/// large enough for the fallback's I/O threads, which were started from the main thread.
+#[test]
+fn a_thread_with_its_own_descriptor_table_moves_its_own_files_bytes() {
+    let dir = TempDir::new("hipfile-unshared");
+    let d = driver(ConfigBuilder::new().force_compat_mode(true)).unwrap();
+    let main_data = pattern(8 << 20, 1);
+    let own_data = pattern(8 << 20, 2);
+    let main_path = dir.path().join("main.bin");
+    let own_path = dir.path().join("own.bin");
+    write_file(&main_path, &main_data);
+    write_file(&own_path, &own_data);
+    let main_file = File::open(&main_path).unwrap();
+    // Start the I/O threads here, in the process's table.
+    {
+        let fh = d.register_file(&main_file).unwrap();
+        let buf = d.alloc(8 << 20).unwrap();
+        assert_eq!(fh.read(&buf, 8 << 20, 0, 0).unwrap().bytes, 8 << 20);
+    }
+    let number = std::os::fd::AsRawFd::as_raw_fd(&main_file);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: gives this thread a private copy of the descriptor table; no pointers.
+            #[allow(unsafe_code)]
+            let r = unsafe { libc::unshare(libc::CLONE_FILES) };
+            assert_eq!(r, 0, "unshare: {}", std::io::Error::last_os_error());
+            let own = open_rw(&own_path);
+            // SAFETY: in this table `number` is a copy of `main.bin` that nothing here owns;
+            // `slot` becomes its only owner.
+            #[allow(unsafe_code)]
+            let mut slot =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(number) };
+            rustix::io::dup2(&own, &mut slot).unwrap();
+            let fh = d.register_file(&slot).unwrap();
+            let buf = d.alloc(8 << 20).unwrap();
+            for (size, offset) in [(8 << 20, 0), (4096, 8192)] {
+                let out = fh.read(&buf, size, offset, 0).unwrap();
+                assert_eq!(out.bytes, size);
+                let mut got = vec![0u8; size as usize];
+                buf.copy_to_host(0, &mut got).unwrap();
+                let at = offset as usize;
+                assert!(
+                    got[..] == own_data[at..at + size as usize],
+                    "{size} at {offset}"
+                );
+            }
+            let new = pattern(4 << 20, 3);
+            buf.copy_from_host(0, &new).unwrap();
+            assert_eq!(fh.write(&buf, 4 << 20, 0, 0).unwrap().bytes, 4 << 20);
+            drop(fh);
+            let back = std::fs::read(&own_path).unwrap();
+            assert!(
+                back[..4 << 20] == new[..],
+                "the thread's own file was written"
+            );
+        });
+    });
+    assert!(
+        std::fs::read(&main_path).unwrap() == main_data,
+        "the process's file is unchanged"
+    );
+}
