@@ -174,6 +174,21 @@ pub enum Error {
     /// symbolic link or `O_PATH` descriptor), so it is not registered.
     #[error("cannot register the file: {0}")]
     UnusableFile(hipfile_probe::Unusable),
+    /// The file's descriptor was opened without the access the operation needs: a write on
+    /// a read-only descriptor, or a read on a write-only one (`EBADF`, as `pwrite`/`pread`
+    /// would say).
+    #[error(
+        "cannot {op}: the file was opened {opened}; open it with {needed} to {op}, and register \
+         that descriptor"
+    )]
+    AccessMode {
+        /// The operation refused.
+        op: Op,
+        /// How the descriptor was opened: `read-only (O_RDONLY)` or `write-only (O_WRONLY)`.
+        opened: &'static str,
+        /// The modes that allow `op`.
+        needed: &'static str,
+    },
     /// This file descriptor is already registered.
     #[error("file descriptor {fd} is already registered; deregister it first")]
     HandleAlreadyRegistered {
@@ -283,6 +298,7 @@ impl Error {
                 ErrorCode::HipFile(HipFileCode::InvalidFileOpenFlag)
             }
             Error::UnusableFile(_) => ErrorCode::HipFile(HipFileCode::InvalidFileType),
+            Error::AccessMode { .. } => ErrorCode::Errno(libc::EBADF),
             Error::HandleAlreadyRegistered { .. } => {
                 ErrorCode::HipFile(HipFileCode::HandleAlreadyRegistered)
             }

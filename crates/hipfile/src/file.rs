@@ -201,6 +201,7 @@ impl FileHandle {
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
         let _in_flight = inner.registration.enter()?;
+        access_allows(inner.probed.facts.status_flags, op)?;
         let driver = &inner.driver.inner;
         let result = (|| {
             let (facts, _registered) = inner.driver.buffer_facts(buffer)?;
@@ -241,6 +242,28 @@ impl FileHandle {
                 Err(e)
             }
         }
+    }
+}
+
+/// Refuses `op` when the descriptor's access mode (`F_GETFL`, read at registration) does not
+/// allow it, before any backend runs: the fallback's `pread`/`pwrite` would fail with `EBADF`
+/// and the fastpath's reopen has the same mode.
+fn access_allows(status_flags: i32, op: Op) -> Result<(), Error> {
+    const ACCMODE: i32 = 0o3;
+    const RDONLY: i32 = 0o0;
+    const WRONLY: i32 = 0o1;
+    match (status_flags & ACCMODE, op) {
+        (RDONLY, Op::Write) => Err(Error::AccessMode {
+            op,
+            opened: "read-only (O_RDONLY)",
+            needed: "O_WRONLY or O_RDWR",
+        }),
+        (WRONLY, Op::Read) => Err(Error::AccessMode {
+            op,
+            opened: "write-only (O_WRONLY)",
+            needed: "O_RDONLY or O_RDWR",
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -1501,3 +1501,29 @@ fn a_thread_with_its_own_descriptor_table_moves_its_own_files_bytes() {
         "the process's file is unchanged"
     );
 }
+
+/// A handle on a read-only descriptor refuses writes, and one on a write-only descriptor
+/// refuses reads, before any backend runs, with an error that says how the file was opened.
+#[test]
+fn the_access_mode_of_the_descriptor_is_said() {
+    let dir = TempDir::new("hipfile-access");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = dir.path().join("f.bin");
+    let data = pattern(8192, 4);
+    write_file(&path, &data);
+    let buf = d.alloc(8192).unwrap();
+    let ro = File::open(&path).unwrap();
+    let rh = d.register_file(&ro).unwrap();
+    for size in [8192, 100] {
+        let e = rh.write(&buf, size, 0, 0).unwrap_err();
+        assert!(matches!(e, Error::AccessMode { .. }), "{e:?}");
+        assert!(e.to_string().contains("read-only (O_RDONLY)"), "{e}");
+        assert_eq!(e.errno(), Some(libc::EBADF));
+    }
+    assert!(std::fs::read(&path).unwrap() == data);
+    let wo = OpenOptions::new().write(true).open(&path).unwrap();
+    let wh = d.register_file(&wo).unwrap();
+    let e = wh.read(&buf, 4096, 0, 0).unwrap_err();
+    assert!(e.to_string().contains("write-only (O_WRONLY)"), "{e}");
+    assert_eq!(e.errno(), Some(libc::EBADF));
+}
