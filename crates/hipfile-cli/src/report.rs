@@ -543,8 +543,8 @@ mod tests {
         let fast = col(lines[1], "FASTPATH");
         assert_eq!(&lines[2][fast..fast + 28], "-1 runtime_lacks_amd_file_io");
         assert_eq!(
-            &lines[3][fast..fast + 43],
-            "-1 runtime_lacks_amd_file_io,no_o_direct_fd"
+            &lines[3][fast..fast + 67],
+            "-1 runtime_lacks_amd_file_io,no_o_direct_fd,unsupported_file_system"
         );
         assert!(
             lines[2].contains("yes mem=512 off=4096") && lines[2].ends_with("fallback"),

@@ -78,8 +78,11 @@ fn ext4_ordered_file_is_served_by_the_fallback_without_amd_file_io() {
     assert_eq!(run.status, 0, "{}", run.stderr);
 }
 
+/// SPEC.md §1.7: without a usable `O_DIRECT` descriptor the fastpath gives `no_o_direct_fd`
+/// and no alignment reason, but the filesystem rule still applies: ext4 `data=journal` is not
+/// a supported journaling mode.
 #[test]
-fn ext4_data_journal_has_no_o_direct_descriptor_and_no_other_file_reason() {
+fn ext4_data_journal_has_no_o_direct_descriptor_and_an_unsupported_file_system() {
     let fs = require!(MountedFs::ext4(Ext4Data::Journal, 64));
     let path = data_file(fs.path(), "data", MIB);
     for extra in [&[][..], &["--offset", "1", "--size", "3"][..]] {
@@ -96,12 +99,21 @@ fn ext4_data_journal_has_no_o_direct_descriptor_and_no_other_file_reason() {
         );
         assert_eq!(
             reasons(&v, "fastpath"),
-            with(runtime_reasons(&v), &["no_o_direct_fd"]),
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "unsupported_file_system"]
+            ),
             "{extra:?}"
         );
-        assert_eq!(v["selected"], "fallback");
-        assert_eq!(run.status, 0);
+        assert_eq!(run.status, expected_status(&v));
     }
+    // The filesystem reason goes when unsupported filesystems are allowed; the descriptor's
+    // stays.
+    let (v, _) = check_json(&path, &[], &[("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true")]);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["no_o_direct_fd"])
+    );
 }
 
 #[test]
@@ -428,6 +440,56 @@ fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
             assert_eq!(run.status, 0, "{}", run.stderr);
         }
     }
+}
+
+/// A character device has no direct descriptor (none is attempted) and is neither a regular
+/// file nor a block device: both reasons are listed (SPEC.md §1.7), and no alignment reason.
+#[test]
+fn dev_null_is_not_a_regular_file_and_has_no_o_direct_descriptor() {
+    for op in ["read", "write"] {
+        let (v, _) = check_json(
+            Path::new("/dev/null"),
+            &["--op", op, "--offset", "1", "--size", "3"],
+            &[],
+        );
+        assert_eq!(v["file"]["kind"], "other", "{v}");
+        assert_eq!(v["file"]["o_direct"], false, "{v}");
+        assert_eq!(
+            reasons(&v, "fastpath"),
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "not_regular_file_or_block_device"]
+            ),
+            "{op}: {v}"
+        );
+    }
+}
+
+/// procfs files are regular files to `statx`, on a filesystem that does no direct I/O: the
+/// fastpath gives `no_o_direct_fd` and, since the type rule passes, the filesystem rule's
+/// `unsupported_file_system`.
+#[test]
+fn a_procfs_file_has_no_o_direct_descriptor_and_an_unsupported_file_system() {
+    let path = Path::new("/proc/self/status");
+    let (v, _) = check_json(path, &[], &[]);
+    assert_eq!(v["file"]["kind"], "regular", "{v}");
+    assert_eq!(v["file"]["filesystem"], "proc", "{v}");
+    assert_eq!(v["file"]["o_direct"], false, "{v}");
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(
+            runtime_reasons(&v),
+            &["no_o_direct_fd", "unsupported_file_system"]
+        ),
+        "{v}"
+    );
+    // With unsupported filesystems allowed only the descriptor's reason is left.
+    let (v, _) = check_json(path, &[], &[("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true")]);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["no_o_direct_fd"]),
+        "{v}"
+    );
 }
 
 fn assert_unchanged_by_write_check(path: &Path) {
