@@ -8,14 +8,20 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `HIPFILE_EMU_ROCM_VERSION` | `7.2.0` | the ROCm version emulated: `MAJOR.MINOR[.PATCH]` |
-//! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 1 to 16 |
+//! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 0 to 16 (0: a machine without a GPU) |
 //! | `HIPFILE_EMU_FAULT` | none | file-I/O faults to inject (see [`crate::fault`]) |
 //!
 //! The variables are read once, on the first call that needs them, and again by
 //! `hipfileEmuReset`. An invalid value is never ignored silently: it is reported on stderr
 //! when read, `hipInit` fails with `hipErrorInvalidValue`, and the file-I/O functions refuse
 //! to run; the other functions use the default for that variable.
+//!
+//! With `HIPFILE_EMU_DEVICES=0` the runtime answers as ROCm does on a machine without a GPU:
+//! `hipGetDeviceCount` gives 0 and `hipErrorNoDevice`, and what needs a device (`hipInit`,
+//! `hipGetDevice`, `hipSetDevice`, allocations, registrations, streams, events, file I/O)
+//! fails with `hipErrorInvalidDevice` ([`with_device`]); the versions are still reported.
 
+use crate::error::INVALID_DEVICE;
 use crate::fault::{FaultPlan, parse_faults};
 use std::io::Write as _;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -138,10 +144,10 @@ impl Config {
         let devices = match set(devices) {
             None => 1,
             Some(text) => match text.parse::<i32>() {
-                Ok(n) if (1..=MAX_DEVICES).contains(&n) => n,
+                Ok(n) if (0..=MAX_DEVICES).contains(&n) => n,
                 _ => {
                     problems.push(format!(
-                        "{DEVICES_VAR}: `{text}` is not a device count from 1 to {MAX_DEVICES}"
+                        "{DEVICES_VAR}: `{text}` is not a device count from 0 to {MAX_DEVICES}"
                     ));
                     1
                 }
@@ -222,6 +228,20 @@ pub fn current() -> Arc<Config> {
     Arc::clone(slot.get_or_insert_with(|| Arc::new(Config::from_environment())))
 }
 
+/// The configuration in force, for a call that needs a device.
+///
+/// # Errors
+///
+/// `hipErrorInvalidDevice` when the runtime emulates no device (`HIPFILE_EMU_DEVICES=0`), as
+/// ROCm answers every such call on a machine without a GPU.
+pub fn with_device() -> Result<Arc<Config>, i32> {
+    let config = current();
+    if config.devices == 0 {
+        return Err(INVALID_DEVICE);
+    }
+    Ok(config)
+}
+
 /// Reads the environment again and puts the result in force; returns it.
 pub fn reload() -> Arc<Config> {
     let fresh = Arc::new(Config::from_environment());
@@ -284,6 +304,19 @@ mod tests {
         assert!(c.problems[2].contains("`read:EFOO`"));
         assert_eq!(c.version, RocmVersion::DEFAULT);
         assert_eq!(c.devices, 1);
-        assert!(Config::from_values(None, Some("0"), None).problems.len() == 1);
+        for bad in ["-1", "x", "1.5"] {
+            assert_eq!(
+                Config::from_values(None, Some(bad), None).problems.len(),
+                1,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_devices_is_a_machine_without_a_gpu() {
+        let c = Config::from_values(None, Some("0"), None);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert_eq!(c.devices, 0);
     }
 }
