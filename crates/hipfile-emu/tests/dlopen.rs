@@ -118,6 +118,7 @@ struct Api {
     get_device: unsafe extern "C" fn(*mut c_int) -> i32,
     set_device: unsafe extern "C" fn(c_int) -> i32,
     error_name: unsafe extern "C" fn(i32) -> *const c_char,
+    error_string: unsafe extern "C" fn(i32) -> *const c_char,
     pointer_attributes: unsafe extern "C" fn(*mut PointerAttribute, *const c_void) -> i32,
     malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
     host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> i32,
@@ -179,6 +180,7 @@ fn api() -> &'static Api {
             get_device: sym!("hipGetDevice"),
             set_device: sym!("hipSetDevice"),
             error_name: sym!("hipGetErrorName"),
+            error_string: sym!("hipGetErrorString"),
             pointer_attributes: sym!("hipPointerGetAttributes"),
             malloc: sym!("hipMalloc"),
             host_malloc: sym!("hipHostMalloc"),
@@ -509,17 +511,42 @@ fn fault_child_process() {
     assert_eq!(io(write, fd, d, 4096, 0), (UNKNOWN, -libc::EIO, 0));
     assert_eq!(io(write, fd, d, 4096, 0), (SUCCESS, 0, 4096));
 
-    // An invalid list is never ignored: hipInit fails and file I/O refuses to run.
+    // An invalid list is never ignored: the runtime refuses to initialise, and the error's
+    // text says which variable, which entry and what is accepted.
     // SAFETY: as above.
-    unsafe { std::env::set_var("HIPFILE_EMU_FAULT", "read:EBOGUS") };
-    assert_eq!(reset(), INVALID_VALUE);
-    assert_eq!(init(), INVALID_VALUE);
+    let text = |code| unsafe { CStr::from_ptr((api.error_string)(code)) };
+    assert_eq!(text(NOT_INITIALIZED), c"initialization error");
+    // SAFETY: as above.
+    unsafe { std::env::set_var("HIPFILE_EMU_FAULT", "read:EIO:1, read:EBOGUS") };
+    assert_eq!(reset(), NOT_INITIALIZED);
+    assert_eq!(init(), NOT_INITIALIZED);
+    let message = text(NOT_INITIALIZED).to_str().unwrap();
+    for needle in [
+        "initialization error",
+        "HIPFILE_EMU_FAULT",
+        "`read:EBOGUS`",
+        "unknown errno name `EBOGUS`",
+        "op:ERRNO[:N]",
+    ] {
+        assert!(message.contains(needle), "{needle:?} not in {message:?}");
+    }
     assert_eq!(io(read, fd, d, 4096, 0), (NOT_INITIALIZED, 0, 0));
+    let (mut count, mut p) = (-1, null_mut());
+    // SAFETY: writable out-pointers.
+    unsafe {
+        assert_eq!((api.device_count)(&mut count), NOT_INITIALIZED);
+        assert_eq!((api.malloc)(&mut p, 4096), NOT_INITIALIZED);
+    }
+    assert_eq!(count, 0);
+    assert!(p.is_null());
+    // Other codes keep their own text.
+    assert_eq!(text(INVALID_VALUE), c"invalid argument");
 
     // SAFETY: as above.
     unsafe { std::env::remove_var("HIPFILE_EMU_FAULT") };
     assert_eq!(reset(), SUCCESS);
     assert_eq!(init(), SUCCESS);
+    assert_eq!(text(NOT_INITIALIZED), c"initialization error");
     assert_eq!(io(read, fd, d, 4096, 0), (SUCCESS, 0, 4096));
 
     // The table survived the resets; a second free is refused (single-threaded here, so no
