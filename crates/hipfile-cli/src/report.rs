@@ -81,6 +81,22 @@ impl Context {
         ])
     }
 
+    /// The runtime's error after the table, if there is one: a `runtime error:` line, then each
+    /// line of the message on its own, indented (a loader's message names every path tried
+    /// and a hint, one to a line). Each line ends in a newline.
+    pub fn runtime_error(&self) -> String {
+        let Some(error) = &self.runtime.error else {
+            return String::new();
+        };
+        let mut out = String::from("runtime error:\n");
+        for line in error.lines() {
+            out.push_str("    ");
+            out.push_str(&printable(line));
+            out.push('\n');
+        }
+        out
+    }
+
     /// The one line above the table: runtime, configuration and request.
     pub fn header(&self) -> String {
         let r = &self.runtime;
@@ -102,9 +118,6 @@ impl Context {
         } else {
             ", no AMD file I/O"
         });
-        if let Some(e) = &r.error {
-            runtime.push_str(&format!(" [{}]", printable(e)));
-        }
         let q = &self.request;
         let k = &self.fallback;
         format!(
@@ -285,8 +298,8 @@ const COLUMNS: [&str; 7] = [
     "SELECTED",
 ];
 
-/// The header line and an aligned table with one row per report, each line ending in a
-/// newline.
+/// The header line, an aligned table with one row per report, then the runtime's error if
+/// there is one ([`Context::runtime_error`]), each line ending in a newline.
 pub fn table(ctx: &Context, reports: &[Report]) -> String {
     let mut rows: Vec<[String; 7]> = vec![COLUMNS.map(String::from)];
     rows.extend(reports.iter().map(Report::cells));
@@ -310,6 +323,7 @@ pub fn table(ctx: &Context, reports: &[Report]) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    out.push_str(&ctx.runtime_error());
     out
 }
 
@@ -532,9 +546,14 @@ mod tests {
         b.path = "/a\nlong/path".into();
         let text = table(&ctx(&config, MemoryKind::Device), &[a, b]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines.len(), 7, "{text}");
         assert!(
-            lines[0].starts_with("runtime: none, no AMD file I/O [no \"library\"\\nfound]"),
+            lines[0].starts_with("runtime: none, no AMD file I/O; config: "),
+            "{text}"
+        );
+        assert_eq!(
+            lines[4..],
+            ["runtime error:", "    no \"library\"", "    found"],
             "{text}"
         );
         assert!(lines[0].contains("force_compat_mode=false"), "{text}");

@@ -635,8 +635,13 @@ fn human_output_reports_the_fallback_knobs() {
 fn human_output_shows_reasons_and_the_selection() {
     let dir = temp_dir();
     let path = data_file(dir.path(), "data", MIB);
+    // The emulated runtime has a device and no error to show after the table.
     let run = hipfile(
-        &[OsStr::new("check"), path.as_os_str()],
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
         &[("HIPFILE_FORCE_COMPAT_MODE", "1")],
     );
     assert_eq!(run.status, 0, "{}", run.stderr);
@@ -666,6 +671,7 @@ fn human_output_shows_reasons_and_the_selection() {
     let run = hipfile(
         &[
             OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
             OsStr::new("--memory"),
             OsStr::new("host"),
             path.as_os_str(),
@@ -678,6 +684,54 @@ fn human_output_shows_reasons_and_the_selection() {
         "{}",
         run.stdout
     );
+}
+
+/// What makes `check` find no runtime at all: only a library that does not exist is tried.
+const NO_RUNTIME: [(&str, &str); 2] = [
+    ("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so"),
+    ("HIP_PLATFORM", "amd"),
+];
+
+/// The loader's message is several lines long: the table shows it after the rows, each of its
+/// lines on a line of its own, indented, and never inside the header or a row; the JSON keeps
+/// it as one string.
+#[test]
+fn the_runtime_error_is_printed_on_lines_of_its_own_after_the_table() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let (v, _) = check_json(&path, &[], &NO_RUNTIME);
+    let error = v["runtime"]["error"].as_str().unwrap().to_owned();
+    let error_lines: Vec<&str> = error.lines().collect();
+    assert!(
+        error_lines.len() >= 2,
+        "a message of several lines: {error:?}"
+    );
+    assert!(error.contains("/nonexistent/libamdhip64.so"), "{error}");
+
+    let run = hipfile(&[OsStr::new("check"), path.as_os_str()], &NO_RUNTIME);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].starts_with("runtime: none"), "{}", run.stdout);
+    assert!(lines[1].starts_with("PATH"), "{}", run.stdout);
+    assert!(
+        lines[2].starts_with(path.to_str().unwrap()),
+        "{}",
+        run.stdout
+    );
+    for line in &lines[..3] {
+        assert!(!line.contains("nonexistent"), "{line}");
+    }
+    assert!(!run.stdout.contains("\\n"), "{}", run.stdout);
+    let at = lines
+        .iter()
+        .position(|l| *l == "runtime error:")
+        .unwrap_or_else(|| panic!("no runtime error section:\n{}", run.stdout));
+    assert!(at > 2, "{}", run.stdout);
+    let shown: Vec<String> = lines[at + 1..at + 1 + error_lines.len()]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let expected: Vec<String> = error_lines.iter().map(|l| format!("    {l}")).collect();
+    assert_eq!(shown, expected, "{}", run.stdout);
 }
 
 #[test]
