@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{MIB, assert_shape, check_json, data_file, hipfile, temp_dir};
+use common::{MIB, Run, assert_shape, check_json, data_file, hipfile, temp_dir};
 use hipfile_testfs::{Ext4Data, MountedFs, fifo, loop_device, require};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
@@ -42,6 +42,47 @@ fn expected_status(v: &Value) -> i32 {
     if v["selected"].is_null() { 1 } else { 0 }
 }
 
+/// Why the runtime `check` found can serve nothing, whatever the backends say: no runtime
+/// loaded, or one that sees no device (both on machines without a GPU).
+fn runtime_block(v: &Value) -> Option<&'static str> {
+    if v["runtime"]["platform"] == "none" {
+        Some("no_gpu_runtime")
+    } else if v["runtime"]["devices"] == 0 {
+        Some("no_gpu_device")
+    } else {
+        None
+    }
+}
+
+/// The backend the scores choose (SPEC.md §1: the highest non-negative score).
+fn chosen_by_score(v: &Value) -> Value {
+    if v["fastpath"]["score"].as_i64().unwrap() >= 0 {
+        "fastpath".into()
+    } else if v["fallback"]["score"].as_i64().unwrap() >= 0 {
+        "fallback".into()
+    } else {
+        Value::Null
+    }
+}
+
+/// `backend` is what the scores choose, and what is selected unless the machine's runtime
+/// cannot serve at all; then nothing is, `blocked` says why, and the status is 1.
+fn assert_served_by(v: &Value, run: &Run, backend: &str) {
+    assert_eq!(chosen_by_score(v), backend, "{v}");
+    match runtime_block(v) {
+        None => {
+            assert_eq!(v["selected"], backend, "{v}");
+            assert_eq!(v["blocked"], Value::Null, "{v}");
+            assert_eq!(run.status, 0, "{}", run.stderr);
+        }
+        Some(code) => {
+            assert_eq!(v["selected"], Value::Null, "{v}");
+            assert_eq!(v["blocked"]["code"], code, "{v}");
+            assert_eq!(run.status, 1, "{}", run.stderr);
+        }
+    }
+}
+
 // ---- Real filesystems (root, loop devices, mkfs) ----
 
 #[test]
@@ -71,11 +112,10 @@ fn ext4_ordered_file_is_served_by_the_fallback_without_amd_file_io() {
     );
     if v["runtime"]["amd_file_io"] == false {
         assert_eq!(v["fastpath"]["score"], -1);
-        assert_eq!(v["selected"], "fallback");
+        assert_served_by(&v, &run, "fallback");
     } else {
-        assert_eq!(v["selected"], "fastpath");
+        assert_served_by(&v, &run, "fastpath");
     }
-    assert_eq!(run.status, 0, "{}", run.stderr);
 }
 
 /// SPEC.md §1.7: without a usable `O_DIRECT` descriptor the fastpath gives `no_o_direct_fd`
@@ -143,7 +183,7 @@ fn xfs_file_has_o_direct_and_no_journal_mode() {
     assert_eq!(v["file"]["ext4_journal"], Value::Null);
     assert_eq!(v["file"]["o_direct"], true);
     assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v));
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
 #[test]
@@ -158,10 +198,16 @@ fn tmpfs_reasons_follow_what_the_probe_reports() {
         assert!(fast.contains(&"unsupported_file_system".to_owned()), "{v}");
         assert!(!fast.contains(&"no_o_direct_fd".to_owned()), "{v}");
     } else {
-        assert_eq!(fast, with(runtime_reasons(&v), &["no_o_direct_fd"]), "{v}");
+        assert_eq!(
+            fast,
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "unsupported_file_system"]
+            ),
+            "{v}"
+        );
     }
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -174,7 +220,7 @@ fn a_loop_device_used_directly_is_a_block_device_with_o_direct() {
     let fast = reasons(&v, "fastpath");
     assert!(!fast.contains(&"unsupported_file_system".to_owned()), "{v}");
     assert_eq!(fast, runtime_reasons(&v));
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
 #[test]
@@ -207,8 +253,7 @@ fn misaligned_requests_on_ext4_give_each_alignment_reason() {
     }
     assert!(expected.contains(&"size_misaligned".to_owned()), "{v}");
     assert_eq!(reasons(&v, "fastpath"), expected, "{v}");
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -357,8 +402,7 @@ fn force_compat_mode_refuses_the_fastpath() {
     let (v, run) = check_json(&path, &[], &[("HIPFILE_FORCE_COMPAT_MODE", "true")]);
     assert_eq!(v["config"]["force_compat_mode"], true);
     assert_eq!(reasons(&v, "fastpath")[0], "force_compat_mode");
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -412,7 +456,7 @@ fn an_invalid_boolean_warns_and_the_default_applies() {
         !reasons(&v, "fastpath").contains(&"force_compat_mode".to_owned()),
         "{v}"
     );
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
 #[test]
@@ -421,7 +465,7 @@ fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
     let pipe = fifo(dir.path());
     for op in ["read", "write"] {
         for path in [pipe.as_path(), dir.path()] {
-            let (v, run) = check_json(path, &["--op", op], &[]);
+            let (v, run) = check_json(path, &["--op", op, "--runtime", "emulated"], &[]);
             assert_eq!(v["file"]["kind"], "other", "{v}");
             assert_eq!(v["file"]["o_direct"], false);
             assert_eq!(
@@ -574,13 +618,14 @@ fn several_paths_one_line_each_in_order_and_a_missing_one_is_named() {
         &[
             OsStr::new("check"),
             OsStr::new("--json"),
+            OsStr::new("--runtime=emulated"),
             a.as_os_str(),
             b.as_os_str(),
         ],
         &[],
     );
     assert_eq!(run.lines().len(), 2);
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, 0, "{}", run.stderr);
 }
 
 #[test]
@@ -610,7 +655,11 @@ fn human_output_reports_the_fallback_knobs() {
     let dir = temp_dir();
     let path = data_file(dir.path(), "data", MIB);
     let run = hipfile(
-        &[OsStr::new("check"), path.as_os_str()],
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
         &[
             ("HIPFILE_IO_THREADS", "3"),
             ("HIPFILE_TASK_SIZE", "2MiB"),
@@ -691,6 +740,134 @@ const NO_RUNTIME: [(&str, &str); 2] = [
     ("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so"),
     ("HIP_PLATFORM", "amd"),
 ];
+
+/// Without a runtime nothing can be served, whatever the backends' rules say: the driver
+/// cannot open, and the fallback too copies through the runtime. The verdicts stay those of
+/// the file and the request; the selection is none, `blocked` says why, the status is 1.
+#[test]
+fn without_a_runtime_nothing_is_served_and_the_reason_is_given() {
+    let dir = temp_dir();
+    let a = data_file(dir.path(), "a", MIB);
+    let b = data_file(dir.path(), "b", MIB);
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--json"),
+            a.as_os_str(),
+            b.as_os_str(),
+        ],
+        &NO_RUNTIME,
+    );
+    let lines = run.lines();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    for v in &lines {
+        assert_shape(v);
+        assert_eq!(v["runtime"]["platform"], "none", "{v}");
+        assert!(
+            reasons(v, "fastpath").contains(&"runtime_lacks_amd_file_io".to_owned()),
+            "{v}"
+        );
+        assert_eq!(v["fallback"]["score"], 1, "{v}");
+        assert_eq!(chosen_by_score(v), "fallback", "{v}");
+        assert_eq!(v["selected"], Value::Null, "{v}");
+        assert_eq!(v["blocked"]["code"], "no_gpu_runtime", "{v}");
+        let message = v["blocked"]["message"].as_str().unwrap();
+        assert!(message.contains("no GPU runtime"), "{message}");
+    }
+    assert_eq!(run.status, 1, "{}", run.stderr);
+
+    let run = hipfile(&[OsStr::new("check"), a.as_os_str()], &NO_RUNTIME);
+    assert_eq!(run.status, 1);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[2].ends_with("none (no_gpu_runtime)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("nothing would be served: no GPU runtime")),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A runtime that loads but sees no device (here the emulated one with
+/// `HIPFILE_EMU_DEVICES=0`) serves nothing either; the verdicts are those it gives with a
+/// device.
+#[test]
+fn without_a_device_nothing_is_served_and_the_reason_is_given() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let emulated = ["--runtime", "emulated"];
+    let (with_device, _) = check_json(&path, &emulated, &[]);
+    let (v, run) = check_json(&path, &emulated, &[("HIPFILE_EMU_DEVICES", "0")]);
+    assert_eq!(v["runtime"]["platform"], "emulated", "{v}");
+    assert_eq!(v["runtime"]["devices"], 0, "{v}");
+    let error = v["runtime"]["error"].as_str().unwrap();
+    assert!(error.contains("hipErrorNoDevice"), "{error}");
+    assert_eq!(v["fastpath"], with_device["fastpath"]);
+    assert_eq!(v["fallback"], with_device["fallback"]);
+    assert!(!chosen_by_score(&v).is_null(), "{v}");
+    assert_eq!(v["selected"], Value::Null, "{v}");
+    assert_eq!(v["blocked"]["code"], "no_gpu_device", "{v}");
+    assert!(
+        v["blocked"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no usable GPU device"),
+        "{v}"
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(with_device["blocked"], Value::Null);
+
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
+        &[("HIPFILE_EMU_DEVICES", "0")],
+    );
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stdout
+            .lines()
+            .nth(2)
+            .unwrap()
+            .ends_with("none (no_gpu_device)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("nothing would be served: the GPU runtime reports no usable")),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A malformed `HIPFILE_EMU_FAULT` makes the emulated runtime refuse to initialise: `check`
+/// serves nothing and shows the runtime's error, which names the variable and the entry.
+#[test]
+fn a_malformed_emulated_fault_list_serves_nothing_and_says_why() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let (v, run) = check_json(
+        &path,
+        &["--runtime", "emulated"],
+        &[("HIPFILE_EMU_FAULT", "nonsense")],
+    );
+    assert_eq!(v["selected"], Value::Null, "{v}");
+    assert_eq!(v["blocked"]["code"], "no_gpu_device", "{v}");
+    let error = v["runtime"]["error"].as_str().unwrap();
+    for needle in ["HIPFILE_EMU_FAULT", "`nonsense`", "op:ERRNO[:N]"] {
+        assert!(error.contains(needle), "{needle:?} not in {error:?}");
+    }
+    assert_eq!(run.status, 1, "{}", run.stderr);
+}
 
 /// The loader's message is several lines long: the table shows it after the rows, each of its
 /// lines on a line of its own, indented, and never inside the header or a row; the JSON keeps
