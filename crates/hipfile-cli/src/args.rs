@@ -36,8 +36,9 @@ both backends whether they would serve the request described by the options: the
 (storage <-> GPU memory with no host copy, score 100) and the fallback (POSIX I/O through
 host staging buffers, score 1). A backend that refuses scores -1 and gives every reason
 that applies. Without a GPU runtime, or with one that reports no usable device, no backend
-would serve anything whatever the scores: the selection is then none, with the reason, and
-the runtime's error follows the table.
+would serve anything whatever the scores, nor on a directory or a FIFO, which hipfile
+refuses to register: the selection is then none, with the reason, and the runtime's error
+follows the table.
 
 Options:
       --json                 One JSON object per PATH, each on its own line

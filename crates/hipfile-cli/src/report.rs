@@ -2,7 +2,7 @@
 //! gathered into a [`Report`], then written as a JSON line or as a row of a table.
 
 use crate::json::Value;
-use hipfile::probe::FileFacts;
+use hipfile::probe::{FileFacts, Unusable};
 use hipfile::{
     BackendKind, Config, Decision, MemoryKind, Platform, Request, RuntimeReport, Verdict,
 };
@@ -17,9 +17,17 @@ pub enum Blocked {
     /// The runtime sees no GPU device (or could not say): no device memory can be allocated,
     /// and both backends move data to or from device memory.
     NoGpuDevice,
+    /// The file can never be read or written at an offset, and registering it is refused.
+    UnusableFile(Unusable),
 }
 
 impl Blocked {
+    /// What blocks every request on `file` with `runtime`, if anything, in the order an
+    /// application meets it: the driver's opening, then the file's registration.
+    pub fn of(runtime: &RuntimeReport, file: &FileFacts) -> Option<Blocked> {
+        Blocked::by_runtime(runtime).or_else(|| file.unusable().map(Blocked::UnusableFile))
+    }
+
     /// What blocks every request of a run on `runtime`, if anything.
     pub fn by_runtime(runtime: &RuntimeReport) -> Option<Blocked> {
         if runtime.platform == Platform::None {
@@ -36,6 +44,7 @@ impl Blocked {
         match self {
             Blocked::NoGpuRuntime => "no_gpu_runtime",
             Blocked::NoGpuDevice => "no_gpu_device",
+            Blocked::UnusableFile(_) => "unusable_file",
         }
     }
 
@@ -52,6 +61,8 @@ impl Blocked {
                                      from device memory (the runtime error says what the \
                                      runtime answered)"
                 .into(),
+            // The library's own refusal.
+            Blocked::UnusableFile(why) => hipfile::Error::UnusableFile(why).to_string(),
         }
     }
 
@@ -262,6 +273,8 @@ pub struct Report {
     pub ext4_journal: Option<&'static str>,
     /// Whether the file has a usable `O_DIRECT` descriptor.
     pub o_direct: bool,
+    /// Why the file can never be read or written at an offset, if so.
+    pub unusable: Option<Unusable>,
     /// Direct-I/O memory alignment; 0 without direct I/O.
     pub dio_mem_align: u32,
     /// Direct-I/O offset and size alignment; 0 without direct I/O.
@@ -285,13 +298,14 @@ impl Report {
         decision: &Decision,
         runtime: &RuntimeReport,
     ) -> Report {
-        let blocked = Blocked::by_runtime(runtime);
+        let blocked = Blocked::of(runtime, file);
         Report {
             path: path.to_string_lossy().into_owned(),
             kind: file.kind.as_str(),
             filesystem: file.fs_type().map(str::to_owned),
             ext4_journal: file.ext4_journal().map(|j| j.as_str()),
             o_direct: file.has_direct_io(),
+            unusable: file.unusable(),
             dio_mem_align: file.dio_mem_align(),
             dio_offset_align: file.dio_offset_align(),
             fastpath: Score::of(decision.verdict(BackendKind::Fastpath)),
@@ -319,6 +333,10 @@ impl Report {
                     (
                         "dio_offset_align",
                         Value::UInt(u64::from(self.dio_offset_align)),
+                    ),
+                    (
+                        "unusable",
+                        Value::opt_str(self.unusable.map(Unusable::code)),
                     ),
                 ]),
             ),
@@ -404,6 +422,16 @@ pub fn table(ctx: &Context, reports: &[Report]) -> String {
     }
     if let Some(why) = Blocked::by_runtime(&ctx.runtime) {
         out.push_str(&format!("nothing would be served: {}\n", why.message()));
+    }
+    // Said of every such file, also when the runtime blocks first: both stand in the way.
+    for r in reports {
+        if let Some(why) = r.unusable {
+            out.push_str(&format!(
+                "{}: nothing would be served: {}\n",
+                printable(&r.path),
+                Blocked::UnusableFile(why).message()
+            ));
+        }
     }
     out.push_str(&ctx.runtime_error());
     out
@@ -544,9 +572,11 @@ mod tests {
                 "ext4_journal",
                 "filesystem",
                 "kind",
-                "o_direct"
+                "o_direct",
+                "unusable"
             ]
         );
+        assert_eq!(v["file"]["unusable"], serde_json::Value::Null);
         assert_eq!(
             keys(&v["config"]),
             [
@@ -670,6 +700,48 @@ mod tests {
             );
             assert_eq!(lines[4], "runtime error:", "{text}");
         }
+    }
+
+    #[test]
+    fn an_unusable_file_is_not_served_and_both_obstacles_are_said() {
+        let config = Config::default();
+        let mut dir = facts(
+            FileKind::Other,
+            Some(("ext4", Some(Ext4Journal::Ordered))),
+            DirectIo::Unavailable(NoDirectReason::NotAttempted),
+        );
+        dir.mode = 0o040_755;
+        let why = Blocked::UnusableFile(Unusable::Directory);
+        let r = report(&config, &dir, MemoryKind::Device);
+        assert_eq!((r.selected, r.blocked), (None, Some(why)));
+        assert_eq!(
+            r.fallback.score, 1,
+            "the fallback's rules do not look at the file"
+        );
+        assert_eq!(why.code(), "unusable_file");
+        assert!(
+            why.message().contains("it is a directory"),
+            "{}",
+            why.message()
+        );
+
+        // Without a runtime the driver's opening fails first; the file's refusal is still
+        // said after the table.
+        let c = ctx(&config, MemoryKind::Device);
+        let r = report_on(&config, &dir, MemoryKind::Device, &c.runtime);
+        assert_eq!(r.blocked, Some(Blocked::NoGpuRuntime));
+        let v: serde_json::Value = serde_json::from_str(&r.to_json(&c)).unwrap();
+        assert_eq!(v["file"]["unusable"], "directory");
+        let text = table(&c, &[r]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[3].starts_with("nothing would be served: no GPU runtime"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[4],
+            format!("/mnt/f: nothing would be served: {}", why.message())
+        );
     }
 
     #[test]

@@ -459,14 +459,22 @@ fn an_invalid_boolean_warns_and_the_default_applies() {
     assert_eq!(run.status, expected_status(&v));
 }
 
+/// A FIFO and a directory can never be read or written at an offset, and the library
+/// refuses to register them: nothing would be served. The verdicts stay those of the file
+/// (`no_o_direct_fd` and `not_regular_file_or_block_device`; the fallback's rules do not look
+/// at the file); the selection is none, `blocked` and the line after the table say why.
 #[test]
-fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
+fn a_fifo_and_a_directory_are_not_served_and_say_why() {
     let dir = temp_dir();
     let pipe = fifo(dir.path());
     for op in ["read", "write"] {
-        for path in [pipe.as_path(), dir.path()] {
+        for (path, unusable, what) in [
+            (pipe.as_path(), "fifo", "it is a FIFO or pipe"),
+            (dir.path(), "directory", "it is a directory"),
+        ] {
             let (v, run) = check_json(path, &["--op", op, "--runtime", "emulated"], &[]);
             assert_eq!(v["file"]["kind"], "other", "{v}");
+            assert_eq!(v["file"]["unusable"], unusable, "{v}");
             assert_eq!(v["file"]["o_direct"], false);
             assert_eq!(
                 (
@@ -475,14 +483,56 @@ fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
                 ),
                 (Some(0), Some(0))
             );
-            assert!(
-                reasons(&v, "fastpath").contains(&"no_o_direct_fd".to_owned()),
+            assert_eq!(
+                reasons(&v, "fastpath"),
+                ["no_o_direct_fd", "not_regular_file_or_block_device"],
                 "{v}"
             );
             assert_eq!(v["fallback"]["score"], 1);
-            assert_eq!(v["selected"], "fallback");
-            assert_eq!(run.status, 0, "{}", run.stderr);
+            assert_eq!(v["selected"], Value::Null, "{v}");
+            assert_eq!(v["blocked"]["code"], "unusable_file", "{v}");
+            let message = v["blocked"]["message"].as_str().unwrap();
+            assert!(message.contains(what), "{message}");
+            assert_eq!(run.status, 1, "{}", run.stderr);
+
+            let run = hipfile(
+                &[
+                    OsStr::new("check"),
+                    OsStr::new("--runtime=emulated"),
+                    OsStr::new("--op"),
+                    OsStr::new(op),
+                    path.as_os_str(),
+                ],
+                &[],
+            );
+            assert_eq!(run.status, 1);
+            let lines: Vec<&str> = run.stdout.lines().collect();
+            assert!(lines[2].ends_with("none (unusable_file)"), "{}", run.stdout);
+            assert_eq!(
+                lines[3],
+                format!("{}: nothing would be served: {message}", path.display()),
+                "{}",
+                run.stdout
+            );
         }
+    }
+}
+
+/// `/dev/null` is not refused: positional reads and writes work on it. Through the library
+/// a read returns 0 bytes and a write succeeds, on the fallback (a test of `hipfile`'s own
+/// shows it), so naming the fallback is the truth.
+#[test]
+fn dev_null_is_served_by_the_fallback() {
+    for op in ["read", "write"] {
+        let (v, run) = check_json(
+            Path::new("/dev/null"),
+            &["--op", op, "--runtime", "emulated"],
+            &[],
+        );
+        assert_eq!(v["file"]["unusable"], Value::Null, "{v}");
+        assert_eq!(v["blocked"], Value::Null, "{v}");
+        assert_eq!(v["selected"], "fallback", "{v}");
+        assert_eq!(run.status, 0, "{}", run.stderr);
     }
 }
 

@@ -1112,6 +1112,31 @@ fn descriptors_that_can_never_do_io_are_not_registered() {
     }
 }
 
+/// `/dev/null` is a character device, which registration accepts: positional I/O works on
+/// it. What `hipfile check` says of it (the fallback serves) is what happens: a read returns 0
+/// bytes, as at end of file, and a write succeeds with every byte, both on the fallback.
+#[test]
+fn dev_null_is_served_by_the_fallback() {
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let null = open_rw(Path::new("/dev/null"));
+    let fh = d.register_file(&null).unwrap();
+    assert!(fh.facts().unusable().is_none());
+    let buf = d.alloc(1 << 20).unwrap();
+    buf.copy_from_host(0, &pattern(1 << 20, 3)).unwrap();
+    for (offset, size) in [(0, 4096), (12_345, 1 << 20)] {
+        let r = fh.read(&buf, size, offset, 0).unwrap();
+        assert_eq!(
+            (r.bytes, r.backend, r.retried),
+            (0, BackendKind::Fallback, false)
+        );
+        let w = fh.write(&buf, size, offset, 0).unwrap();
+        assert_eq!(
+            (w.bytes, w.backend, w.retried),
+            (size, BackendKind::Fallback, false)
+        );
+    }
+}
+
 #[test]
 fn a_closed_descriptor_is_ebadf_said_once() {
     let d = driver(ConfigBuilder::new()).unwrap();

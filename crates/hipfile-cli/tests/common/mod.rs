@@ -174,8 +174,21 @@ pub fn assert_shape(v: &Value) {
             "ext4_journal",
             "filesystem",
             "kind",
-            "o_direct"
+            "o_direct",
+            "unusable"
         ]
+    );
+    assert!(
+        file["unusable"].is_null()
+            || [
+                "directory",
+                "fifo",
+                "socket",
+                "symlink",
+                "o_path_descriptor"
+            ]
+            .contains(&file["unusable"].as_str().unwrap()),
+        "{v}"
     );
     assert!(
         ["regular", "block", "other"].contains(&file["kind"].as_str().unwrap()),
