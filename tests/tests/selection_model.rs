@@ -2,9 +2,9 @@
 //! selection over random requests × file facts × buffer kinds × alignments × configurations.
 //!
 //! The model below is written from the specification, not from the backends' code: each
-//! rule is one row naming its reason code, whether it is about the file (and so suppressed
-//! when the file has no usable `O_DIRECT` descriptor), and the condition under which it
-//! applies.
+//! rule is one row naming its reason code, whether it needs a usable `O_DIRECT` descriptor
+//! (the alignment rules: without one there is no alignment to meet), and the condition under
+//! which it applies.
 
 #![allow(clippy::unwrap_used)]
 // A failed unwrap is a failed test.
@@ -34,8 +34,9 @@ struct Case {
 enum Scope {
     /// Always evaluated.
     Always,
-    /// A fact of the file that only counts when it has a usable `O_DIRECT` descriptor
-    /// (SPEC.md §1.3, §1.7: then `no_o_direct_fd` is the only reason for the file).
+    /// An alignment rule, which only counts when the file has a usable `O_DIRECT` descriptor
+    /// (SPEC.md §1.7: without one, `no_o_direct_fd` is given and no alignment reason, while
+    /// the type and filesystem rules still apply).
     NeedsDirectFd,
 }
 
@@ -73,12 +74,10 @@ const FASTPATH_RULES: &[Rule] = &[
         !c.amd_file_io
     }),
     ("no_o_direct_fd", Scope::Always, |c| direct(c).is_none()),
-    (
-        "not_regular_file_or_block_device",
-        Scope::NeedsDirectFd,
-        |c| !matches!(c.file.kind, FileKind::Regular | FileKind::BlockDevice),
-    ),
-    ("unsupported_file_system", Scope::NeedsDirectFd, |c| {
+    ("not_regular_file_or_block_device", Scope::Always, |c| {
+        !matches!(c.file.kind, FileKind::Regular | FileKind::BlockDevice)
+    }),
+    ("unsupported_file_system", Scope::Always, |c| {
         c.file.kind == FileKind::Regular
             && !c.config.unsupported_file_systems
             && !regular_on_supported_fs(c)
@@ -399,9 +398,22 @@ fn known_cases() {
     let d = explain(&c);
     assert_eq!(
         codes(d.verdict(hipfile::BackendKind::Fastpath).unwrap().reasons()),
-        ["no_o_direct_fd"]
+        ["no_o_direct_fd", "unsupported_file_system"]
     );
     assert_eq!(d.selected_kind(), Some(hipfile::BackendKind::Fallback));
+
+    // A character device such as /dev/null: no direct descriptor (none is attempted), and
+    // not a regular file or block device; still no alignment reason.
+    let mut c = base.clone();
+    c.file.kind = FileKind::Other;
+    c.file.filesystem = Some(fs("devtmpfs", None));
+    c.file.direct = DirectIo::Unavailable(NoDirectReason::NotAttempted);
+    c.request.file_offset = 1;
+    let d = explain(&c);
+    assert_eq!(
+        codes(d.verdict(hipfile::BackendKind::Fastpath).unwrap().reasons()),
+        ["no_o_direct_fd", "not_regular_file_or_block_device"]
+    );
 
     let mut c = base.clone();
     c.file.filesystem = Some(fs("tmpfs", None));

@@ -35,7 +35,10 @@ For each PATH, hipfile opens the file (never creating or changing it), probes it
 both backends whether they would serve the request described by the options: the fastpath
 (storage <-> GPU memory with no host copy, score 100) and the fallback (POSIX I/O through
 host staging buffers, score 1). A backend that refuses scores -1 and gives every reason
-that applies.
+that applies. Without a GPU runtime, or with one that reports no usable device, no backend
+would serve anything whatever the scores, nor on a directory or a FIFO, which hipfile
+refuses to register: the selection is then none, with the reason, and the runtime's error
+follows the table.
 
 Options:
       --json                 One JSON object per PATH, each on its own line
@@ -60,9 +63,9 @@ power of 1024: K or KiB (1024), M or MiB (1024^2), G or GiB (1024^3); for exampl
 The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MODE and
 HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile.
 
-Exit status: 0 when a backend would serve the request on every PATH, 1 when no backend
-would on some PATH, 2 on bad arguments, a PATH that cannot be opened or probed, or an
-emulated runtime that is not found.
+Exit status: 0 when a backend would serve the request on every PATH, 1 when none would on
+some PATH (no backend accepts it, or no runtime or device serves anything), 2 on bad
+arguments, a PATH that cannot be opened or probed, or an emulated runtime that is not found.
 ";
 
 /// `hipfile cp --help`.

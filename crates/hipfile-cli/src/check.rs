@@ -3,7 +3,7 @@
 
 use crate::args::CheckArgs;
 use crate::report::{Context, Report, table};
-use hipfile::{BufferFacts, Config, DevicePtr, Op, Request};
+use hipfile::{BufferFacts, Config, DevicePtr, Op, Request, RuntimeReport};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::io::{self, Write};
@@ -12,7 +12,8 @@ use std::path::Path;
 
 /// A backend would serve the request on every path.
 pub const EXIT_SERVED: u8 = 0;
-/// Every path was probed, and on some no backend would serve the request.
+/// Every path was probed, and on some no backend would serve the request: none accepts it,
+/// or something blocks every request (no GPU runtime, no device).
 pub const EXIT_NO_BACKEND: u8 = 1;
 /// Bad arguments, an invalid request, a path that could not be opened or probed, or an
 /// emulated runtime that is not found.
@@ -39,14 +40,13 @@ pub fn run(args: &CheckArgs) -> u8 {
         }
     };
     let runtime = hipfile::inspect_runtime(&config);
-    let amd_file_io = runtime.amd_file_io;
     let ctx = Context::new(&config, runtime, request, args.memory);
 
     let mut status = EXIT_SERVED;
     let mut reports = Vec::new();
     let mut stdout = io::stdout().lock();
     for path in &args.paths {
-        let report = match examine(&config, amd_file_io, path, &request, &buffer) {
+        let report = match examine(&config, &ctx.runtime, path, &request, &buffer) {
             Ok(r) => r,
             Err(message) => {
                 eprintln!("hipfile: {}: {message}", path.display());
@@ -145,19 +145,19 @@ fn buffer_base(align: u64) -> Option<u64> {
     Some(k.checked_mul(align).unwrap_or(align))
 }
 
-/// Opens, probes and scores one path.
+/// Opens, probes and scores one path, on the runtime found.
 fn examine(
     config: &Config,
-    amd_file_io: bool,
+    runtime: &RuntimeReport,
     path: &Path,
     request: &Request,
     buffer: &BufferFacts,
 ) -> Result<Report, String> {
     let fd = open(path, request.op).map_err(|e| format!("cannot open: {}", io::Error::from(e)))?;
     let facts = hipfile::probe::file_facts(fd.as_fd()).map_err(|e| format!("cannot probe: {e}"))?;
-    let decision = hipfile::explain(config, amd_file_io, &facts, request, buffer)
+    let decision = hipfile::explain(config, runtime.amd_file_io, &facts, request, buffer)
         .map_err(|e| e.to_string())?;
-    Ok(Report::new(path, &facts, &decision))
+    Ok(Report::new(path, &facts, &decision, runtime))
 }
 
 /// Opens `path` for `op` without creating, truncating or otherwise changing it.

@@ -3,7 +3,8 @@
 //! - `hipfile check` explains for each file which backend would serve a given request (the
 //!   fastpath or the fallback) and every reason a backend refuses, as a table or as JSON
 //!   lines. It opens files only to look at them: it never creates, truncates or writes one.
-//!   Its decisions are the library's (`hipfile::explain`).
+//!   Its decisions are the library's (`hipfile::explain`, and what the library refuses
+//!   before any backend is asked: no runtime, no device, a file it will not register).
 //! - `hipfile cp` copies a file through one GPU buffer with the library's reads and writes,
 //!   and reports how many bytes each backend moved.
 //! - `hipfile bench` times whole-file reads or writes through GPU buffers, with the raw

@@ -2,9 +2,77 @@
 //! gathered into a [`Report`], then written as a JSON line or as a row of a table.
 
 use crate::json::Value;
-use hipfile::probe::FileFacts;
-use hipfile::{BackendKind, Config, Decision, MemoryKind, Request, RuntimeReport, Verdict};
+use hipfile::probe::{FileFacts, Unusable};
+use hipfile::{
+    BackendKind, Config, Decision, MemoryKind, Platform, Request, RuntimeReport, Verdict,
+};
 use std::path::Path;
+
+/// Why no request would be served whatever the backends' verdicts: what an application
+/// would meet before any backend is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocked {
+    /// No GPU runtime could be loaded: the driver cannot open.
+    NoGpuRuntime,
+    /// The runtime sees no GPU device (or could not say): no device memory can be allocated,
+    /// and both backends move data to or from device memory.
+    NoGpuDevice,
+    /// The file can never be read or written at an offset, and registering it is refused.
+    UnusableFile(Unusable),
+}
+
+impl Blocked {
+    /// What blocks every request on `file` with `runtime`, if anything, in the order an
+    /// application meets it: the driver's opening, then the file's registration.
+    pub fn of(runtime: &RuntimeReport, file: &FileFacts) -> Option<Blocked> {
+        Blocked::by_runtime(runtime).or_else(|| file.unusable().map(Blocked::UnusableFile))
+    }
+
+    /// What blocks every request of a run on `runtime`, if anything.
+    pub fn by_runtime(runtime: &RuntimeReport) -> Option<Blocked> {
+        if runtime.platform == Platform::None {
+            Some(Blocked::NoGpuRuntime)
+        } else if runtime.devices == 0 {
+            Some(Blocked::NoGpuDevice)
+        } else {
+            None
+        }
+    }
+
+    /// The stable snake_case code used in `--json`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Blocked::NoGpuRuntime => "no_gpu_runtime",
+            Blocked::NoGpuDevice => "no_gpu_device",
+            Blocked::UnusableFile(_) => "unusable_file",
+        }
+    }
+
+    /// What is wrong and what to do, in words.
+    pub fn message(self) -> String {
+        match self {
+            Blocked::NoGpuRuntime => "no GPU runtime could be loaded, so the hipfile driver \
+                                      cannot open and no request is served on either backend \
+                                      (the runtime error says what was tried); install the HIP \
+                                      runtime, or name its library with HIPFILE_HIP_LIBRARY"
+                .into(),
+            Blocked::NoGpuDevice => "the GPU runtime reports no usable GPU device, so no \
+                                     request is served on either backend: both move data to or \
+                                     from device memory (the runtime error says what the \
+                                     runtime answered)"
+                .into(),
+            // The library's own refusal.
+            Blocked::UnusableFile(why) => hipfile::Error::UnusableFile(why).to_string(),
+        }
+    }
+
+    fn to_json(self) -> Value {
+        Value::Object(vec![
+            ("code", Value::str(self.code())),
+            ("message", Value::Str(self.message())),
+        ])
+    }
+}
 
 /// What is the same for every path of one run: the configuration, the runtime, the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +149,22 @@ impl Context {
         ])
     }
 
+    /// The runtime's error after the table, if there is one: a `runtime error:` line, then each
+    /// line of the message on its own, indented (a loader's message names every path tried
+    /// and a hint, one to a line). Each line ends in a newline.
+    pub fn runtime_error(&self) -> String {
+        let Some(error) = &self.runtime.error else {
+            return String::new();
+        };
+        let mut out = String::from("runtime error:\n");
+        for line in error.lines() {
+            out.push_str("    ");
+            out.push_str(&printable(line));
+            out.push('\n');
+        }
+        out
+    }
+
     /// The one line above the table: runtime, configuration and request.
     pub fn header(&self) -> String {
         let r = &self.runtime;
@@ -102,9 +186,6 @@ impl Context {
         } else {
             ", no AMD file I/O"
         });
-        if let Some(e) = &r.error {
-            runtime.push_str(&format!(" [{}]", printable(e)));
-        }
         let q = &self.request;
         let k = &self.fallback;
         format!(
@@ -192,6 +273,8 @@ pub struct Report {
     pub ext4_journal: Option<&'static str>,
     /// Whether the file has a usable `O_DIRECT` descriptor.
     pub o_direct: bool,
+    /// Why the file can never be read or written at an offset, if so.
+    pub unusable: Option<Unusable>,
     /// Direct-I/O memory alignment; 0 without direct I/O.
     pub dio_mem_align: u32,
     /// Direct-I/O offset and size alignment; 0 without direct I/O.
@@ -200,24 +283,38 @@ pub struct Report {
     pub fastpath: Score,
     /// The fallback's verdict.
     pub fallback: Score,
-    /// The backend that would serve the request, if any.
+    /// The backend that would serve the request, if any: none when no backend accepts it or
+    /// when something blocks every request.
     pub selected: Option<&'static str>,
+    /// What keeps any backend from serving, if anything.
+    pub blocked: Option<Blocked>,
 }
 
 impl Report {
-    /// The report on `path`, whose facts are `file`, for `decision`.
-    pub fn new(path: &Path, file: &FileFacts, decision: &Decision) -> Report {
+    /// The report on `path`, whose facts are `file`, for `decision` on `runtime`.
+    pub fn new(
+        path: &Path,
+        file: &FileFacts,
+        decision: &Decision,
+        runtime: &RuntimeReport,
+    ) -> Report {
+        let blocked = Blocked::of(runtime, file);
         Report {
             path: path.to_string_lossy().into_owned(),
             kind: file.kind.as_str(),
             filesystem: file.fs_type().map(str::to_owned),
             ext4_journal: file.ext4_journal().map(|j| j.as_str()),
             o_direct: file.has_direct_io(),
+            unusable: file.unusable(),
             dio_mem_align: file.dio_mem_align(),
             dio_offset_align: file.dio_offset_align(),
             fastpath: Score::of(decision.verdict(BackendKind::Fastpath)),
             fallback: Score::of(decision.verdict(BackendKind::Fallback)),
-            selected: decision.selected_kind().map(BackendKind::as_str),
+            selected: decision
+                .selected_kind()
+                .map(BackendKind::as_str)
+                .filter(|_| blocked.is_none()),
+            blocked,
         }
     }
 
@@ -237,6 +334,10 @@ impl Report {
                         "dio_offset_align",
                         Value::UInt(u64::from(self.dio_offset_align)),
                     ),
+                    (
+                        "unusable",
+                        Value::opt_str(self.unusable.map(Unusable::code)),
+                    ),
                 ]),
             ),
             ("config", ctx.config_json()),
@@ -245,6 +346,10 @@ impl Report {
             ("fastpath", self.fastpath.to_json()),
             ("fallback", self.fallback.to_json()),
             ("selected", Value::opt_str(self.selected)),
+            (
+                "blocked",
+                self.blocked.map_or(Value::Null, Blocked::to_json),
+            ),
         ])
         .to_json()
     }
@@ -270,7 +375,11 @@ impl Report {
             o_direct,
             self.fastpath.cell(),
             self.fallback.cell(),
-            self.selected.unwrap_or("none").into(),
+            match (self.selected, self.blocked) {
+                (Some(backend), _) => backend.into(),
+                (None, Some(why)) => format!("none ({})", why.code()),
+                (None, None) => "none".into(),
+            },
         ]
     }
 }
@@ -285,8 +394,9 @@ const COLUMNS: [&str; 7] = [
     "SELECTED",
 ];
 
-/// The header line and an aligned table with one row per report, each line ending in a
-/// newline.
+/// The header line, an aligned table with one row per report, then what blocks every
+/// request if anything does, and the runtime's error if there is one
+/// ([`Context::runtime_error`]), each line ending in a newline.
 pub fn table(ctx: &Context, reports: &[Report]) -> String {
     let mut rows: Vec<[String; 7]> = vec![COLUMNS.map(String::from)];
     rows.extend(reports.iter().map(Report::cells));
@@ -310,6 +420,20 @@ pub fn table(ctx: &Context, reports: &[Report]) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    if let Some(why) = Blocked::by_runtime(&ctx.runtime) {
+        out.push_str(&format!("nothing would be served: {}\n", why.message()));
+    }
+    // Said of every such file, also when the runtime blocks first: both stand in the way.
+    for r in reports {
+        if let Some(why) = r.unusable {
+            out.push_str(&format!(
+                "{}: nothing would be served: {}\n",
+                printable(&r.path),
+                Blocked::UnusableFile(why).message()
+            ));
+        }
+    }
+    out.push_str(&ctx.runtime_error());
     out
 }
 
@@ -383,7 +507,29 @@ mod tests {
         Context::new(config, runtime, request, memory)
     }
 
+    /// A runtime without AMD file I/O that sees `devices` devices.
+    fn loaded(devices: u32) -> RuntimeReport {
+        RuntimeReport {
+            platform: Platform::Nvidia,
+            library: Some(PathBuf::from("/usr/lib/libcudart.so")),
+            version: Some("12.4".into()),
+            amd_file_io: false,
+            devices,
+            error: (devices == 0).then(|| "cudaGetDeviceCount failed".into()),
+        }
+    }
+
+    /// The report on `file` with a runtime that has a device.
     fn report(config: &Config, file: &FileFacts, memory: MemoryKind) -> Report {
+        report_on(config, file, memory, &loaded(1))
+    }
+
+    fn report_on(
+        config: &Config,
+        file: &FileFacts,
+        memory: MemoryKind,
+        runtime: &RuntimeReport,
+    ) -> Report {
         let c = ctx(config, memory);
         let buffer = BufferFacts {
             base: DevicePtr(0x7f00_0000_1000),
@@ -391,8 +537,8 @@ mod tests {
             memory,
             device: 0,
         };
-        let d = hipfile::explain(config, false, file, &c.request, &buffer).unwrap();
-        Report::new(Path::new("/mnt/f"), file, &d)
+        let d = hipfile::explain(config, runtime.amd_file_io, file, &c.request, &buffer).unwrap();
+        Report::new(Path::new("/mnt/f"), file, &d, runtime)
     }
 
     #[test]
@@ -414,7 +560,8 @@ mod tests {
         assert_eq!(
             keys(&v),
             [
-                "config", "fallback", "fastpath", "file", "path", "request", "runtime", "selected"
+                "blocked", "config", "fallback", "fastpath", "file", "path", "request", "runtime",
+                "selected"
             ]
         );
         assert_eq!(
@@ -425,9 +572,11 @@ mod tests {
                 "ext4_journal",
                 "filesystem",
                 "kind",
-                "o_direct"
+                "o_direct",
+                "unusable"
             ]
         );
+        assert_eq!(v["file"]["unusable"], serde_json::Value::Null);
         assert_eq!(
             keys(&v["config"]),
             [
@@ -463,6 +612,7 @@ mod tests {
         );
         assert_eq!(v["fallback"]["score"], 1);
         assert_eq!(v["selected"], "fallback");
+        assert_eq!(v["blocked"], serde_json::Value::Null);
         assert_eq!(v["runtime"]["error"], "no \"library\"\nfound");
         assert_eq!(v["runtime"]["library"], serde_json::Value::Null);
     }
@@ -513,14 +663,98 @@ mod tests {
     }
 
     #[test]
+    fn without_a_runtime_or_a_device_nothing_is_selected_and_the_verdicts_stay() {
+        let config = Config::default();
+        let file = facts(
+            FileKind::Regular,
+            Some(("ext4", Some(Ext4Journal::Ordered))),
+            DIRECT,
+        );
+        let served = report(&config, &file, MemoryKind::Device);
+        assert_eq!((served.selected, served.blocked), (Some("fallback"), None));
+        let none = ctx(&config, MemoryKind::Device).runtime;
+        for (runtime, blocked, code) in [
+            (none, Blocked::NoGpuRuntime, "no_gpu_runtime"),
+            (loaded(0), Blocked::NoGpuDevice, "no_gpu_device"),
+        ] {
+            let ctx = Context {
+                runtime: runtime.clone(),
+                ..ctx(&config, MemoryKind::Device)
+            };
+            let r = report_on(&config, &file, MemoryKind::Device, &runtime);
+            assert_eq!((r.selected, r.blocked), (None, Some(blocked)));
+            assert_eq!(
+                (&r.fastpath, &r.fallback),
+                (&served.fastpath, &served.fallback)
+            );
+            let v: serde_json::Value = serde_json::from_str(&r.to_json(&ctx)).unwrap();
+            assert_eq!(v["selected"], serde_json::Value::Null);
+            assert_eq!(v["blocked"]["code"], code);
+            assert_eq!(v["blocked"]["message"], blocked.message());
+            let text = table(&ctx, &[r]);
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(lines[2].ends_with(&format!("none ({code})")), "{text}");
+            assert_eq!(
+                lines[3],
+                format!("nothing would be served: {}", blocked.message())
+            );
+            assert_eq!(lines[4], "runtime error:", "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unusable_file_is_not_served_and_both_obstacles_are_said() {
+        let config = Config::default();
+        let mut dir = facts(
+            FileKind::Other,
+            Some(("ext4", Some(Ext4Journal::Ordered))),
+            DirectIo::Unavailable(NoDirectReason::NotAttempted),
+        );
+        dir.mode = 0o040_755;
+        let why = Blocked::UnusableFile(Unusable::Directory);
+        let r = report(&config, &dir, MemoryKind::Device);
+        assert_eq!((r.selected, r.blocked), (None, Some(why)));
+        assert_eq!(
+            r.fallback.score, 1,
+            "the fallback's rules do not look at the file"
+        );
+        assert_eq!(why.code(), "unusable_file");
+        assert!(
+            why.message().contains("it is a directory"),
+            "{}",
+            why.message()
+        );
+
+        // Without a runtime the driver's opening fails first; the file's refusal is still
+        // said after the table.
+        let c = ctx(&config, MemoryKind::Device);
+        let r = report_on(&config, &dir, MemoryKind::Device, &c.runtime);
+        assert_eq!(r.blocked, Some(Blocked::NoGpuRuntime));
+        let v: serde_json::Value = serde_json::from_str(&r.to_json(&c)).unwrap();
+        assert_eq!(v["file"]["unusable"], "directory");
+        let text = table(&c, &[r]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[3].starts_with("nothing would be served: no GPU runtime"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[4],
+            format!("/mnt/f: nothing would be served: {}", why.message())
+        );
+    }
+
+    #[test]
     fn table_is_aligned_and_names_reasons_and_selection() {
         let config = Config::default();
-        let a = report(
+        let c = ctx(&config, MemoryKind::Device);
+        let a = report_on(
             &config,
             &facts(FileKind::Regular, Some(("xfs", None)), DIRECT),
             MemoryKind::Device,
+            &c.runtime,
         );
-        let mut b = report(
+        let mut b = report_on(
             &config,
             &facts(
                 FileKind::Regular,
@@ -528,13 +762,26 @@ mod tests {
                 DirectIo::Unavailable(NoDirectReason::AlignmentZero),
             ),
             MemoryKind::Device,
+            &c.runtime,
         );
         b.path = "/a\nlong/path".into();
-        let text = table(&ctx(&config, MemoryKind::Device), &[a, b]);
+        let text = table(&c, &[a, b]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines.len(), 8, "{text}");
         assert!(
-            lines[0].starts_with("runtime: none, no AMD file I/O [no \"library\"\\nfound]"),
+            lines[0].starts_with("runtime: none, no AMD file I/O; config: "),
+            "{text}"
+        );
+        assert_eq!(
+            lines[4],
+            format!(
+                "nothing would be served: {}",
+                Blocked::NoGpuRuntime.message()
+            )
+        );
+        assert_eq!(
+            lines[5..],
+            ["runtime error:", "    no \"library\"", "    found"],
             "{text}"
         );
         assert!(lines[0].contains("force_compat_mode=false"), "{text}");
@@ -543,11 +790,12 @@ mod tests {
         let fast = col(lines[1], "FASTPATH");
         assert_eq!(&lines[2][fast..fast + 28], "-1 runtime_lacks_amd_file_io");
         assert_eq!(
-            &lines[3][fast..fast + 43],
-            "-1 runtime_lacks_amd_file_io,no_o_direct_fd"
+            &lines[3][fast..fast + 67],
+            "-1 runtime_lacks_amd_file_io,no_o_direct_fd,unsupported_file_system"
         );
         assert!(
-            lines[2].contains("yes mem=512 off=4096") && lines[2].ends_with("fallback"),
+            lines[2].contains("yes mem=512 off=4096")
+                && lines[2].ends_with("  none (no_gpu_runtime)"),
             "{text}"
         );
         assert!(

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{MIB, assert_shape, check_json, data_file, hipfile, temp_dir};
+use common::{MIB, Run, assert_shape, check_json, data_file, hipfile, temp_dir};
 use hipfile_testfs::{Ext4Data, MountedFs, fifo, loop_device, require};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
@@ -42,6 +42,47 @@ fn expected_status(v: &Value) -> i32 {
     if v["selected"].is_null() { 1 } else { 0 }
 }
 
+/// Why the runtime `check` found can serve nothing, whatever the backends say: no runtime
+/// loaded, or one that sees no device (both on machines without a GPU).
+fn runtime_block(v: &Value) -> Option<&'static str> {
+    if v["runtime"]["platform"] == "none" {
+        Some("no_gpu_runtime")
+    } else if v["runtime"]["devices"] == 0 {
+        Some("no_gpu_device")
+    } else {
+        None
+    }
+}
+
+/// The backend the scores choose (SPEC.md §1: the highest non-negative score).
+fn chosen_by_score(v: &Value) -> Value {
+    if v["fastpath"]["score"].as_i64().unwrap() >= 0 {
+        "fastpath".into()
+    } else if v["fallback"]["score"].as_i64().unwrap() >= 0 {
+        "fallback".into()
+    } else {
+        Value::Null
+    }
+}
+
+/// `backend` is what the scores choose, and what is selected unless the machine's runtime
+/// cannot serve at all; then nothing is, `blocked` says why, and the status is 1.
+fn assert_served_by(v: &Value, run: &Run, backend: &str) {
+    assert_eq!(chosen_by_score(v), backend, "{v}");
+    match runtime_block(v) {
+        None => {
+            assert_eq!(v["selected"], backend, "{v}");
+            assert_eq!(v["blocked"], Value::Null, "{v}");
+            assert_eq!(run.status, 0, "{}", run.stderr);
+        }
+        Some(code) => {
+            assert_eq!(v["selected"], Value::Null, "{v}");
+            assert_eq!(v["blocked"]["code"], code, "{v}");
+            assert_eq!(run.status, 1, "{}", run.stderr);
+        }
+    }
+}
+
 // ---- Real filesystems (root, loop devices, mkfs) ----
 
 #[test]
@@ -71,15 +112,17 @@ fn ext4_ordered_file_is_served_by_the_fallback_without_amd_file_io() {
     );
     if v["runtime"]["amd_file_io"] == false {
         assert_eq!(v["fastpath"]["score"], -1);
-        assert_eq!(v["selected"], "fallback");
+        assert_served_by(&v, &run, "fallback");
     } else {
-        assert_eq!(v["selected"], "fastpath");
+        assert_served_by(&v, &run, "fastpath");
     }
-    assert_eq!(run.status, 0, "{}", run.stderr);
 }
 
+/// SPEC.md §1.7: without a usable `O_DIRECT` descriptor the fastpath gives `no_o_direct_fd`
+/// and no alignment reason, but the filesystem rule still applies: ext4 `data=journal` is not
+/// a supported journaling mode.
 #[test]
-fn ext4_data_journal_has_no_o_direct_descriptor_and_no_other_file_reason() {
+fn ext4_data_journal_has_no_o_direct_descriptor_and_an_unsupported_file_system() {
     let fs = require!(MountedFs::ext4(Ext4Data::Journal, 64));
     let path = data_file(fs.path(), "data", MIB);
     for extra in [&[][..], &["--offset", "1", "--size", "3"][..]] {
@@ -96,12 +139,21 @@ fn ext4_data_journal_has_no_o_direct_descriptor_and_no_other_file_reason() {
         );
         assert_eq!(
             reasons(&v, "fastpath"),
-            with(runtime_reasons(&v), &["no_o_direct_fd"]),
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "unsupported_file_system"]
+            ),
             "{extra:?}"
         );
-        assert_eq!(v["selected"], "fallback");
-        assert_eq!(run.status, 0);
+        assert_eq!(run.status, expected_status(&v));
     }
+    // The filesystem reason goes when unsupported filesystems are allowed; the descriptor's
+    // stays.
+    let (v, _) = check_json(&path, &[], &[("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true")]);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["no_o_direct_fd"])
+    );
 }
 
 #[test]
@@ -131,7 +183,7 @@ fn xfs_file_has_o_direct_and_no_journal_mode() {
     assert_eq!(v["file"]["ext4_journal"], Value::Null);
     assert_eq!(v["file"]["o_direct"], true);
     assert_eq!(reasons(&v, "fastpath"), runtime_reasons(&v));
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
 #[test]
@@ -146,10 +198,16 @@ fn tmpfs_reasons_follow_what_the_probe_reports() {
         assert!(fast.contains(&"unsupported_file_system".to_owned()), "{v}");
         assert!(!fast.contains(&"no_o_direct_fd".to_owned()), "{v}");
     } else {
-        assert_eq!(fast, with(runtime_reasons(&v), &["no_o_direct_fd"]), "{v}");
+        assert_eq!(
+            fast,
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "unsupported_file_system"]
+            ),
+            "{v}"
+        );
     }
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -162,7 +220,7 @@ fn a_loop_device_used_directly_is_a_block_device_with_o_direct() {
     let fast = reasons(&v, "fastpath");
     assert!(!fast.contains(&"unsupported_file_system".to_owned()), "{v}");
     assert_eq!(fast, runtime_reasons(&v));
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
 #[test]
@@ -195,8 +253,7 @@ fn misaligned_requests_on_ext4_give_each_alignment_reason() {
     }
     assert!(expected.contains(&"size_misaligned".to_owned()), "{v}");
     assert_eq!(reasons(&v, "fastpath"), expected, "{v}");
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -345,8 +402,7 @@ fn force_compat_mode_refuses_the_fastpath() {
     let (v, run) = check_json(&path, &[], &[("HIPFILE_FORCE_COMPAT_MODE", "true")]);
     assert_eq!(v["config"]["force_compat_mode"], true);
     assert_eq!(reasons(&v, "fastpath")[0], "force_compat_mode");
-    assert_eq!(v["selected"], "fallback");
-    assert_eq!(run.status, 0);
+    assert_served_by(&v, &run, "fallback");
 }
 
 #[test]
@@ -400,17 +456,25 @@ fn an_invalid_boolean_warns_and_the_default_applies() {
         !reasons(&v, "fastpath").contains(&"force_compat_mode".to_owned()),
         "{v}"
     );
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, expected_status(&v));
 }
 
+/// A FIFO and a directory can never be read or written at an offset, and the library
+/// refuses to register them: nothing would be served. The verdicts stay those of the file
+/// (`no_o_direct_fd` and `not_regular_file_or_block_device`; the fallback's rules do not look
+/// at the file); the selection is none, `blocked` and the line after the table say why.
 #[test]
-fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
+fn a_fifo_and_a_directory_are_not_served_and_say_why() {
     let dir = temp_dir();
     let pipe = fifo(dir.path());
     for op in ["read", "write"] {
-        for path in [pipe.as_path(), dir.path()] {
-            let (v, run) = check_json(path, &["--op", op], &[]);
+        for (path, unusable, what) in [
+            (pipe.as_path(), "fifo", "it is a FIFO or pipe"),
+            (dir.path(), "directory", "it is a directory"),
+        ] {
+            let (v, run) = check_json(path, &["--op", op, "--runtime", "emulated"], &[]);
             assert_eq!(v["file"]["kind"], "other", "{v}");
+            assert_eq!(v["file"]["unusable"], unusable, "{v}");
             assert_eq!(v["file"]["o_direct"], false);
             assert_eq!(
                 (
@@ -419,15 +483,107 @@ fn a_fifo_and_a_directory_are_other_files_without_o_direct() {
                 ),
                 (Some(0), Some(0))
             );
-            assert!(
-                reasons(&v, "fastpath").contains(&"no_o_direct_fd".to_owned()),
+            assert_eq!(
+                reasons(&v, "fastpath"),
+                ["no_o_direct_fd", "not_regular_file_or_block_device"],
                 "{v}"
             );
             assert_eq!(v["fallback"]["score"], 1);
-            assert_eq!(v["selected"], "fallback");
-            assert_eq!(run.status, 0, "{}", run.stderr);
+            assert_eq!(v["selected"], Value::Null, "{v}");
+            assert_eq!(v["blocked"]["code"], "unusable_file", "{v}");
+            let message = v["blocked"]["message"].as_str().unwrap();
+            assert!(message.contains(what), "{message}");
+            assert_eq!(run.status, 1, "{}", run.stderr);
+
+            let run = hipfile(
+                &[
+                    OsStr::new("check"),
+                    OsStr::new("--runtime=emulated"),
+                    OsStr::new("--op"),
+                    OsStr::new(op),
+                    path.as_os_str(),
+                ],
+                &[],
+            );
+            assert_eq!(run.status, 1);
+            let lines: Vec<&str> = run.stdout.lines().collect();
+            assert!(lines[2].ends_with("none (unusable_file)"), "{}", run.stdout);
+            assert_eq!(
+                lines[3],
+                format!("{}: nothing would be served: {message}", path.display()),
+                "{}",
+                run.stdout
+            );
         }
     }
+}
+
+/// `/dev/null` is not refused: positional reads and writes work on it. Through the library
+/// a read returns 0 bytes and a write succeeds, on the fallback (a test of `hipfile`'s own
+/// shows it), so naming the fallback is the truth.
+#[test]
+fn dev_null_is_served_by_the_fallback() {
+    for op in ["read", "write"] {
+        let (v, run) = check_json(
+            Path::new("/dev/null"),
+            &["--op", op, "--runtime", "emulated"],
+            &[],
+        );
+        assert_eq!(v["file"]["unusable"], Value::Null, "{v}");
+        assert_eq!(v["blocked"], Value::Null, "{v}");
+        assert_eq!(v["selected"], "fallback", "{v}");
+        assert_eq!(run.status, 0, "{}", run.stderr);
+    }
+}
+
+/// A character device has no direct descriptor (none is attempted) and is neither a regular
+/// file nor a block device: both reasons are listed (SPEC.md §1.7), and no alignment reason.
+#[test]
+fn dev_null_is_not_a_regular_file_and_has_no_o_direct_descriptor() {
+    for op in ["read", "write"] {
+        let (v, _) = check_json(
+            Path::new("/dev/null"),
+            &["--op", op, "--offset", "1", "--size", "3"],
+            &[],
+        );
+        assert_eq!(v["file"]["kind"], "other", "{v}");
+        assert_eq!(v["file"]["o_direct"], false, "{v}");
+        assert_eq!(
+            reasons(&v, "fastpath"),
+            with(
+                runtime_reasons(&v),
+                &["no_o_direct_fd", "not_regular_file_or_block_device"]
+            ),
+            "{op}: {v}"
+        );
+    }
+}
+
+/// procfs files are regular files to `statx`, on a filesystem that does no direct I/O: the
+/// fastpath gives `no_o_direct_fd` and, since the type rule passes, the filesystem rule's
+/// `unsupported_file_system`.
+#[test]
+fn a_procfs_file_has_no_o_direct_descriptor_and_an_unsupported_file_system() {
+    let path = Path::new("/proc/self/status");
+    let (v, _) = check_json(path, &[], &[]);
+    assert_eq!(v["file"]["kind"], "regular", "{v}");
+    assert_eq!(v["file"]["filesystem"], "proc", "{v}");
+    assert_eq!(v["file"]["o_direct"], false, "{v}");
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(
+            runtime_reasons(&v),
+            &["no_o_direct_fd", "unsupported_file_system"]
+        ),
+        "{v}"
+    );
+    // With unsupported filesystems allowed only the descriptor's reason is left.
+    let (v, _) = check_json(path, &[], &[("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true")]);
+    assert_eq!(
+        reasons(&v, "fastpath"),
+        with(runtime_reasons(&v), &["no_o_direct_fd"]),
+        "{v}"
+    );
 }
 
 fn assert_unchanged_by_write_check(path: &Path) {
@@ -512,13 +668,14 @@ fn several_paths_one_line_each_in_order_and_a_missing_one_is_named() {
         &[
             OsStr::new("check"),
             OsStr::new("--json"),
+            OsStr::new("--runtime=emulated"),
             a.as_os_str(),
             b.as_os_str(),
         ],
         &[],
     );
     assert_eq!(run.lines().len(), 2);
-    assert_eq!(run.status, 0);
+    assert_eq!(run.status, 0, "{}", run.stderr);
 }
 
 #[test]
@@ -548,7 +705,11 @@ fn human_output_reports_the_fallback_knobs() {
     let dir = temp_dir();
     let path = data_file(dir.path(), "data", MIB);
     let run = hipfile(
-        &[OsStr::new("check"), path.as_os_str()],
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
         &[
             ("HIPFILE_IO_THREADS", "3"),
             ("HIPFILE_TASK_SIZE", "2MiB"),
@@ -573,8 +734,13 @@ fn human_output_reports_the_fallback_knobs() {
 fn human_output_shows_reasons_and_the_selection() {
     let dir = temp_dir();
     let path = data_file(dir.path(), "data", MIB);
+    // The emulated runtime has a device and no error to show after the table.
     let run = hipfile(
-        &[OsStr::new("check"), path.as_os_str()],
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
         &[("HIPFILE_FORCE_COMPAT_MODE", "1")],
     );
     assert_eq!(run.status, 0, "{}", run.stderr);
@@ -604,6 +770,7 @@ fn human_output_shows_reasons_and_the_selection() {
     let run = hipfile(
         &[
             OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
             OsStr::new("--memory"),
             OsStr::new("host"),
             path.as_os_str(),
@@ -616,6 +783,182 @@ fn human_output_shows_reasons_and_the_selection() {
         "{}",
         run.stdout
     );
+}
+
+/// What makes `check` find no runtime at all: only a library that does not exist is tried.
+const NO_RUNTIME: [(&str, &str); 2] = [
+    ("HIPFILE_HIP_LIBRARY", "/nonexistent/libamdhip64.so"),
+    ("HIP_PLATFORM", "amd"),
+];
+
+/// Without a runtime nothing can be served, whatever the backends' rules say: the driver
+/// cannot open, and the fallback too copies through the runtime. The verdicts stay those of
+/// the file and the request; the selection is none, `blocked` says why, the status is 1.
+#[test]
+fn without_a_runtime_nothing_is_served_and_the_reason_is_given() {
+    let dir = temp_dir();
+    let a = data_file(dir.path(), "a", MIB);
+    let b = data_file(dir.path(), "b", MIB);
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--json"),
+            a.as_os_str(),
+            b.as_os_str(),
+        ],
+        &NO_RUNTIME,
+    );
+    let lines = run.lines();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    for v in &lines {
+        assert_shape(v);
+        assert_eq!(v["runtime"]["platform"], "none", "{v}");
+        assert!(
+            reasons(v, "fastpath").contains(&"runtime_lacks_amd_file_io".to_owned()),
+            "{v}"
+        );
+        assert_eq!(v["fallback"]["score"], 1, "{v}");
+        assert_eq!(chosen_by_score(v), "fallback", "{v}");
+        assert_eq!(v["selected"], Value::Null, "{v}");
+        assert_eq!(v["blocked"]["code"], "no_gpu_runtime", "{v}");
+        let message = v["blocked"]["message"].as_str().unwrap();
+        assert!(message.contains("no GPU runtime"), "{message}");
+    }
+    assert_eq!(run.status, 1, "{}", run.stderr);
+
+    let run = hipfile(&[OsStr::new("check"), a.as_os_str()], &NO_RUNTIME);
+    assert_eq!(run.status, 1);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[2].ends_with("none (no_gpu_runtime)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("nothing would be served: no GPU runtime")),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A runtime that loads but sees no device (here the emulated one with
+/// `HIPFILE_EMU_DEVICES=0`) serves nothing either; the verdicts are those it gives with a
+/// device.
+#[test]
+fn without_a_device_nothing_is_served_and_the_reason_is_given() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let emulated = ["--runtime", "emulated"];
+    let (with_device, _) = check_json(&path, &emulated, &[]);
+    let (v, run) = check_json(&path, &emulated, &[("HIPFILE_EMU_DEVICES", "0")]);
+    assert_eq!(v["runtime"]["platform"], "emulated", "{v}");
+    assert_eq!(v["runtime"]["devices"], 0, "{v}");
+    let error = v["runtime"]["error"].as_str().unwrap();
+    assert!(error.contains("hipErrorNoDevice"), "{error}");
+    assert_eq!(v["fastpath"], with_device["fastpath"]);
+    assert_eq!(v["fallback"], with_device["fallback"]);
+    assert!(!chosen_by_score(&v).is_null(), "{v}");
+    assert_eq!(v["selected"], Value::Null, "{v}");
+    assert_eq!(v["blocked"]["code"], "no_gpu_device", "{v}");
+    assert!(
+        v["blocked"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no usable GPU device"),
+        "{v}"
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(with_device["blocked"], Value::Null);
+
+    let run = hipfile(
+        &[
+            OsStr::new("check"),
+            OsStr::new("--runtime=emulated"),
+            path.as_os_str(),
+        ],
+        &[("HIPFILE_EMU_DEVICES", "0")],
+    );
+    assert_eq!(run.status, 1);
+    assert!(
+        run.stdout
+            .lines()
+            .nth(2)
+            .unwrap()
+            .ends_with("none (no_gpu_device)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("nothing would be served: the GPU runtime reports no usable")),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A malformed `HIPFILE_EMU_FAULT` makes the emulated runtime refuse to initialise: `check`
+/// serves nothing and shows the runtime's error, which names the variable and the entry.
+#[test]
+fn a_malformed_emulated_fault_list_serves_nothing_and_says_why() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", MIB);
+    let (v, run) = check_json(
+        &path,
+        &["--runtime", "emulated"],
+        &[("HIPFILE_EMU_FAULT", "nonsense")],
+    );
+    assert_eq!(v["selected"], Value::Null, "{v}");
+    assert_eq!(v["blocked"]["code"], "no_gpu_device", "{v}");
+    let error = v["runtime"]["error"].as_str().unwrap();
+    for needle in ["HIPFILE_EMU_FAULT", "`nonsense`", "op:ERRNO[:N]"] {
+        assert!(error.contains(needle), "{needle:?} not in {error:?}");
+    }
+    assert_eq!(run.status, 1, "{}", run.stderr);
+}
+
+/// The loader's message is several lines long: the table shows it after the rows, each of its
+/// lines on a line of its own, indented, and never inside the header or a row; the JSON keeps
+/// it as one string.
+#[test]
+fn the_runtime_error_is_printed_on_lines_of_its_own_after_the_table() {
+    let dir = temp_dir();
+    let path = data_file(dir.path(), "data", 4096);
+    let (v, _) = check_json(&path, &[], &NO_RUNTIME);
+    let error = v["runtime"]["error"].as_str().unwrap().to_owned();
+    let error_lines: Vec<&str> = error.lines().collect();
+    assert!(
+        error_lines.len() >= 2,
+        "a message of several lines: {error:?}"
+    );
+    assert!(error.contains("/nonexistent/libamdhip64.so"), "{error}");
+
+    let run = hipfile(&[OsStr::new("check"), path.as_os_str()], &NO_RUNTIME);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].starts_with("runtime: none"), "{}", run.stdout);
+    assert!(lines[1].starts_with("PATH"), "{}", run.stdout);
+    assert!(
+        lines[2].starts_with(path.to_str().unwrap()),
+        "{}",
+        run.stdout
+    );
+    for line in &lines[..3] {
+        assert!(!line.contains("nonexistent"), "{line}");
+    }
+    assert!(!run.stdout.contains("\\n"), "{}", run.stdout);
+    let at = lines
+        .iter()
+        .position(|l| *l == "runtime error:")
+        .unwrap_or_else(|| panic!("no runtime error section:\n{}", run.stdout));
+    assert!(at > 2, "{}", run.stdout);
+    let shown: Vec<String> = lines[at + 1..at + 1 + error_lines.len()]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let expected: Vec<String> = error_lines.iter().map(|l| format!("    {l}")).collect();
+    assert_eq!(shown, expected, "{}", run.stdout);
 }
 
 #[test]

@@ -8,17 +8,30 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `HIPFILE_EMU_ROCM_VERSION` | `7.2.0` | the ROCm version emulated: `MAJOR.MINOR[.PATCH]` |
-//! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 1 to 16 |
+//! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 0 to 16 (0: a machine without a GPU) |
 //! | `HIPFILE_EMU_FAULT` | none | file-I/O faults to inject (see [`crate::fault`]) |
 //!
 //! The variables are read once, on the first call that needs them, and again by
 //! `hipfileEmuReset`. An invalid value is never ignored silently: it is reported on stderr
-//! when read, `hipInit` fails with `hipErrorInvalidValue`, and the file-I/O functions refuse
-//! to run; the other functions use the default for that variable.
+//! when read, and the runtime refuses to initialise, as a real runtime whose initialisation
+//! failed serves nothing. `hipInit`, `hipGetDeviceCount` (with a count of 0) and every call
+//! that needs a device (`hipGetDevice`, `hipSetDevice`, allocations, registrations, streams,
+//! events, file I/O) return `hipErrorNotInitialized`, and `hipGetErrorString` of that code
+//! then names each invalid variable, what is wrong with its value and what is accepted
+//! ([`Config::init_error`]), so that a caller that only reports the runtime's error says it
+//! all. The versions, `hipGetProcAddress` and the calls on what already exists (copies,
+//! frees, pointer attributes) go on, with the default for an invalid variable.
+//!
+//! With `HIPFILE_EMU_DEVICES=0` the runtime answers as ROCm does on a machine without a GPU:
+//! `hipGetDeviceCount` gives 0 and `hipErrorNoDevice`, and what needs a device (`hipInit`,
+//! `hipGetDevice`, `hipSetDevice`, allocations, registrations, streams, events, file I/O)
+//! fails with `hipErrorInvalidDevice` ([`with_device`]); the versions are still reported.
 
+use crate::error::{INVALID_DEVICE, NOT_INITIALIZED};
 use crate::fault::{FaultPlan, parse_faults};
+use std::ffi::{CStr, CString};
 use std::io::Write as _;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// Selects the emulated ROCm version.
 pub const ROCM_VERSION_VAR: &str = "HIPFILE_EMU_ROCM_VERSION";
@@ -110,6 +123,9 @@ pub struct Config {
     pub faults: FaultPlan,
     /// Each invalid setting, in words; empty when the configuration is valid.
     pub problems: Vec<String>,
+    /// What `hipGetErrorString(hipErrorNotInitialized)` says while the configuration is
+    /// invalid: HIP's "initialization error" followed by every problem. `None` when valid.
+    pub init_error: Option<&'static CStr>,
 }
 
 impl Default for Config {
@@ -138,10 +154,10 @@ impl Config {
         let devices = match set(devices) {
             None => 1,
             Some(text) => match text.parse::<i32>() {
-                Ok(n) if (1..=MAX_DEVICES).contains(&n) => n,
+                Ok(n) if (0..=MAX_DEVICES).contains(&n) => n,
                 _ => {
                     problems.push(format!(
-                        "{DEVICES_VAR}: `{text}` is not a device count from 1 to {MAX_DEVICES}"
+                        "{DEVICES_VAR}: `{text}` is not a device count from 0 to {MAX_DEVICES}"
                     ));
                     1
                 }
@@ -159,6 +175,7 @@ impl Config {
             version,
             devices,
             faults,
+            init_error: init_error(&problems),
             problems,
         }
     }
@@ -178,7 +195,10 @@ impl Config {
         let fault = value(FAULT_VAR);
         let mut config =
             Config::from_values(version.as_deref(), devices.as_deref(), fault.as_deref());
-        config.problems.append(&mut problems);
+        if !problems.is_empty() {
+            config.problems.append(&mut problems);
+            config.init_error = init_error(&config.problems);
+        }
         let mut stderr = std::io::stderr().lock();
         for problem in &config.problems {
             // A failed write to stderr has nowhere else to go; hipInit still fails.
@@ -186,6 +206,29 @@ impl Config {
         }
         config
     }
+}
+
+/// The text of `hipErrorNotInitialized` for `problems`, or `None` for none. The string lives
+/// as long as the process, since a caller may hold the pointer `hipGetErrorString` gave it
+/// after the configuration changes; each distinct text is kept once.
+fn init_error(problems: &[String]) -> Option<&'static CStr> {
+    static TEXTS: Mutex<Vec<&'static CStr>> = Mutex::new(Vec::new());
+    if problems.is_empty() {
+        return None;
+    }
+    let text = format!(
+        "initialization error: the emulated runtime's configuration is invalid: {}",
+        problems.join("; and ")
+    );
+    // The environment holds no NUL; a value given to `from_values` might.
+    let text = CString::new(text.replace('\0', "\\0")).unwrap_or_default();
+    let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&kept) = texts.iter().find(|t| **t == text.as_c_str()) {
+        return Some(kept);
+    }
+    let kept: &'static CStr = Box::leak(text.into_boxed_c_str());
+    texts.push(kept);
+    Some(kept)
 }
 
 /// A value that counts as set: trimmed, not empty.
@@ -220,6 +263,24 @@ pub fn current() -> Arc<Config> {
     }
     let mut slot = CURRENT.write().unwrap_or_else(PoisonError::into_inner);
     Arc::clone(slot.get_or_insert_with(|| Arc::new(Config::from_environment())))
+}
+
+/// The configuration in force, for a call that needs a device.
+///
+/// # Errors
+///
+/// `hipErrorNotInitialized` while the configuration is invalid (the runtime refuses to
+/// initialise); `hipErrorInvalidDevice` when the runtime emulates no device
+/// (`HIPFILE_EMU_DEVICES=0`), as ROCm answers every such call on a machine without a GPU.
+pub fn with_device() -> Result<Arc<Config>, i32> {
+    let config = current();
+    if !config.problems.is_empty() {
+        return Err(NOT_INITIALIZED);
+    }
+    if config.devices == 0 {
+        return Err(INVALID_DEVICE);
+    }
+    Ok(config)
 }
 
 /// Reads the environment again and puts the result in force; returns it.
@@ -284,6 +345,43 @@ mod tests {
         assert!(c.problems[2].contains("`read:EFOO`"));
         assert_eq!(c.version, RocmVersion::DEFAULT);
         assert_eq!(c.devices, 1);
-        assert!(Config::from_values(None, Some("0"), None).problems.len() == 1);
+        for bad in ["-1", "x", "1.5"] {
+            assert_eq!(
+                Config::from_values(None, Some(bad), None).problems.len(),
+                1,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_init_error_names_every_problem_and_is_kept_once() {
+        assert_eq!(Config::from_values(None, None, None).init_error, None);
+        let c = Config::from_values(Some("seven"), None, Some("read:EFOO"));
+        let text = c.init_error.unwrap().to_str().unwrap();
+        assert!(text.starts_with("initialization error: "), "{text}");
+        for needle in [
+            ROCM_VERSION_VAR,
+            "`seven`",
+            FAULT_VAR,
+            "`read:EFOO`",
+            "op:ERRNO[:N]",
+        ] {
+            assert!(text.contains(needle), "{needle:?} not in {text:?}");
+        }
+        let again = Config::from_values(Some("seven"), None, Some("read:EFOO"));
+        assert_eq!(
+            again.init_error.unwrap().as_ptr(),
+            c.init_error.unwrap().as_ptr()
+        );
+        let nul = Config::from_values(None, Some("1\0"), None);
+        assert!(nul.init_error.unwrap().to_str().unwrap().contains("1\\0"));
+    }
+
+    #[test]
+    fn zero_devices_is_a_machine_without_a_gpu() {
+        let c = Config::from_values(None, Some("0"), None);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert_eq!(c.devices, 0);
     }
 }

@@ -5,7 +5,7 @@
 //! tell devices apart.
 
 use crate::config;
-use crate::error::{INVALID_DEVICE, INVALID_VALUE, SUCCESS};
+use crate::error::{INVALID_DEVICE, INVALID_VALUE, NO_DEVICE, NOT_INITIALIZED, SUCCESS};
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint};
 
@@ -52,11 +52,16 @@ unsafe fn put(out: *mut c_int, value: c_int) -> i32 {
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for non-zero flags, or when a `HIPFILE_EMU_*` variable is invalid
-/// (the problem was printed on stderr when the variables were read).
+/// `hipErrorNotInitialized` when a `HIPFILE_EMU_*` variable is invalid (its text names the
+/// problem, which was also printed on stderr when the variables were read);
+/// `hipErrorInvalidDevice` without devices (`HIPFILE_EMU_DEVICES=0`); `hipErrorInvalidValue`
+/// for non-zero flags.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipInit(flags: c_uint) -> i32 {
-    if flags != 0 || !config::current().problems.is_empty() {
+    if let Err(e) = config::with_device() {
+        return e;
+    }
+    if flags != 0 {
         return INVALID_VALUE;
     }
     SUCCESS
@@ -98,28 +103,44 @@ pub unsafe extern "C" fn hipDriverGetVersion(driver_version: *mut c_int) -> i32 
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null pointer.
+/// `hipErrorInvalidValue` for a null pointer; `hipErrorNoDevice` with a count of 0 without
+/// devices, as ROCm answers on a machine without a GPU; `hipErrorNotInitialized` with a
+/// count of 0 while the configuration is invalid.
 ///
 /// # Safety
 ///
 /// `count` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> i32 {
+    let config = config::current();
+    let (devices, failure) = if !config.problems.is_empty() {
+        (0, NOT_INITIALIZED)
+    } else if config.devices == 0 {
+        (0, NO_DEVICE)
+    } else {
+        (config.devices, SUCCESS)
+    };
     // SAFETY: the caller's promise is `put`'s.
-    unsafe { put(count, config::current().devices) }
+    match unsafe { put(count, devices) } {
+        SUCCESS => failure,
+        other => other,
+    }
 }
 
 /// `hipError_t hipGetDevice(int* deviceId)` — the calling thread's current device.
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null pointer.
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null pointer.
 ///
 /// # Safety
 ///
 /// `device_id` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipGetDevice(device_id: *mut c_int) -> i32 {
+    if let Err(e) = config::with_device() {
+        return e;
+    }
     // SAFETY: the caller's promise is `put`'s.
     unsafe { put(device_id, current_device()) }
 }

@@ -151,9 +151,15 @@ pub extern "C" fn hipGetErrorName(error: i32) -> *const c_char {
 }
 
 /// `const char* hipGetErrorString(hipError_t error)` — the code's description, a static
-/// NUL-terminated string that is never null.
+/// NUL-terminated string that is never null. While the configuration is invalid,
+/// `hipErrorNotInitialized`'s says what is wrong with it ([`crate::config`]).
 #[unsafe(no_mangle)]
 pub extern "C" fn hipGetErrorString(error: i32) -> *const c_char {
+    if error == NOT_INITIALIZED
+        && let Some(text) = crate::config::current().init_error
+    {
+        return text.as_ptr();
+    }
     description(error).as_ptr()
 }
 

@@ -78,17 +78,26 @@ const ERRNO_NAMES: &[(&str, i32)] = &[
 /// The largest errno number a fault may name (the kernel's `MAX_ERRNO`).
 const MAX_ERRNO: i32 = 4095;
 
+/// What a fault list may be, in words, for the messages about a bad one.
+pub const SYNTAX: &str = "a fault list is entries op:ERRNO[:N] separated by commas, with op \
+                          read or write, ERRNO an errno name (EIO, ENODEV, EREMOTEIO, ...) or \
+                          number from 1 to 4095, and N the number of calls to fail (every call \
+                          without it), for example read:ENODEV:1,write:EIO";
+
 /// Parses a fault list (see the module documentation). An empty or all-blank list is no fault.
 ///
 /// # Errors
 ///
-/// A message naming the first bad entry and what is wrong with it.
+/// A message naming the first bad entry, what is wrong with it and what is accepted.
 pub fn parse_faults(spec: &str) -> Result<Vec<Fault>, String> {
     if spec.trim().is_empty() {
         return Ok(Vec::new());
     }
     spec.split(',')
-        .map(|entry| parse_entry(entry.trim()).map_err(|why| format!("bad entry `{entry}`: {why}")))
+        .map(str::trim)
+        .map(|entry| {
+            parse_entry(entry).map_err(|why| format!("bad entry `{entry}`: {why}; {SYNTAX}"))
+        })
         .collect()
 }
 
@@ -271,6 +280,7 @@ mod tests {
         ] {
             let err = parse_faults(spec).unwrap_err();
             assert!(err.contains(&format!("`{bad}`")), "{spec}: {err}");
+            assert!(err.contains(SYNTAX), "{spec}: {err}");
         }
     }
 

@@ -14,7 +14,8 @@
 //! of file (reads) or when the kernel stops early. A failure after some bytes have moved
 //! reports those bytes, as `pread` would; the next call sees the error. Size 0 succeeds at
 //! once. While the configuration is invalid both return `hipErrorNotInitialized`, so that no
-//! test runs with a fault list silently ignored.
+//! test runs with a fault list silently ignored; without devices (`HIPFILE_EMU_DEVICES=0`),
+//! `hipErrorInvalidDevice`.
 //!
 //! The bytes moved count in the per-device copy counters (`hipfileEmuDeviceCopyBytes`): a read
 //! copies into the memory of the buffer's device, a write out of it.
@@ -25,7 +26,7 @@
 //! alive by the transfer gate for the call) and the two out-pointers.
 
 use crate::config;
-use crate::error::{INVALID_VALUE, NOT_INITIALIZED, SUCCESS, UNKNOWN};
+use crate::error::{INVALID_VALUE, SUCCESS, UNKNOWN};
 use crate::fault::{FaultPlan, Op, count_call, count_injected};
 use crate::memory::{Allocation, Kind, count_copied, device_range, transfer_gate};
 use std::ffi::{c_int, c_void};
@@ -185,10 +186,10 @@ unsafe fn file_io(
         size_copied.write(0);
         status.write(0);
     }
-    let config = config::current();
-    if !config.problems.is_empty() {
-        return NOT_INITIALIZED;
-    }
+    let config = match config::with_device() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     count_call(op);
     // SAFETY: every field is initialised (the handle is 8 bytes); on Linux the fd is its
     // meaning.

@@ -1,7 +1,7 @@
 //! Functions that only the emulated runtime has: its marker, the test hook that re-reads the
 //! configuration, and counters for tests.
 
-use crate::error::{INVALID_VALUE, SUCCESS};
+use crate::error::{INVALID_VALUE, NOT_INITIALIZED, SUCCESS};
 use crate::{config, fault, memory};
 use std::ffi::{CStr, c_char, c_int, c_ulonglong};
 
@@ -30,7 +30,7 @@ pub extern "C" fn hipfileEmuVersion() -> *const c_char {
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` when the new configuration is invalid (reported on stderr), as
+/// `hipErrorNotInitialized` when the new configuration is invalid (reported on stderr), as
 /// `hipInit` would.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfileEmuReset() -> i32 {
@@ -39,7 +39,7 @@ pub extern "C" fn hipfileEmuReset() -> i32 {
     if config::reload().problems.is_empty() {
         SUCCESS
     } else {
-        INVALID_VALUE
+        NOT_INITIALIZED
     }
 }
 

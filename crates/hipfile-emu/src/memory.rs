@@ -261,13 +261,17 @@ fn release(
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null `ptr`; `hipErrorOutOfMemory`.
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null `ptr`;
+/// `hipErrorOutOfMemory`.
 ///
 /// # Safety
 ///
 /// `ptr` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
+    if let Err(e) = config::with_device() {
+        return e;
+    }
     if ptr.is_null() {
         return INVALID_VALUE;
     }
@@ -321,14 +325,17 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> i32 {
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null `ptr`, unknown flags or both coherence flags;
-/// `hipErrorOutOfMemory`.
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null `ptr`, unknown
+/// flags or both coherence flags; `hipErrorOutOfMemory`.
 ///
 /// # Safety
 ///
 /// `ptr` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> i32 {
+    if let Err(e) = config::with_device() {
+        return e;
+    }
     if ptr.is_null()
         || flags & !HOST_MALLOC_FLAGS != 0
         || flags & COHERENCE_FLAGS == COHERENCE_FLAGS
@@ -372,15 +379,18 @@ pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> i32 {
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null pointer, a zero size, a range that wraps or unknown flags;
-/// `hipErrorHostMemoryAlreadyRegistered` when the range overlaps a registration or an
-/// allocation of this runtime.
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null pointer, a zero
+/// size, a range that wraps or unknown flags; `hipErrorHostMemoryAlreadyRegistered` when the
+/// range overlaps a registration or an allocation of this runtime.
 ///
 /// # Safety
 ///
 /// None: the range is only recorded.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> i32 {
+    if let Err(e) = config::with_device() {
+        return e;
+    }
     let addr = ptr as usize;
     if ptr.is_null() || size == 0 || addr.checked_add(size).is_none() {
         return INVALID_VALUE;

@@ -98,14 +98,17 @@ pub fn event_device(event: HipEvent) -> Option<c_int> {
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null pointer or flags other than 0 and
-/// `hipStreamNonBlocking` (1).
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null pointer or flags
+/// other than 0 and `hipStreamNonBlocking` (1).
 ///
 /// # Safety
 ///
 /// `stream` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut HipStream, flags: c_uint) -> i32 {
+    if let Err(e) = crate::config::with_device() {
+        return e;
+    }
     if stream.is_null() || flags & !STREAM_NON_BLOCKING != 0 {
         return INVALID_VALUE;
     }
@@ -172,13 +175,16 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for a null pointer.
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null pointer.
 ///
 /// # Safety
 ///
 /// `event` is null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipEventCreate(event: *mut HipEvent) -> i32 {
+    if let Err(e) = crate::config::with_device() {
+        return e;
+    }
     if event.is_null() {
         return INVALID_VALUE;
     }

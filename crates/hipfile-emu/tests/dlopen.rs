@@ -24,6 +24,7 @@ use std::sync::OnceLock;
 const SUCCESS: i32 = 0;
 const INVALID_VALUE: i32 = 1;
 const NOT_INITIALIZED: i32 = 3;
+const NO_DEVICE: i32 = 100;
 const INVALID_DEVICE: i32 = 101;
 const NOT_FOUND: i32 = 500;
 const UNKNOWN: i32 = 999;
@@ -114,10 +115,13 @@ struct Api {
     init: unsafe extern "C" fn(c_uint) -> i32,
     runtime_version: unsafe extern "C" fn(*mut c_int) -> i32,
     device_count: unsafe extern "C" fn(*mut c_int) -> i32,
+    get_device: unsafe extern "C" fn(*mut c_int) -> i32,
     set_device: unsafe extern "C" fn(c_int) -> i32,
     error_name: unsafe extern "C" fn(i32) -> *const c_char,
+    error_string: unsafe extern "C" fn(i32) -> *const c_char,
     pointer_attributes: unsafe extern "C" fn(*mut PointerAttribute, *const c_void) -> i32,
     malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
+    host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> i32,
     free: unsafe extern "C" fn(*mut c_void) -> i32,
     memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> i32,
     memcpy_async:
@@ -173,10 +177,13 @@ fn api() -> &'static Api {
             init: sym!("hipInit"),
             runtime_version: sym!("hipRuntimeGetVersion"),
             device_count: sym!("hipGetDeviceCount"),
+            get_device: sym!("hipGetDevice"),
             set_device: sym!("hipSetDevice"),
             error_name: sym!("hipGetErrorName"),
+            error_string: sym!("hipGetErrorString"),
             pointer_attributes: sym!("hipPointerGetAttributes"),
             malloc: sym!("hipMalloc"),
+            host_malloc: sym!("hipHostMalloc"),
             free: sym!("hipFree"),
             memcpy: sym!("hipMemcpy"),
             memcpy_async: sym!("hipMemcpyAsync"),
@@ -504,17 +511,42 @@ fn fault_child_process() {
     assert_eq!(io(write, fd, d, 4096, 0), (UNKNOWN, -libc::EIO, 0));
     assert_eq!(io(write, fd, d, 4096, 0), (SUCCESS, 0, 4096));
 
-    // An invalid list is never ignored: hipInit fails and file I/O refuses to run.
+    // An invalid list is never ignored: the runtime refuses to initialise, and the error's
+    // text says which variable, which entry and what is accepted.
     // SAFETY: as above.
-    unsafe { std::env::set_var("HIPFILE_EMU_FAULT", "read:EBOGUS") };
-    assert_eq!(reset(), INVALID_VALUE);
-    assert_eq!(init(), INVALID_VALUE);
+    let text = |code| unsafe { CStr::from_ptr((api.error_string)(code)) };
+    assert_eq!(text(NOT_INITIALIZED), c"initialization error");
+    // SAFETY: as above.
+    unsafe { std::env::set_var("HIPFILE_EMU_FAULT", "read:EIO:1, read:EBOGUS") };
+    assert_eq!(reset(), NOT_INITIALIZED);
+    assert_eq!(init(), NOT_INITIALIZED);
+    let message = text(NOT_INITIALIZED).to_str().unwrap();
+    for needle in [
+        "initialization error",
+        "HIPFILE_EMU_FAULT",
+        "`read:EBOGUS`",
+        "unknown errno name `EBOGUS`",
+        "op:ERRNO[:N]",
+    ] {
+        assert!(message.contains(needle), "{needle:?} not in {message:?}");
+    }
     assert_eq!(io(read, fd, d, 4096, 0), (NOT_INITIALIZED, 0, 0));
+    let (mut count, mut p) = (-1, null_mut());
+    // SAFETY: writable out-pointers.
+    unsafe {
+        assert_eq!((api.device_count)(&mut count), NOT_INITIALIZED);
+        assert_eq!((api.malloc)(&mut p, 4096), NOT_INITIALIZED);
+    }
+    assert_eq!(count, 0);
+    assert!(p.is_null());
+    // Other codes keep their own text.
+    assert_eq!(text(INVALID_VALUE), c"invalid argument");
 
     // SAFETY: as above.
     unsafe { std::env::remove_var("HIPFILE_EMU_FAULT") };
     assert_eq!(reset(), SUCCESS);
     assert_eq!(init(), SUCCESS);
+    assert_eq!(text(NOT_INITIALIZED), c"initialization error");
     assert_eq!(io(read, fd, d, 4096, 0), (SUCCESS, 0, 4096));
 
     // The table survived the resets; a second free is refused (single-threaded here, so no
@@ -569,6 +601,42 @@ fn rocm5_child_process() {
     // SAFETY: a plain value.
     assert_eq!(unsafe { (api.set_device)(3) }, INVALID_DEVICE);
     api.free(d);
+}
+
+#[test]
+fn a_runtime_without_devices() {
+    run_child("no_device_child_process", &[("HIPFILE_EMU_DEVICES", "0")]);
+}
+
+/// `HIPFILE_EMU_DEVICES=0` answers as ROCm does on a machine without a GPU: the count is 0
+/// with `hipErrorNoDevice`, and what needs a device fails with `hipErrorInvalidDevice`; the
+/// versions are still reported.
+#[test]
+#[ignore = "run by a_runtime_without_devices in a child process"]
+fn no_device_child_process() {
+    if !is_child_for("no_device_child_process") {
+        return;
+    }
+    let api = api();
+    let (mut count, mut device, mut version) = (-1, -1, 0);
+    let (mut p, mut s, mut e) = (null_mut(), null_mut(), null_mut());
+    // SAFETY: writable out-pointers, plain values.
+    unsafe {
+        assert_eq!((api.device_count)(&mut count), NO_DEVICE);
+        assert_eq!(count, 0);
+        assert_eq!((api.init)(0), INVALID_DEVICE);
+        assert_eq!((api.runtime_version)(&mut version), SUCCESS);
+        assert_eq!((api.get_device)(&mut device), INVALID_DEVICE);
+        assert_eq!((api.set_device)(0), INVALID_DEVICE);
+        assert_eq!((api.malloc)(&mut p, 4096), INVALID_DEVICE);
+        assert_eq!((api.host_malloc)(&mut p, 4096, 0), INVALID_DEVICE);
+        assert_eq!((api.stream_create)(&mut s, 0), INVALID_DEVICE);
+        assert_eq!((api.event_create)(&mut e), INVALID_DEVICE);
+    }
+    assert_eq!(version, 70_200_000);
+    assert!(p.is_null() && s.is_null() && e.is_null());
+    // SAFETY: a plain call.
+    assert_eq!(unsafe { (api.emu_live)() }, 0);
 }
 
 #[test]

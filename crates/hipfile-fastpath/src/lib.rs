@@ -91,24 +91,24 @@ impl Backend for Fastpath {
             reasons.push(Reason::RuntimeLacksAmdFileIo);
         }
         let direct = s.file.has_direct_io();
-        if direct {
-            match s.file.kind {
-                FileKind::Regular => {
-                    if !self.unsupported_file_systems && !supported_file_system(s.file) {
-                        reasons.push(Reason::UnsupportedFileSystem);
-                    }
-                }
-                FileKind::BlockDevice => {}
-                FileKind::Other => reasons.push(Reason::NotRegularFileOrBlockDevice),
-            }
-        } else {
-            // SPEC.md §1.3 and §1.7: without a usable O_DIRECT descriptor this is the only
-            // reason given for the file; there is no alignment to meet.
+        if !direct {
             reasons.push(Reason::NoODirectFd);
+        }
+        // SPEC.md §1.7: the type and filesystem rules apply with or without a direct
+        // descriptor.
+        match s.file.kind {
+            FileKind::Regular => {
+                if !self.unsupported_file_systems && !supported_file_system(s.file) {
+                    reasons.push(Reason::UnsupportedFileSystem);
+                }
+            }
+            FileKind::BlockDevice => {}
+            FileKind::Other => reasons.push(Reason::NotRegularFileOrBlockDevice),
         }
         if s.buffer.memory != MemoryKind::Device {
             reasons.push(Reason::BufferNotDeviceMemory);
         }
+        // Without a usable direct descriptor there is no alignment to meet (SPEC.md §1.7).
         if direct {
             let offset_align = u64::from(s.file.dio_offset_align());
             let mem_align = u64::from(s.file.dio_mem_align());

@@ -562,6 +562,56 @@ fn both_memory_type_abis_decode() {
     }
 }
 
+/// A child with a malformed `HIPFILE_EMU_FAULT` (the parent names it in the environment): the
+/// runtime refuses to initialise, and its error (from `hipGetErrorString`) reaches the caller
+/// as the runtime's, naming the variable, the bad entry and the syntax; no request gets as far
+/// as a backend.
+#[test]
+#[ignore = "run by a_malformed_fault_list_is_a_runtime_error_not_a_backend_failure in a child process"]
+fn child_malformed_fault_list() {
+    let lib = require!(emulated_runtime());
+    let d =
+        Driver::open_private(ConfigBuilder::new().hip_library(lib).build_with(|_| None).0).unwrap();
+    let report = d.runtime();
+    assert_eq!(report.platform, Platform::Emulated);
+    assert_eq!(report.devices, 0, "{report:?}");
+    let error = report.error.clone().unwrap_or_default();
+    let alloc = d.alloc(4096).map(|_| ()).unwrap_err();
+    assert!(matches!(alloc, Error::Runtime(_)), "{alloc:?}");
+    for text in [error, alloc.to_string()] {
+        for needle in ["HIPFILE_EMU_FAULT", "bad entry `", "op:ERRNO[:N]"] {
+            assert!(text.contains(needle), "{needle:?} not in {text:?}");
+        }
+        assert!(!text.contains("fastpath"), "{text}");
+        assert!(!text.contains("hipAmdFile"), "{text}");
+        // The parent checks that the entry named is the one it set.
+        println!("ERROR: {text}");
+    }
+}
+
+#[test]
+fn a_malformed_fault_list_is_a_runtime_error_not_a_backend_failure() {
+    for entry in ["read:EBOGUS", "nonsense"] {
+        let (ok, text) = child(
+            "child_malformed_fault_list",
+            &[("HIPFILE_EMU_FAULT", &format!("write:EIO:1,{entry}"))],
+        );
+        assert!(
+            ok,
+            "child_malformed_fault_list with {entry} failed:\n{text}"
+        );
+        // The harness may print the child's own "test ... " before its first line.
+        let errors: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.find("ERROR: ").map(|at| &l[at..]))
+            .collect();
+        assert_eq!(errors.len(), 2, "{text}");
+        for e in errors {
+            assert!(e.contains(&format!("`{entry}`")), "{e}");
+        }
+    }
+}
+
 #[test]
 #[ignore = "run by the_first_registration_opens_the_process_wide_driver in a child process"]
 fn child_implicit_open() {
@@ -1059,6 +1109,31 @@ fn descriptors_that_can_never_do_io_are_not_registered() {
         // reason, not as registered twice.
         let again = d.register_file(&fd.as_fd()).unwrap_err();
         assert!(matches!(again, Error::UnusableFile(_)), "{what}: {again:?}");
+    }
+}
+
+/// `/dev/null` is a character device, which registration accepts: positional I/O works on
+/// it. What `hipfile check` says of it (the fallback serves) is what happens: a read returns 0
+/// bytes, as at end of file, and a write succeeds with every byte, both on the fallback.
+#[test]
+fn dev_null_is_served_by_the_fallback() {
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let null = open_rw(Path::new("/dev/null"));
+    let fh = d.register_file(&null).unwrap();
+    assert!(fh.facts().unusable().is_none());
+    let buf = d.alloc(1 << 20).unwrap();
+    buf.copy_from_host(0, &pattern(1 << 20, 3)).unwrap();
+    for (offset, size) in [(0, 4096), (12_345, 1 << 20)] {
+        let r = fh.read(&buf, size, offset, 0).unwrap();
+        assert_eq!(
+            (r.bytes, r.backend, r.retried),
+            (0, BackendKind::Fallback, false)
+        );
+        let w = fh.write(&buf, size, offset, 0).unwrap();
+        assert_eq!(
+            (w.bytes, w.backend, w.retried),
+            (size, BackendKind::Fallback, false)
+        );
     }
 }
 

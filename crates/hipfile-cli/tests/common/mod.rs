@@ -13,13 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What every run starts without: the configuration, and the emulated runtime's faults.
-pub const CONFIG_VARS: [&str; 5] = [
+/// What every run starts without: the configuration, and the emulated runtime's.
+pub const CONFIG_VARS: [&str; 7] = [
     "HIPFILE_ALLOW_COMPAT_MODE",
     "HIPFILE_FORCE_COMPAT_MODE",
     "HIPFILE_UNSUPPORTED_FILE_SYSTEMS",
     "HIPFILE_STATS_LEVEL",
     "HIPFILE_EMU_FAULT",
+    "HIPFILE_EMU_DEVICES",
+    "HIPFILE_EMU_ROCM_VERSION",
 ];
 
 /// No run may take this long: a FIFO that blocked the open would hang forever.
@@ -158,7 +160,8 @@ pub fn assert_shape(v: &Value) {
     assert_eq!(
         keys(v),
         [
-            "config", "fallback", "fastpath", "file", "path", "request", "runtime", "selected"
+            "blocked", "config", "fallback", "fastpath", "file", "path", "request", "runtime",
+            "selected"
         ],
         "{v}"
     );
@@ -171,8 +174,21 @@ pub fn assert_shape(v: &Value) {
             "ext4_journal",
             "filesystem",
             "kind",
-            "o_direct"
+            "o_direct",
+            "unusable"
         ]
+    );
+    assert!(
+        file["unusable"].is_null()
+            || [
+                "directory",
+                "fifo",
+                "socket",
+                "symlink",
+                "o_path_descriptor"
+            ]
+            .contains(&file["unusable"].as_str().unwrap()),
+        "{v}"
     );
     assert!(
         ["regular", "block", "other"].contains(&file["kind"].as_str().unwrap()),
@@ -248,6 +264,17 @@ pub fn assert_shape(v: &Value) {
         selected.is_null() || ["fastpath", "fallback"].contains(&selected.as_str().unwrap()),
         "{v}"
     );
+    let blocked = &v["blocked"];
+    if !blocked.is_null() {
+        assert_eq!(keys(blocked), ["code", "message"], "{v}");
+        assert!(
+            ["no_gpu_runtime", "no_gpu_device", "unusable_file"]
+                .contains(&blocked["code"].as_str().unwrap()),
+            "{v}"
+        );
+        assert!(!blocked["message"].as_str().unwrap().is_empty(), "{v}");
+        assert!(selected.is_null(), "nothing is selected when blocked: {v}");
+    }
 }
 
 /// A fresh temporary directory, removed on drop.
