@@ -1039,12 +1039,7 @@ impl Setup {
         let driver = crate::runtime::open_driver(settings)?;
         let io = args.io_size.min(args.size);
         let parts = partition(args.size, io, args.threads);
-        let runtime_note = driver
-            .runtime()
-            .error
-            .as_ref()
-            .map(|e| format!(" (the runtime reported: {e})"))
-            .unwrap_or_default();
+        let runtime_note = crate::runtime::runtime_note(&driver);
         let len = usize::try_from(io).map_err(|_| format!("--io-size {io} is too large"))?;
         // The pattern is made a piece at a time, so that the bench's own memory stays small
         // beside the library's in the peak resident memory it reports.

@@ -509,13 +509,7 @@ impl Setup {
             .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;
         let len = buffer_len(args.chunk, src_size);
         let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
-        // Why the runtime has no usable device, if it said so when it was loaded.
-        let runtime_note = driver
-            .runtime()
-            .error
-            .as_ref()
-            .map(|e| format!(" (the runtime reported: {e})"))
-            .unwrap_or_default();
+        let runtime_note = crate::runtime::runtime_note(&driver);
         let buf = driver.alloc(alloc_len).map_err(|e| {
             format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
         })?;

@@ -70,6 +70,17 @@ pub fn open_driver(settings: ConfigBuilder) -> Result<Driver, String> {
     Driver::open_with(settings).map_err(|e| driver_open_failed(&e))
 }
 
+/// Why the runtime has no usable device, if it said so when it was loaded, as a note to add
+/// to an allocation error: ` (the runtime reported: …)`, or nothing.
+pub fn runtime_note(driver: &Driver) -> String {
+    driver
+        .runtime()
+        .error
+        .as_ref()
+        .map(|e| format!(" (the runtime reported: {e})"))
+        .unwrap_or_default()
+}
+
 /// Says that the driver could not be opened, and why: [`Error::DriverOpen`]'s own message
 /// already starts with "cannot open the hipfile driver".
 pub fn driver_open_failed(e: &Error) -> String {
