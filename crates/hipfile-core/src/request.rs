@@ -201,13 +201,16 @@ impl Request {
     }
 
     /// [`Request::validate`] against a buffer the runtime vouched for: the result may be
-    /// served ([`ValidRequest::is_checked`]).
+    /// served ([`ValidRequest::is_checked`]) when the buffer is device memory. Other memory
+    /// is described, not vouched for (its length runs to the end of the address space), so
+    /// a request on it stays unchecked, as both backends refuse it anyway.
     ///
     /// # Errors
     ///
     /// As [`Request::validate`].
     pub fn validate_checked(&self, buffer: &CheckedBuffer) -> Result<ValidRequest, Error> {
-        self.validate_with(buffer.facts(), true)
+        let facts = buffer.facts();
+        self.validate_with(facts, facts.memory == MemoryKind::Device)
     }
 
     fn validate_with(&self, buffer: &BufferFacts, checked: bool) -> Result<ValidRequest, Error> {
@@ -298,6 +301,24 @@ mod tests {
         let v = req(4096, 8192, 4096).validate(&buffer(8192)).unwrap();
         assert_eq!((v.size, v.file_offset, v.buffer_offset), (4096, 8192, 4096));
         assert_eq!(v.address, DevicePtr(0x7f00_0000_1000));
+    }
+
+    #[test]
+    fn only_requests_on_vouched_device_memory_may_be_served() {
+        assert!(!req(10, 0, 0).validate(&buffer(100)).unwrap().is_checked());
+        // SAFETY: the requests are only inspected, never served.
+        #[allow(unsafe_code)]
+        let device = unsafe { CheckedBuffer::new_unchecked(buffer(100)) };
+        assert!(req(10, 0, 0).validate_checked(&device).unwrap().is_checked());
+        let host = BufferFacts {
+            memory: MemoryKind::Host,
+            len: u64::MAX,
+            ..buffer(100)
+        };
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        let host = unsafe { CheckedBuffer::new_unchecked(host) };
+        assert!(!req(10, 0, 0).validate_checked(&host).unwrap().is_checked());
     }
 
     #[test]

@@ -272,7 +272,8 @@ pub unsafe fn check_buffer(
     let facts = inspect_buffer(runtime, ptr, usage)?;
     // SAFETY: the facts are the runtime's answers (an `unsafe trait` whose implementers
     // promise they are true) about memory the caller keeps allocated (this function's
-    // contract); a non-device buffer is never served by either backend.
+    // contract); facts of non-device memory never make a request that may be served
+    // (`Request::validate_checked`).
     Ok(unsafe { CheckedBuffer::new_unchecked(facts) })
 }
 
