@@ -189,6 +189,27 @@ pub enum Error {
         /// The modes that allow `op`.
         needed: &'static str,
     },
+    /// A whole-range call (`read_exact_at`, `write_all_at`) could not move the whole range:
+    /// the file ended first, or a write moved nothing. `done` bytes from the start of the
+    /// range were moved.
+    #[error(
+        "{op}: {done} of {wanted} bytes at file offset {offset} were moved: {}",
+        if *op == Op::Read {
+            "the file ends before the end of the range"
+        } else {
+            "a write moved no byte"
+        }
+    )]
+    Incomplete {
+        /// The operation.
+        op: Op,
+        /// The file offset of the range.
+        offset: u64,
+        /// Bytes asked for.
+        wanted: u64,
+        /// Bytes moved from the start of the range.
+        done: u64,
+    },
     /// This file descriptor is already registered.
     #[error("file descriptor {fd} is already registered; deregister it first")]
     HandleAlreadyRegistered {
@@ -299,6 +320,8 @@ impl Error {
             }
             Error::UnusableFile(_) => ErrorCode::HipFile(HipFileCode::InvalidFileType),
             Error::AccessMode { .. } => ErrorCode::Errno(libc::EBADF),
+            Error::Incomplete { op: Op::Read, .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
+            Error::Incomplete { op: Op::Write, .. } => ErrorCode::Errno(libc::EIO),
             Error::HandleAlreadyRegistered { .. } => {
                 ErrorCode::HipFile(HipFileCode::HandleAlreadyRegistered)
             }

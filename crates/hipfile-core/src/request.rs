@@ -309,7 +309,12 @@ mod tests {
         // SAFETY: the requests are only inspected, never served.
         #[allow(unsafe_code)]
         let device = unsafe { CheckedBuffer::new_unchecked(buffer(100)) };
-        assert!(req(10, 0, 0).validate_checked(&device).unwrap().is_checked());
+        assert!(
+            req(10, 0, 0)
+                .validate_checked(&device)
+                .unwrap()
+                .is_checked()
+        );
         let host = BufferFacts {
             memory: MemoryKind::Host,
             len: u64::MAX,

@@ -2,8 +2,10 @@
 
 use crate::buffer::DeviceBuffer;
 use crate::driver::Driver;
+use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Backend, BackendKind, Error, IoTarget, Op, Request, Submission, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
+use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -178,6 +180,132 @@ impl FileHandle {
         self.io(Op::Write, buffer, size, file_offset, buffer_offset)
     }
 
+    /// Reads into `dst` from file offset `offset`: up to `dst`'s length in one request (at
+    /// most [`MAX_IO_SIZE`](hipfile_core::MAX_IO_SIZE) bytes), fewer at the end of the file.
+    /// The outcome says how many bytes came; [`FileHandle::read_exact_at`] fills the whole
+    /// view or fails.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), hipfile::Error> {
+    /// let driver = hipfile::Driver::open()?;
+    /// let file = std::fs::File::open("weights.bin").expect("open");
+    /// let fh = driver.register_file(&file)?;
+    /// let mut buf = driver.alloc(1 << 20)?;
+    /// let got = fh.read_at(&mut buf.slice_mut(4096..)?, 0)?;
+    /// println!("{} bytes from the {}", got.bytes, got.backend);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`FileHandle::read`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    pub fn read_at(&self, dst: &mut impl DeviceBufMut, offset: u64) -> Result<IoOutcome, Error> {
+        self.io_view(Op::Read, dst.parts(), offset)
+    }
+
+    /// Writes `src` at file offset `offset` in one request (at most
+    /// [`MAX_IO_SIZE`](hipfile_core::MAX_IO_SIZE) bytes); the outcome says how many bytes
+    /// went, and [`FileHandle::write_all_at`] writes the whole view or fails. Durable on
+    /// return as [`FileHandle::write`] says.
+    ///
+    /// # Errors
+    ///
+    /// As [`FileHandle::write`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    pub fn write_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<IoOutcome, Error> {
+        self.io_view(Op::Write, src.parts(), offset)
+    }
+
+    /// Fills all of `dst` from file offset `offset`, with as many requests as it takes
+    /// (short counts and the size clamp included). Returns the outcome of the last request,
+    /// its `bytes` the whole length.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), hipfile::Error> {
+    /// let driver = hipfile::Driver::open()?;
+    /// let file = std::fs::File::open("weights.bin").expect("open");
+    /// let fh = driver.register_file(&file)?;
+    /// let mut tensor = driver.alloc(64 << 20)?;
+    /// fh.read_exact_at(&mut tensor, 0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Incomplete`] when the file ends before the view is full (what was read
+    /// stays in the view); otherwise as [`FileHandle::read_at`].
+    pub fn read_exact_at(
+        &self,
+        dst: &mut impl DeviceBufMut,
+        offset: u64,
+    ) -> Result<IoOutcome, Error> {
+        self.io_all(Op::Read, dst.parts(), offset)
+    }
+
+    /// Writes all of `src` at file offset `offset`, with as many requests as it takes.
+    /// Returns the outcome of the last request, its `bytes` the whole length.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Incomplete`] when a write moves nothing; the error of the request that
+    /// failed (the bytes before it are in the file); otherwise as [`FileHandle::write_at`].
+    pub fn write_all_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<IoOutcome, Error> {
+        self.io_all(Op::Write, src.parts(), offset)
+    }
+
+    /// One request for the view `(buffer, range)`.
+    fn io_view(
+        &self,
+        op: Op,
+        (buffer, range): (&DeviceBuffer, Range<usize>),
+        offset: u64,
+    ) -> Result<IoOutcome, Error> {
+        let file_offset = file_offset(op, offset)?;
+        // A view lies inside its buffer, whose length is a `usize`.
+        self.io(
+            op,
+            buffer,
+            range.len() as u64,
+            file_offset,
+            range.start as i64,
+        )
+    }
+
+    /// Requests until the whole view `(buffer, range)` is moved.
+    fn io_all(
+        &self,
+        op: Op,
+        (buffer, range): (&DeviceBuffer, Range<usize>),
+        offset: u64,
+    ) -> Result<IoOutcome, Error> {
+        let wanted = range.len() as u64;
+        let mut done = 0u64;
+        let mut last = IoOutcome {
+            bytes: 0,
+            backend: hipfile_core::BackendKind::Fallback,
+            retried: false,
+        };
+        while done < wanted {
+            let at = range.start + done as usize;
+            let out = self.io_view(op, (buffer, at..range.end), offset.saturating_add(done))?;
+            if out.bytes == 0 {
+                return Err(Error::Incomplete {
+                    op,
+                    offset,
+                    wanted,
+                    done,
+                });
+            }
+            done += out.bytes;
+            last = out;
+        }
+        Ok(IoOutcome {
+            bytes: done,
+            ..last
+        })
+    }
+
     /// Deregisters the file: later I/O through any clone fails with
     /// [`Error::HandleNotRegistered`].
     ///
@@ -243,6 +371,14 @@ impl FileHandle {
             }
         }
     }
+}
+
+/// `offset` as the signed file offset of hipFile's call.
+fn file_offset(op: Op, offset: u64) -> Result<i64, Error> {
+    i64::try_from(offset).map_err(|_| Error::InvalidValue {
+        op: Some(op),
+        what: format!("file offset {offset} is beyond the largest file offset"),
+    })
 }
 
 /// Refuses `op` when the descriptor's access mode (`F_GETFL`, read at registration) does not

@@ -21,6 +21,7 @@ mod driver;
 mod file;
 mod runtime;
 mod stats;
+mod view;
 
 pub use hipfile_core as core;
 pub use hipfile_fallback::Fallback;
@@ -37,6 +38,7 @@ pub use hipfile_core::{
 };
 pub use runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use stats::{DeviceStats, StatsSnapshot};
+pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 
 use hipfile_core::{Backend, Submission, decide};
 use hipfile_probe::FileFacts;

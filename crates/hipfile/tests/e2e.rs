@@ -1602,3 +1602,81 @@ fn the_access_mode_of_the_descriptor_is_said() {
     assert!(e.to_string().contains("write-only (O_WRONLY)"), "{e}");
     assert_eq!(e.errno(), Some(libc::EBADF));
 }
+
+// ---- views ----
+
+/// Views of a buffer carry their own pointer and length: `read_at`/`write_at` move one
+/// request of the view's size, `read_exact_at`/`write_all_at` the whole view, and a read
+/// that meets the end of the file early says so with the bytes it got.
+#[test]
+fn views_read_and_write_their_own_range() {
+    use hipfile::{DeviceBuf, DeviceSlice};
+    let dir = TempDir::new("hipfile-views");
+    let d = driver(ConfigBuilder::new()).unwrap();
+    let path = dir.path().join("v.bin");
+    let data = pattern((3 << 20) + 123, 8);
+    write_file(&path, &data);
+    let file = open_rw(&path);
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(4 << 20).unwrap();
+    d.register_buffer(&buf).unwrap();
+
+    // One request into the middle of the buffer: the view's length is the size.
+    let mut view = buf.slice_mut(4096..4096 + (1 << 20)).unwrap();
+    assert_eq!(view.byte_len(), 1 << 20);
+    let out = fh.read_at(&mut view, 8192).unwrap();
+    assert_eq!(out.bytes, 1 << 20);
+    let mut got = vec![0u8; 1 << 20];
+    view.copy_to_host(&mut got).unwrap();
+    assert!(got[..] == data[8192..8192 + (1 << 20)]);
+    // A narrower view of the view.
+    let mut inner = view.slice_mut(10..20).unwrap();
+    let mut ten = [0u8; 10];
+    inner.copy_to_host(&mut ten).unwrap();
+    assert_eq!(ten[..], data[8202..8212]);
+    inner.copy_from_host(&[7; 10]).unwrap();
+    inner.copy_to_host(&mut ten).unwrap();
+    assert_eq!(ten, [7; 10]);
+    assert!(
+        inner.copy_to_host(&mut [0u8; 9]).is_err(),
+        "lengths must match"
+    );
+
+    // The whole file through read_exact_at, which then fails for a range past its end.
+    let mut whole = buf.slice_mut(..data.len()).unwrap();
+    assert_eq!(
+        fh.read_exact_at(&mut whole, 0).unwrap().bytes,
+        data.len() as u64
+    );
+    let mut back = vec![0u8; data.len()];
+    whole.copy_to_host(&mut back).unwrap();
+    assert!(back == data);
+    let mut past = buf.slice_mut(..1 << 20).unwrap();
+    let e = fh.read_exact_at(&mut past, (3 << 20) - 100).unwrap_err();
+    match &e {
+        Error::Incomplete {
+            op, wanted, done, ..
+        } => assert_eq!((*op, *wanted, *done), (hipfile::Op::Read, 1 << 20, 223)),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("ends before"), "{e}");
+
+    // write_all_at from a view, then read back through a plain descriptor.
+    let src: DeviceSlice<'_> = buf.slice(4096..4096 + 5000).unwrap();
+    assert_eq!(fh.write_all_at(&src, 100).unwrap().bytes, 5000);
+    let on_disk = std::fs::read(&path).unwrap();
+    // The whole-file read above put the file's own bytes at 4096.. of the buffer.
+    assert!(on_disk[100..5100] == data[4096..4096 + 5000]);
+    assert_eq!(fh.write_at(&src.slice(..0).unwrap(), 0).unwrap().bytes, 0);
+
+    // Ranges outside the buffer are refused, not clamped.
+    assert!(buf.slice(..(4 << 20) + 1).is_err());
+    let (from, to) = (5, 4);
+    assert!(
+        buf.slice_mut(from..to).is_err(),
+        "a range that ends before it starts"
+    );
+    let e = fh.read_at(&mut buf, u64::MAX).unwrap_err();
+    assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
+    d.deregister_buffer(&buf).unwrap();
+}

@@ -1,0 +1,215 @@
+//! Views of device memory: a range of a [`DeviceBuffer`] that a request reads into or
+//! writes from, its length the request's size.
+//!
+//! [`DeviceBuf`] is memory a write may read (a buffer, or a view made with
+//! [`DeviceBuffer::slice`]); [`DeviceBufMut`] is memory a read may fill, reached only through
+//! `&mut` (a buffer, or a view made with [`DeviceBuffer::slice_mut`]), so that safe code
+//! cannot read device memory while a request writes it. Memory allocated by another library
+//! comes in through [`DeviceBuffer::from_raw`], whose buffer is a view like any other.
+
+use crate::buffer::DeviceBuffer;
+use hipfile_core::{DevicePtr, Error};
+use std::ops::{Bound, Range, RangeBounds};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Device memory that a write may read from: a [`DeviceBuffer`] or a [`DeviceSlice`] /
+/// [`DeviceSliceMut`] of one. Sealed: hipfile validates and registers memory through the
+/// buffer a view belongs to.
+pub trait DeviceBuf: sealed::Sealed {
+    /// The buffer the memory belongs to, and the byte range of it.
+    #[doc(hidden)]
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>);
+
+    /// The device address of the first byte.
+    fn device_ptr(&self) -> DevicePtr {
+        let (buffer, range) = self.parts();
+        DevicePtr(buffer.ptr().0 + range.start as u64)
+    }
+
+    /// The length in bytes.
+    fn byte_len(&self) -> usize {
+        self.parts().1.len()
+    }
+}
+
+/// Device memory that a read may fill: a [`DeviceBuffer`] or a [`DeviceSliceMut`] of one,
+/// reached through `&mut`.
+pub trait DeviceBufMut: DeviceBuf {}
+
+/// A range of a [`DeviceBuffer`] that writes may read from ([`DeviceBuffer::slice`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceSlice<'a> {
+    buffer: &'a DeviceBuffer,
+    start: usize,
+    end: usize,
+}
+
+/// A range of a [`DeviceBuffer`] that reads may fill ([`DeviceBuffer::slice_mut`]).
+#[derive(Debug)]
+pub struct DeviceSliceMut<'a> {
+    buffer: &'a mut DeviceBuffer,
+    start: usize,
+    end: usize,
+}
+
+/// `range` of `0..len` as a plain range, or an error that says what is wrong.
+fn bounds(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(start), Some(end)) if start <= end && end <= len => Ok(start..end),
+        _ => Err(Error::InvalidValue {
+            op: None,
+            what: format!(
+                "the range {:?}..{:?} is not inside a view of {len} bytes",
+                range.start_bound(),
+                range.end_bound()
+            ),
+        }),
+    }
+}
+
+impl DeviceBuffer {
+    /// The bytes of `range` (of this buffer), for writes to read from.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `range` is not inside the buffer.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_>, Error> {
+        let r = bounds(range, self.len())?;
+        Ok(DeviceSlice {
+            buffer: self,
+            start: r.start,
+            end: r.end,
+        })
+    }
+
+    /// The bytes of `range` (of this buffer), for reads to fill.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `range` is not inside the buffer.
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'_>, Error> {
+        let r = bounds(range, self.len())?;
+        Ok(DeviceSliceMut {
+            buffer: self,
+            start: r.start,
+            end: r.end,
+        })
+    }
+}
+
+impl<'a> DeviceSlice<'a> {
+    /// A narrower view: `range` of this one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `range` is not inside this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a>, Error> {
+        let r = bounds(range, self.end - self.start)?;
+        Ok(DeviceSlice {
+            buffer: self.buffer,
+            start: self.start + r.start,
+            end: self.start + r.end,
+        })
+    }
+
+    /// Copies the view's bytes into `out`, which must be exactly as long (a synchronous copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for another length; [`Error::Runtime`].
+    pub fn copy_to_host(&self, out: &mut [u8]) -> Result<(), Error> {
+        same_len(self.end - self.start, out.len())?;
+        self.buffer.copy_to_host(self.start, out)
+    }
+}
+
+impl DeviceSliceMut<'_> {
+    /// A narrower view: `range` of this one, for reads to fill.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `range` is not inside this view.
+    pub fn slice_mut(
+        &mut self,
+        range: impl RangeBounds<usize>,
+    ) -> Result<DeviceSliceMut<'_>, Error> {
+        let r = bounds(range, self.end - self.start)?;
+        Ok(DeviceSliceMut {
+            start: self.start + r.start,
+            end: self.start + r.end,
+            buffer: self.buffer,
+        })
+    }
+
+    /// Copies the view's bytes into `out`, which must be exactly as long (a synchronous copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for another length; [`Error::Runtime`].
+    pub fn copy_to_host(&self, out: &mut [u8]) -> Result<(), Error> {
+        same_len(self.end - self.start, out.len())?;
+        self.buffer.copy_to_host(self.start, out)
+    }
+
+    /// Copies `data`, which must be exactly as long as the view, into it (a synchronous copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for another length; [`Error::Runtime`].
+    pub fn copy_from_host(&mut self, data: &[u8]) -> Result<(), Error> {
+        same_len(self.end - self.start, data.len())?;
+        self.buffer.copy_from_host(self.start, data)
+    }
+}
+
+fn same_len(view: usize, host: usize) -> Result<(), Error> {
+    if view == host {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            op: None,
+            what: format!("a view of {view} bytes cannot be copied to or from {host} host bytes"),
+        })
+    }
+}
+
+impl sealed::Sealed for DeviceBuffer {}
+impl sealed::Sealed for DeviceSlice<'_> {}
+impl sealed::Sealed for DeviceSliceMut<'_> {}
+
+impl DeviceBuf for DeviceBuffer {
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>) {
+        (self, 0..self.len())
+    }
+}
+
+impl DeviceBuf for DeviceSlice<'_> {
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>) {
+        (self.buffer, self.start..self.end)
+    }
+}
+
+impl DeviceBuf for DeviceSliceMut<'_> {
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>) {
+        (self.buffer, self.start..self.end)
+    }
+}
+
+impl DeviceBufMut for DeviceBuffer {}
+impl DeviceBufMut for DeviceSliceMut<'_> {}
