@@ -2,18 +2,23 @@
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
-//!   capability fails instead, unless `--allow-skips`), and the layering check.
+//!   capability fails instead, unless `--allow-skips`), the layering check, and packaging.
 //! - `layers`: only the layering check (see `layers.rs` and docs/ARCHITECTURE.md).
+//! - `package`: only packaging: `cargo package --locked` for exactly the library crates
+//!   (`package.rs`), each built from its own tarball, after checking that they are exactly
+//!   the workspace's publishable crates. It needs crates.io for the external dependencies.
 //!
 //! It has one dependency (serde_json, to read `cargo metadata`) and runs only `cargo`.
 
 #![forbid(unsafe_code)]
 
 mod layers;
+mod package;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | cargo xtask layers";
+const USAGE: &str =
+    "usage: cargo xtask ci [--allow-skips] | cargo xtask layers | cargo xtask package";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,6 +31,7 @@ fn main() -> ExitCode {
         ["ci"] => ci(true),
         ["ci", "--allow-skips"] => ci(false),
         ["layers"] => layers_check(),
+        ["package"] => package_check(),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             Ok(())
@@ -79,6 +85,7 @@ fn ci(strict: bool) -> Result<(), String> {
         strict_env,
     )?;
     layers_check()?;
+    package_check()?;
     eprintln!("xtask: ci passed");
     Ok(())
 }
@@ -95,4 +102,18 @@ fn layers_check() -> Result<(), String> {
             violations.join("\n  ")
         ))
     }
+}
+
+fn package_check() -> Result<(), String> {
+    let metadata = layers::workspace_metadata()?;
+    let problems = package::mismatches(&metadata)?;
+    if !problems.is_empty() {
+        return Err(format!(
+            "the library crates are not the publishable ones:\n  {}",
+            problems.join("\n  ")
+        ));
+    }
+    cargo(&package::cargo_args(), &[])?;
+    eprintln!("xtask: packaging passed");
+    Ok(())
 }

@@ -1,0 +1,119 @@
+//! Which crates are packaged: the library crates, each as its own tarball, and nothing else.
+//!
+//! `cargo package` builds every library crate from its tarball, with its internal
+//! dependencies taken from the tarballs of the same run (never from the workspace), so a
+//! crate that would not build on its own, or lacks a manifest field crates.io requires, fails
+//! CI. The list is checked against `cargo metadata`: every workspace crate that may be
+//! published must be in it, and every crate in it must be publishable, so a new crate is
+//! either added here or marked `publish = false`.
+
+use serde_json::Value;
+
+/// The library crates, the ones users may pick à la carte. Every other workspace crate
+/// (the CLI, the test fixtures, the emulated runtime, the cross-crate tests, xtask) has
+/// `publish = false`.
+pub const LIBRARIES: &[&str] = &[
+    "hipfile-sys",
+    "hipfile-probe",
+    "hipfile-core",
+    "hipfile-fastpath",
+    "hipfile-fallback",
+    "hipfile-runtime",
+    "hipfile",
+];
+
+/// The `cargo` arguments that package (and verify) exactly [`LIBRARIES`].
+///
+/// `--allow-dirty`: CI packages the tree it has just tested, committed or not; whether the
+/// tree is clean is not what this checks.
+pub fn cargo_args() -> Vec<&'static str> {
+    let mut args = vec!["package", "--locked", "--allow-dirty"];
+    for name in LIBRARIES {
+        args.extend(["-p", name]);
+    }
+    args
+}
+
+/// Every disagreement between [`LIBRARIES`] and the workspace's `publish` settings.
+pub fn mismatches(metadata: &Value) -> Result<Vec<String>, String> {
+    let packages = metadata["packages"]
+        .as_array()
+        .ok_or("cargo metadata has no packages array")?;
+    let mut problems = Vec::new();
+    for p in packages {
+        let name = p["name"].as_str().ok_or("a package without a name")?;
+        // `publish` is null when any registry may have the crate, `[]` for `publish = false`.
+        let publishable = match &p["publish"] {
+            Value::Null => true,
+            Value::Array(registries) => !registries.is_empty(),
+            _ => return Err(format!("{name}: unexpected publish value {}", p["publish"])),
+        };
+        let library = LIBRARIES.contains(&name);
+        if publishable && !library {
+            problems.push(format!(
+                "{name} is publishable but not a library crate: add it to xtask/src/package.rs or set publish = false"
+            ));
+        } else if library && !publishable {
+            problems.push(format!("{name} is a library crate but has publish = false"));
+        }
+    }
+    for name in LIBRARIES {
+        if !packages.iter().any(|p| p["name"] == *name) {
+            problems.push(format!("{name} is not a workspace crate"));
+        }
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::workspace_metadata;
+    use serde_json::json;
+
+    fn libraries_and(extra: Vec<Value>) -> Value {
+        let mut packages: Vec<Value> = LIBRARIES
+            .iter()
+            .map(|n| json!({ "name": n, "publish": null }))
+            .collect();
+        packages.retain(|p| !extra.iter().any(|e| e["name"] == p["name"]));
+        packages.extend(extra);
+        json!({ "packages": packages })
+    }
+
+    #[test]
+    fn the_workspace_publishes_exactly_the_libraries() {
+        let metadata = workspace_metadata().unwrap();
+        assert_eq!(mismatches(&metadata).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_unlisted_publishable_crate_is_a_mismatch() {
+        let m = libraries_and(vec![
+            json!({ "name": "hipfile-new", "publish": null }),
+            json!({ "name": "hipfile-cli", "publish": [] }),
+        ]);
+        let v = mismatches(&m).unwrap();
+        assert_eq!(v.len(), 1);
+        assert!(v[0].starts_with("hipfile-new "), "{v:?}");
+    }
+
+    #[test]
+    fn an_unpublishable_library_is_a_mismatch() {
+        let m = libraries_and(vec![json!({ "name": "hipfile-core", "publish": [] })]);
+        assert_eq!(
+            mismatches(&m).unwrap(),
+            ["hipfile-core is a library crate but has publish = false"]
+        );
+    }
+
+    #[test]
+    fn the_arguments_name_every_library_once() {
+        let args = cargo_args();
+        assert_eq!(args[..2], ["package", "--locked"]);
+        for name in LIBRARIES {
+            assert_eq!(args.iter().filter(|a| *a == name).count(), 1, "{name}");
+        }
+        assert_eq!(args.iter().filter(|a| **a == "-p").count(), LIBRARIES.len());
+    }
+}
