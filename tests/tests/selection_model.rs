@@ -1,4 +1,4 @@
-//! SPEC.md §1 as an independent, table-driven model, checked against the real scoring and
+//! docs/BEHAVIOUR.md §1 as an independent, table-driven model, checked against the real scoring and
 //! selection over random requests × file facts × buffer kinds × alignments × configurations.
 //!
 //! The model below is written from the specification, not from the backends' code: each
@@ -35,8 +35,8 @@ enum Scope {
     /// Always evaluated.
     Always,
     /// An alignment rule, which only counts when the file has a usable `O_DIRECT` descriptor
-    /// (SPEC.md §1.7: without one, `no_o_direct_fd` is given and no alignment reason, while
-    /// the type and filesystem rules still apply).
+    /// (docs/BEHAVIOUR.md §1.7: without one, `no_o_direct_fd` is given and no alignment reason,
+    /// while the type and filesystem rules still apply).
     NeedsDirectFd,
 }
 
@@ -65,7 +65,7 @@ fn regular_on_supported_fs(c: &Case) -> bool {
     }
 }
 
-/// The fastpath rows, in the order SPEC.md §5 lists the codes.
+/// The fastpath rows, in the order docs/BEHAVIOUR.md §5 lists the codes.
 const FASTPATH_RULES: &[Rule] = &[
     ("force_compat_mode", Scope::Always, |c| {
         c.config.force_compat_mode

@@ -54,7 +54,7 @@ fn runtime_block(v: &Value) -> Option<&'static str> {
     }
 }
 
-/// The backend the scores choose (SPEC.md §1: the highest non-negative score).
+/// The backend the scores choose (docs/BEHAVIOUR.md §1: the highest non-negative score).
 fn chosen_by_score(v: &Value) -> Value {
     if v["fastpath"]["score"].as_i64().unwrap() >= 0 {
         "fastpath".into()
@@ -118,9 +118,9 @@ fn ext4_ordered_file_is_served_by_the_fallback_without_amd_file_io() {
     }
 }
 
-/// SPEC.md §1.7: without a usable `O_DIRECT` descriptor the fastpath gives `no_o_direct_fd`
-/// and no alignment reason, but the filesystem rule still applies: ext4 `data=journal` is not
-/// a supported journaling mode.
+/// docs/BEHAVIOUR.md §1.7: without a usable `O_DIRECT` descriptor the fastpath gives
+/// `no_o_direct_fd` and no alignment reason, but the filesystem rule still applies: ext4
+/// `data=journal` is not a supported journaling mode.
 #[test]
 fn ext4_data_journal_has_no_o_direct_descriptor_and_an_unsupported_file_system() {
     let fs = require!(MountedFs::ext4(Ext4Data::Journal, 64));
@@ -537,7 +537,8 @@ fn dev_null_is_served_by_the_fallback() {
 }
 
 /// A character device has no direct descriptor (none is attempted) and is neither a regular
-/// file nor a block device: both reasons are listed (SPEC.md §1.7), and no alignment reason.
+/// file nor a block device: both reasons are listed (docs/BEHAVIOUR.md §1.7), and no alignment
+/// reason.
 #[test]
 fn dev_null_is_not_a_regular_file_and_has_no_o_direct_descriptor() {
     for op in ["read", "write"] {

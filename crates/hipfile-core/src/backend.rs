@@ -60,7 +60,7 @@ impl BackendError {
     }
 
     /// Whether a fastpath failure with this error may be retried on the fallback: only
-    /// `ENODEV` and `EREMOTEIO` (SPEC.md §1, Retry).
+    /// `ENODEV` and `EREMOTEIO` (docs/BEHAVIOUR.md §1.9).
     pub fn is_retryable(&self) -> bool {
         matches!(self.errno(), Some(libc::ENODEV | libc::EREMOTEIO))
     }

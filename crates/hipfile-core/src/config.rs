@@ -1,11 +1,11 @@
-//! The configuration: SPEC.md §2's variables, read once, overridable from code.
+//! The configuration: the variables of docs/BEHAVIOUR.md §2, read once, overridable from code.
 //!
 //! This is the only module of hipfile that reads the environment (clippy's
-//! `disallowed-methods` enforces it elsewhere). Besides SPEC.md's four variables it reads the
-//! runtime-location variables that the loader needs: `HIPFILE_HIP_LIBRARY` (an explicit path
-//! to the HIP runtime) and `ROCM_PATH`, and the fallback's sizing knobs ([`FallbackKnobs`]):
-//! `HIPFILE_IO_THREADS`, `HIPFILE_TASK_SIZE`, `HIPFILE_STAGING_MEMORY` and
-//! `HIPFILE_SMALL_IO_THRESHOLD`.
+//! `disallowed-methods` enforces it elsewhere). Besides the four backend and statistics variables
+//! (docs/BEHAVIOUR.md §2) it reads the runtime-location variables that the loader needs:
+//! `HIPFILE_HIP_LIBRARY` (an explicit path to the HIP runtime) and `ROCM_PATH`, and the fallback's
+//! sizing knobs ([`FallbackKnobs`]): `HIPFILE_IO_THREADS`, `HIPFILE_TASK_SIZE`,
+//! `HIPFILE_STAGING_MEMORY` and `HIPFILE_SMALL_IO_THRESHOLD`.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -56,8 +56,9 @@ pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
 pub struct FallbackKnobs {
     /// I/O worker threads, created on the first large request and kept until the driver
     /// closes. Default: the machine's available parallelism clamped to
-    /// 1..=[`FallbackKnobs::MAX_DEFAULT_IO_THREADS`] (PERF.md: page-cache reads scale to
-    /// about 8–16 threads and stop there). Accepted: 1..=[`FallbackKnobs::MAX_IO_THREADS`].
+    /// 1..=[`FallbackKnobs::MAX_DEFAULT_IO_THREADS`] (docs/BENCHMARKS.md's reference measurements:
+    /// page-cache reads scale to about 8–16 threads and stop there). Accepted:
+    /// 1..=[`FallbackKnobs::MAX_IO_THREADS`].
     pub io_threads: usize,
     /// Bytes per task: a large request is cut at file offsets that are multiples of this
     /// (rounded up to 4096 by the fallback). Default [`FallbackKnobs::DEFAULT_TASK_SIZE`];
@@ -84,14 +85,14 @@ pub struct FallbackKnobs {
 
 impl FallbackKnobs {
     /// 16: the default thread count never exceeds it, however many cores the machine has
-    /// (PERF.md: 40.1 GB/s at 8 threads, 40.9 at 16).
+    /// (docs/BENCHMARKS.md's reference measurements: 40.1 GB/s at 8 threads, 40.9 at 16).
     pub const MAX_DEFAULT_IO_THREADS: usize = 16;
     /// 1024: the most threads accepted from the environment.
     pub const MAX_IO_THREADS: usize = 1024;
-    /// 4 MiB, the low end of the 4–16 MiB PERF.md suggests: each task is two 2 MiB staging
-    /// chunks, so a worker's pread overlaps its previous copy, and a 64 MiB request keeps 16
-    /// workers busy. Measured on the H200 machine (docs/BENCHMARKS.md): 33.6 GB/s hot against
-    /// 28.1 with 8 MiB and 29.4 with 2 MiB.
+    /// 4 MiB, the low end of the 4–16 MiB suggested beside docs/BENCHMARKS.md's reference
+    /// measurements: each task is two 2 MiB staging chunks, so a worker's pread overlaps its
+    /// previous copy, and a 64 MiB request keeps 16 workers busy. Measured on the H200 machine
+    /// (docs/BENCHMARKS.md): 33.6 GB/s hot against 28.1 with 8 MiB and 29.4 with 2 MiB.
     pub const DEFAULT_TASK_SIZE: u64 = 4 << 20;
     /// 256 MiB of pinned memory per driver.
     pub const DEFAULT_STAGING_MEMORY: u64 = 256 << 20;
@@ -193,17 +194,17 @@ pub struct Config {
     /// Which platform to load.
     pub platform: PlatformChoice,
     /// Whether a write is durable when the call returns: one `fdatasync` per write call on
-    /// the descriptor written, on either backend (SPEC.md §3). `O_DIRECT` alone bypasses the
-    /// page cache but neither flushes the device's write cache nor makes an allocating
-    /// write's metadata durable. Default true; false leaves flushing to the caller, as a
-    /// plain `pwrite` does.
+    /// the descriptor written, on either backend (docs/BEHAVIOUR.md §3.3). `O_DIRECT` alone
+    /// bypasses the page cache but neither flushes the device's write cache nor makes an allocating
+    /// write's metadata durable. Default true; false leaves flushing to the caller, as a plain
+    /// `pwrite` does.
     pub durable_writes: bool,
     /// The fallback's threads, task size, staging memory and small-request threshold.
     pub fallback: FallbackKnobs,
 }
 
 impl Default for Config {
-    /// SPEC.md §2's defaults, without looking at the environment.
+    /// The defaults of docs/BEHAVIOUR.md §2, without looking at the environment.
     fn default() -> Self {
         Config {
             allow_compat_mode: true,
@@ -273,7 +274,7 @@ impl fmt::Display for ConfigWarning {
 
 const BOOL_SPELLINGS: &str = "true/false, 1/0, yes/no or on/off";
 
-/// Parses a boolean in any of SPEC.md §2's spellings, case-insensitively, ignoring
+/// Parses a boolean in any of the spellings of docs/BEHAVIOUR.md §2, case-insensitively, ignoring
 /// surrounding whitespace. `None` for anything else.
 pub fn parse_bool(value: &str) -> Option<bool> {
     match value.trim().to_ascii_lowercase().as_str() {

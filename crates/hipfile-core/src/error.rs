@@ -1,4 +1,4 @@
-//! hipfile's public error and the numeric codes kept for the C ABI (SPEC.md §4).
+//! hipfile's public error and the numeric codes kept for the C ABI (docs/BEHAVIOUR.md §4).
 
 use crate::backend::BackendError;
 use crate::reason::{BackendKind, Reason};

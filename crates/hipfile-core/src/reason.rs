@@ -1,4 +1,5 @@
-//! Backend identities, eagerness scores and the stable rejection reason codes (SPEC.md §5).
+//! Backend identities, eagerness scores and the stable rejection reason codes (docs/BEHAVIOUR.md
+//! §5).
 
 use std::fmt;
 
@@ -54,7 +55,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in the order SPEC.md §5 lists them.
+    /// Every reason, in the order docs/BEHAVIOUR.md §5 lists them.
     pub const ALL: [Reason; 10] = [
         Reason::ForceCompatMode,
         Reason::RuntimeLacksAmdFileIo,
@@ -68,7 +69,7 @@ impl Reason {
         Reason::CompatModeDisallowed,
     ];
 
-    /// The stable snake_case code of SPEC.md §5.
+    /// The stable snake_case code of docs/BEHAVIOUR.md §5.
     pub fn code(self) -> &'static str {
         match self {
             Reason::ForceCompatMode => "force_compat_mode",
@@ -142,7 +143,7 @@ impl Verdict {
     pub const REJECTED: i32 = -1;
 
     /// Accept with `score` when `reasons` is empty, else reject with them, in the order
-    /// given (each backend reports in the order SPEC.md §5 lists its codes), duplicates
+    /// given (each backend reports in the order docs/BEHAVIOUR.md §5 lists its codes), duplicates
     /// dropped.
     pub fn from_reasons(score: u32, reasons: Vec<Reason>) -> Verdict {
         if reasons.is_empty() {

@@ -1,4 +1,4 @@
-//! Requests and their validation (SPEC.md §3): what is checked before any backend scores.
+//! Requests and their validation (docs/BEHAVIOUR.md §3): what is checked before any backend scores.
 
 use crate::error::Error;
 use crate::runtime::DevicePtr;
@@ -187,7 +187,7 @@ impl CheckedBuffer {
 }
 
 impl Request {
-    /// Checks the request against its buffer (SPEC.md §3). Violations are errors, never
+    /// Checks the request against its buffer (docs/BEHAVIOUR.md §3.1). Violations are errors, never
     /// partial I/O. The result can be scored; to be served it must be validated against a
     /// [`CheckedBuffer`] instead ([`Request::validate_checked`]).
     ///

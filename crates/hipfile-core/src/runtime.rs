@@ -277,7 +277,7 @@ pub unsafe fn check_buffer(
     Ok(unsafe { CheckedBuffer::new_unchecked(facts) })
 }
 
-/// Validates a buffer once (SPEC.md §3) and describes it for scoring.
+/// Validates a buffer once (docs/BEHAVIOUR.md §3.6) and describes it for scoring.
 ///
 /// # Errors
 ///

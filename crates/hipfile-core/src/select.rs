@@ -1,4 +1,4 @@
-//! Selection by score and the retry rules (SPEC.md §1).
+//! Selection by score and the retry rules (docs/BEHAVIOUR.md §1).
 
 use crate::backend::{Backend, BackendError, IoTarget, Submission};
 use crate::error::Error;

@@ -1,5 +1,5 @@
-//! The retry rules of SPEC.md §1 against mocked backends: which errors are retried, when the
-//! fallback may take over, and how a broken byte count is reported.
+//! The retry rules of docs/BEHAVIOUR.md §1.9 against mocked backends: which errors are retried,
+//! when the fallback may take over, and how a broken byte count is reported.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 

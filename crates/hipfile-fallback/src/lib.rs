@@ -1,15 +1,15 @@
 //! hipfile's fallback backend (compat mode): POSIX `pread`/`pwrite` through host staging
 //! buffers plus GPU memory copies.
 //!
-//! It decides whether it can serve a request ([`Fallback::score`], SPEC.md §1) and serves it
-//! ([`Fallback::io`]) through a bounded pool of pinned staging buffers ([`StagingPool`]),
+//! It decides whether it can serve a request ([`Fallback::score`], docs/BEHAVIOUR.md §1) and serves
+//! it ([`Fallback::io`]) through a bounded pool of pinned staging buffers ([`StagingPool`]),
 //! allocated once per driver and shared by its requests. A small request runs on the caller's
 //! thread; a large one is split into tasks that a pool of I/O threads serves in parallel, each
 //! thread overlapping its file I/O with its copies (`pipeline.rs`). The sizes come from
 //! `hipfile-core`'s [`FallbackKnobs`](hipfile_core::FallbackKnobs). Selection, validation and retry
-//! belong to `hipfile-core`. It reaches the GPU only through `hipfile-core`'s `GpuRuntime`
-//! trait, never through `hipfile-sys`, and does not depend on the fastpath. The facade and
-//! tools depend on it.
+//! belong to `hipfile-core`. It reaches the GPU only through `hipfile-core`'s `GpuRuntime` trait,
+//! never through `hipfile-sys`, and does not depend on the fastpath. The facade and tools depend on
+//! it.
 
 #![deny(unsafe_code)]
 
@@ -137,12 +137,12 @@ impl Backend for Fallback {
     /// Reads with `pread` on the buffered descriptor into a staging buffer, then copies to
     /// the device (a read above the small-request threshold takes what the page cache does
     /// not hold with `O_DIRECT` on the file's direct descriptor, when it has one and
-    /// `cold_direct_reads` is on); writes copy from the device, then `pwrite`, and end with one `fdatasync`
-    /// (SPEC.md §3: durable on return). Chunks are at most the pool's `chunk_size`. A request
-    /// above the small-request threshold is split into tasks served by the I/O threads while
-    /// the caller waits. Returns the bytes moved, short for a read that reaches the end of the
-    /// file (then the bytes before the end, never any after it) and for a write that fails
-    /// after writing some bytes (below); size 0 returns 0.
+    /// `cold_direct_reads` is on); writes copy from the device, then `pwrite`, and end with one
+    /// `fdatasync` (docs/BEHAVIOUR.md §3.3: durable on return). Chunks are at most the pool's
+    /// `chunk_size`. A request above the small-request threshold is split into tasks served by the
+    /// I/O threads while the caller waits. Returns the bytes moved, short for a read that reaches
+    /// the end of the file (then the bytes before the end, never any after it) and for a write that
+    /// fails after writing some bytes (below); size 0 returns 0.
     ///
     /// # Errors
     ///
@@ -153,15 +153,14 @@ impl Backend for Fallback {
     ///   device, is not an error);
     /// - a failed copy or pinned allocation: [`BackendError::Runtime`].
     ///
-    /// A write follows POSIX's rule (SPEC.md §3), as the fastpath does: when it has written
-    /// some bytes from the request's start and then fails (a `pwrite` past a file-size limit
-    /// or on a full file system, a failed copy), it returns the count of that contiguous
-    /// prefix, made durable by the `fdatasync` (whose failure is then the error); only a
-    /// write that wrote nothing from the start returns the error. Tasks run in parallel, so
-    /// the count is the bytes of the leading tasks that finished plus what the failing task
-    /// wrote before failing; bytes a later task wrote past it may be in the file too, and,
-    /// as with any short write, the bytes after the count are unspecified. A read that fails
-    /// is an error.
+    /// A write follows POSIX's rule (docs/BEHAVIOUR.md §3.2), as the fastpath does: when it has
+    /// written some bytes from the request's start and then fails (a `pwrite` past a file-size
+    /// limit or on a full file system, a failed copy), it returns the count of that contiguous
+    /// prefix, made durable by the `fdatasync` (whose failure is then the error); only a write that
+    /// wrote nothing from the start returns the error. Tasks run in parallel, so the count is the
+    /// bytes of the leading tasks that finished plus what the failing task wrote before failing;
+    /// bytes a later task wrote past it may be in the file too, and, as with any short write, the
+    /// bytes after the count are unspecified. A read that fails is an error.
     fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError> {
         let Some(pool) = &self.staging else {
             return Err(BackendError::Unsupported(format!(

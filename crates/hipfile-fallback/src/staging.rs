@@ -51,16 +51,17 @@ pub struct StagingConfig {
 
 impl StagingConfig {
     /// 16 MiB: large enough that the fixed cost of each `pread` and each copy is small
-    /// (PERF.md measured page-cache reads at 16 MiB and pinned copies near their limit), small
-    /// enough to pipeline and to split a request into several tasks; it is the size
-    /// upstream hipFile uses and the top of the 4–16 MiB task size PERF.md suggests.
+    /// (docs/BENCHMARKS.md's reference measurements took page-cache reads at 16 MiB and pinned
+    /// copies near their limit), small enough to pipeline and to split a request into several
+    /// tasks; it is the size upstream hipFile uses and the top of the 4–16 MiB task size suggested
+    /// beside docs/BENCHMARKS.md's reference measurements.
     pub const DEFAULT_CHUNK_SIZE: usize = 16 << 20;
 
     /// 8 buffers, so at most 128 MiB of pinned memory for a pool made with
     /// [`StagingConfig::default`] (a driver sizes its pool with [`StagingConfig::for_knobs`]
-    /// instead): PERF.md's
-    /// page-cache read bandwidth stops growing at about 8 threads (40.1 GB/s at 8, 40.9 at
-    /// 16), so more buffers would pin memory for little gain.
+    /// instead): in docs/BENCHMARKS.md's reference measurements, page-cache read bandwidth
+    /// stops growing at about 8 threads (40.1 GB/s at 8, 40.9 at 16), so more buffers would
+    /// pin memory for little gain.
     pub const DEFAULT_MAX_BUFFERS: usize = 8;
 
     /// Buffers each I/O worker uses for one task: two, so that the `pread` (or `pwrite`) of

@@ -1,6 +1,6 @@
 //! Moving a request through staging buffers: for a read, `pread` a chunk into a staging
 //! buffer and copy it to the device; for a write, copy a chunk from the device and `pwrite`
-//! it; after a write, one `fdatasync` for the whole call (SPEC.md §3).
+//! it; after a write, one `fdatasync` for the whole call (docs/BEHAVIOUR.md §3.3).
 //!
 //! A request of at most the small-request threshold is one range that [`transfer_range`] moves
 //! with one staging buffer on the caller's thread; a larger one goes to the

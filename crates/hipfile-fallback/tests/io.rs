@@ -438,7 +438,8 @@ fn a_failing_pinned_allocation_is_a_runtime_error_and_is_retried_next_time() {
 }
 
 /// A write that fills the file system returns the bytes that fit, which are the file's first
-/// bytes (SPEC.md §3: POSIX's rule), and the next write, where nothing fits, is `ENOSPC`.
+/// bytes (docs/BEHAVIOUR.md §3.2: POSIX's rule), and the next write, where nothing fits, is
+/// `ENOSPC`.
 #[test]
 fn a_write_that_fills_the_file_system_returns_what_fits() {
     let fs = require!(MountedFs::tmpfs(1));

@@ -1,5 +1,5 @@
 //! Serving a request: `hipAmdFileRead`/`hipAmdFileWrite` on the `O_DIRECT` descriptor, after
-//! `hipInit` once per thread (ABI.md: older runtimes crash when a file-I/O call is a thread's
+//! `hipInit` once per thread (docs/ABI.md: older runtimes crash when a file-I/O call is a thread's
 //! first HIP call).
 //!
 //! # Safety

@@ -1,13 +1,13 @@
 //! hipfile's fastpath backend: storage ⇄ GPU memory with no host copy, through the runtime's
 //! `hipAmdFileRead`/`hipAmdFileWrite` on the file's `O_DIRECT` descriptor.
 //!
-//! It decides whether it can serve a request ([`Fastpath::score`], SPEC.md §1 rules 1–7)
+//! It decides whether it can serve a request ([`Fastpath::score`], docs/BEHAVIOUR.md §1.1–§1.7)
 //! and serves it with one runtime call ([`Fastpath::io`]), a write followed by one
 //! `fdatasync` of the direct descriptor unless durable writes are turned off; selection,
-//! validation and retry belong to `hipfile-core`. It does not split, align or retry requests: the kernel driver
-//! decides what a transfer may be, and its errno goes back to core unchanged (`ENODEV` and
-//! `EREMOTEIO` are what core retries on the fallback). It reaches the GPU only through
-//! `hipfile-core`'s `GpuRuntime` trait, never through `hipfile-sys`, and does not depend on
+//! validation and retry belong to `hipfile-core`. It does not split, align or retry requests: the
+//! kernel driver decides what a transfer may be, and its errno goes back to core unchanged
+//! (`ENODEV` and `EREMOTEIO` are what core retries on the fallback). It reaches the GPU only
+//! through `hipfile-core`'s `GpuRuntime` trait, never through `hipfile-sys`, and does not depend on
 //! the fallback. The facade and tools depend on it.
 
 #![deny(unsafe_code)]
@@ -94,7 +94,7 @@ impl Backend for Fastpath {
         if !direct {
             reasons.push(Reason::NoODirectFd);
         }
-        // SPEC.md §1.7: the type and filesystem rules apply with or without a direct
+        // docs/BEHAVIOUR.md §1.7: the type and filesystem rules apply with or without a direct
         // descriptor.
         match s.file.kind {
             FileKind::Regular => {
@@ -108,7 +108,8 @@ impl Backend for Fastpath {
         if s.buffer.memory != MemoryKind::Device {
             reasons.push(Reason::BufferNotDeviceMemory);
         }
-        // Without a usable direct descriptor there is no alignment to meet (SPEC.md §1.7).
+        // Without a usable direct descriptor there is no alignment to meet (docs/BEHAVIOUR.md
+        // §1.7).
         if direct {
             let offset_align = u64::from(s.file.dio_offset_align());
             let mem_align = u64::from(s.file.dio_mem_align());

@@ -72,7 +72,7 @@ pub struct Filesystem {
 pub enum AlignSource {
     /// `statx` reported `STATX_DIOALIGN`.
     Statx,
-    /// The kernel did not report it; 4096 is assumed (SPEC.md §1, rule 7).
+    /// The kernel did not report it; 4096 is assumed (docs/BEHAVIOUR.md §1.7).
     Assumed,
     /// A block device without `STATX_DIOALIGN`: its logical block size (`BLKSSZGET`).
     LogicalBlockSize,
@@ -201,7 +201,7 @@ impl FileFacts {
         }
     }
 
-    /// Whether a usable `O_DIRECT` descriptor exists (SPEC.md §1.3).
+    /// Whether a usable `O_DIRECT` descriptor exists (docs/BEHAVIOUR.md §1.3).
     pub fn has_direct_io(&self) -> bool {
         matches!(self.direct, DirectIo::Available { .. })
     }

@@ -6,10 +6,11 @@
 //! nothing of GPUs and must never depend on `hipfile-sys` or any other hipfile crate; every
 //! hipfile crate may depend on it.
 //!
-//! - [`probe_fd`] is the registration-time probe (SPEC.md §1, rules 3–5 and 7): `statx`,
-//!   `fcntl(F_GETFL)`, `fstatfs`, `/proc/thread-self/mountinfo`, the `/proc/thread-self/fd/N` reopen with
-//!   `O_DIRECT` (or without it, when the caller's descriptor has it) and `STATX_DIOALIGN`. It
-//!   returns [`FileFacts`] and the descriptors to do direct and buffered I/O through.
+//! - [`probe_fd`] is the registration-time probe (docs/BEHAVIOUR.md §1.3–§1.5 and §1.7):
+//!   `statx`, `fcntl(F_GETFL)`, `fstatfs`, `/proc/thread-self/mountinfo`, the
+//!   `/proc/thread-self/fd/N` reopen with `O_DIRECT` (or without it, when the caller's
+//!   descriptor has it) and `STATX_DIOALIGN`. It returns [`FileFacts`] and the descriptors to
+//!   do direct and buffered I/O through.
 //! - [`mountinfo`] is a pure parser of `/proc/thread-self/mountinfo` text.
 //! - [`magic_name`] names `fstatfs` magic numbers.
 //!

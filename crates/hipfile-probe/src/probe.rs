@@ -1,4 +1,4 @@
-//! The registration-time probe (SPEC.md §1, rules 3–5 and 7): `statx`, `fcntl(F_GETFL)`,
+//! The registration-time probe (docs/BEHAVIOUR.md §1.3–§1.5 and §1.7): `statx`, `fcntl(F_GETFL)`,
 //! `fstatfs`, `/proc/thread-self/mountinfo`, the `/proc/thread-self/fd/N` reopen with or without
 //! `O_DIRECT`, and the direct-I/O alignments. The decisions are pure functions below the
 //! system calls, so that every branch is testable without a filesystem that takes it.
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 /// Where the mount table is read.
 const MOUNTINFO: &str = "/proc/thread-self/mountinfo";
 
-/// The alignment assumed when the kernel does not report one (SPEC.md §1, rule 7).
+/// The alignment assumed when the kernel does not report one (docs/BEHAVIOUR.md §1.7).
 pub const ASSUMED_ALIGN: u32 = 4096;
 
 /// A descriptor the probe chose for one kind of I/O: the caller's own, or one it opened.
@@ -282,7 +282,7 @@ enum ReopenError {
     OtherFile { found: Identity },
 }
 
-/// The direct-I/O answer and the two descriptors (SPEC.md §1.3).
+/// The direct-I/O answer and the two descriptors (docs/BEHAVIOUR.md §1.3).
 fn descriptors(
     fd: BorrowedFd<'_>,
     kind: FileKind,

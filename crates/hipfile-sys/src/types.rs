@@ -532,7 +532,7 @@ mod tests {
         assert_eq!(encode_memory_type(MemoryType::Array, ROCM_7_2), Some(10));
     }
 
-    /// The table of ABI.md, as `(raw, rocm 5.3–5.7, rocm ≥ 6, cuda)`.
+    /// The table of docs/ABI.md, as `(raw, rocm 5.3–5.7, rocm ≥ 6, cuda)`.
     fn table_entry(raw: i32) -> (MemoryType, MemoryType, MemoryType) {
         use MemoryType::*;
         match raw {

@@ -58,7 +58,7 @@ impl std::fmt::Debug for Driver {
 
 impl Driver {
     /// Opens the process-wide driver, or returns another handle to it if it is open. The
-    /// configuration comes from the environment, read now (SPEC.md §2).
+    /// configuration comes from the environment, read now (docs/BEHAVIOUR.md §2).
     ///
     /// # Errors
     ///
@@ -159,7 +159,7 @@ impl Driver {
 
     /// Registers an open file (any [`AsFd`]: `File`, `OwnedFd`, …). The descriptor is
     /// duplicated, so the handle stays valid whatever the caller does with its own; the
-    /// file is probed once, now, and the `O_DIRECT` descriptor opened (SPEC.md §1.3).
+    /// file is probed once, now, and the `O_DIRECT` descriptor opened (docs/BEHAVIOUR.md §1.3).
     ///
     /// # Errors
     ///
@@ -195,8 +195,8 @@ impl Driver {
     /// # Errors
     ///
     /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
-    /// driver (register it with its own); or the validation errors of SPEC.md §3: not device
-    /// memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
+    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6: not
+    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
     /// ([`Error::PointerRange`]).
     pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
         if !buffer.driver().same_as(self) {

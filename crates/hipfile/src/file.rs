@@ -150,7 +150,7 @@ impl FileHandle {
     ///
     /// # Errors
     ///
-    /// SPEC.md §3–§4: invalid arguments, no backend (with every backend's reasons), the
+    /// docs/BEHAVIOUR.md §3–§4: invalid arguments, no backend (with every backend's reasons), the
     /// serving backend's failure (with its errno or runtime error), a deregistered handle.
     pub fn read(
         &self,

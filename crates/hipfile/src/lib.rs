@@ -63,8 +63,8 @@ pub fn backends(config: &Config, amd_file_io: bool) -> (Fastpath, Fallback) {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidValue`] when the request fails validation (SPEC.md §3); no backend is
-/// asked then.
+/// [`Error::InvalidValue`] when the request fails validation (docs/BEHAVIOUR.md §3.1); no backend
+/// is asked then.
 pub fn explain(
     config: &Config,
     amd_file_io: bool,

@@ -1,6 +1,6 @@
 //! End to end through the emulated runtime on real filesystems: bytes round-trip, the backend
-//! that serves is the one SPEC.md predicts, the retry rules hold with injected faults, and
-//! bad input is a clear error.
+//! that serves is the one docs/BEHAVIOUR.md predicts, the retry rules hold with injected faults,
+//! and bad input is a clear error.
 //!
 //! Fault cases run in child processes (this test binary re-run with `HIPFILE_EMU_FAULT` set
 //! and an exact filter), because the emulated runtime reads its faults from its environment;
@@ -729,8 +729,8 @@ fn bad_input_is_a_clear_error() {
 }
 
 /// A write that fills the file system returns the bytes that fit, the file's first bytes
-/// (SPEC.md §3); a write where nothing fits is `ENOSPC`. The request runs on the caller's
-/// thread, so that what fits is written in order.
+/// (docs/BEHAVIOUR.md §3.2); a write where nothing fits is `ENOSPC`. The request runs on the
+/// caller's thread, so that what fits is written in order.
 #[test]
 fn a_write_that_fills_the_filesystem_returns_what_fits() {
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 8));
