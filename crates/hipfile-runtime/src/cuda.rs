@@ -17,7 +17,7 @@
 use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
-    CuError, Cuda, CudaError, CudaLoadError, CudaLoadOptions, CudaVersion, MemoryType, cudaEvent_t,
+    CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, cudaEvent_t,
     cudaStream_t, decode_cuda_memory_type, host_malloc_flags, memcpy_kind, stream_flags,
 };
 use std::cell::Cell;
@@ -57,7 +57,7 @@ impl CudaRuntime {
     /// # Errors
     ///
     /// The loader's error, naming every path tried.
-    pub fn load(options: &CudaLoadOptions) -> Result<CudaRuntime, CudaLoadError> {
+    pub fn load(options: &CudaLoadOptions) -> Result<CudaRuntime, LoadError> {
         Cuda::load(options).map(CudaRuntime::new)
     }
 
@@ -66,7 +66,7 @@ impl CudaRuntime {
     /// # Errors
     ///
     /// The loader's error.
-    pub fn load_path(path: &Path) -> Result<CudaRuntime, CudaLoadError> {
+    pub fn load_path(path: &Path) -> Result<CudaRuntime, LoadError> {
         Cuda::load_path(path).map(CudaRuntime::new)
     }
 

@@ -1,10 +1,11 @@
-//! Where the HIP runtime is looked for, and what a failed search reports.
+//! Where the HIP runtime is looked for.
 //!
 //! The search order is data ([`candidates`]) so that it can be shown and tested without
-//! loading anything. Nothing here reads the environment: callers put what they read
-//! (`HIPFILE_HIP_LIBRARY`, `ROCM_PATH`) into [`LoadOptions`].
+//! loading anything; the [`loader`](crate::loader) opens it and reports a failed search.
+//! Nothing here reads the environment: callers put what they read (`HIPFILE_HIP_LIBRARY`,
+//! `ROCM_PATH`) into [`LoadOptions`].
 
-use std::fmt;
+use crate::loader::{Candidate, CandidateOrigin};
 use std::path::{Path, PathBuf};
 
 /// The runtime library's file name inside a ROCm installation's `lib` directory.
@@ -27,55 +28,6 @@ pub struct LoadOptions {
     /// A ROCm installation root (for example the value of `ROCM_PATH`): its
     /// `lib/libamdhip64.so` is tried first.
     pub rocm_path: Option<PathBuf>,
-}
-
-/// Why a [`Candidate`] is in the search order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CandidateOrigin {
-    /// [`LoadOptions::explicit_path`].
-    Explicit,
-    /// `lib/libamdhip64.so` under [`LoadOptions::rocm_path`].
-    RocmPath,
-    /// The default installation, [`DEFAULT_ROCM_LIBRARY`].
-    DefaultInstall,
-    /// A soname from [`SONAMES`], resolved by the dynamic linker.
-    Soname,
-}
-
-impl fmt::Display for CandidateOrigin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CandidateOrigin::Explicit => "explicit path",
-            CandidateOrigin::RocmPath => "under the given ROCm path",
-            CandidateOrigin::DefaultInstall => "default ROCm install",
-            CandidateOrigin::Soname => "dynamic linker search path",
-        })
-    }
-}
-
-/// One place the runtime may be loaded from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Candidate {
-    /// What is passed to `dlopen`: a path, or a bare soname.
-    pub path: PathBuf,
-    /// Why it is tried.
-    pub origin: CandidateOrigin,
-}
-
-impl Candidate {
-    /// A candidate for `path` with the given origin.
-    pub fn new(path: impl Into<PathBuf>, origin: CandidateOrigin) -> Candidate {
-        Candidate {
-            path: path.into(),
-            origin,
-        }
-    }
-}
-
-impl fmt::Display for Candidate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.path.display(), self.origin)
-    }
 }
 
 /// The search order for `opts`.
@@ -113,110 +65,10 @@ fn same_path(a: &Path, b: &Path) -> bool {
     a.components().eq(b.components())
 }
 
-/// Why one candidate did not give a usable runtime.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadFailure {
-    /// `dlopen` failed; the dynamic linker's message.
-    Open(String),
-    /// The library opened but lacks a required symbol.
-    MissingSymbol {
-        /// The missing symbol.
-        symbol: &'static str,
-        /// The dynamic linker's message.
-        message: String,
-    },
-}
-
-impl fmt::Display for LoadFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadFailure::Open(message) => f.write_str(message),
-            LoadFailure::MissingSymbol { symbol, message } => write!(
-                f,
-                "opened, but it lacks the required symbol `{symbol}` (not a HIP runtime, or one \
-                 too old): {message}"
-            ),
-        }
-    }
-}
-
-/// One failed candidate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadAttempt {
-    /// What was tried.
-    pub candidate: Candidate,
-    /// Why it failed.
-    pub failure: LoadFailure,
-}
-
-/// The HIP runtime could not be loaded: every candidate tried, with the reason each failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", self.render())]
-pub struct LoadError {
-    attempts: Vec<LoadAttempt>,
-}
-
-impl LoadError {
-    /// An error from the attempts made, in order.
-    pub fn new(attempts: Vec<LoadAttempt>) -> LoadError {
-        LoadError { attempts }
-    }
-
-    /// Every candidate tried, in order, with its failure.
-    pub fn attempts(&self) -> &[LoadAttempt] {
-        &self.attempts
-    }
-
-    /// The first required symbol that a library which did open was missing, if any.
-    pub fn missing_symbol(&self) -> Option<&'static str> {
-        self.attempts.iter().find_map(|a| match a.failure {
-            LoadFailure::MissingSymbol { symbol, .. } => Some(symbol),
-            LoadFailure::Open(_) => None,
-        })
-    }
-
-    /// Whether only an explicit path was tried.
-    pub fn is_explicit(&self) -> bool {
-        self.attempts
-            .iter()
-            .all(|a| a.candidate.origin == CandidateOrigin::Explicit)
-            && !self.attempts.is_empty()
-    }
-
-    fn render(&self) -> String {
-        let mut out = String::new();
-        match self.attempts.as_slice() {
-            [] => out.push_str("could not load the HIP runtime: no location was tried"),
-            [only] if only.candidate.origin == CandidateOrigin::Explicit => {
-                out.push_str(&format!(
-                    "could not load the HIP runtime from {} (an explicit path, so no other \
-                     location was tried): {}",
-                    only.candidate.path.display(),
-                    only.failure
-                ));
-            }
-            attempts => {
-                out.push_str("could not load the HIP runtime (libamdhip64); tried:");
-                for a in attempts {
-                    out.push_str(&format!("\n  {}: {}", a.candidate, a.failure));
-                }
-            }
-        }
-        out.push_str(if self.is_explicit() {
-            "\nhint: make the explicit path (HIPFILE_HIP_LIBRARY, if that is where it came from) \
-             name the HIP runtime library (libamdhip64.so, for example \
-             /opt/rocm/lib/libamdhip64.so), or unset it to search the usual places"
-        } else {
-            "\nhint: set HIPFILE_HIP_LIBRARY to the path of the HIP runtime (libamdhip64.so), \
-             or install ROCm (AMD's packages into /opt/rocm, or Debian's libamdhip64-5)"
-        });
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loader::{LibraryKind, LoadAttempt, LoadError, LoadFailure};
 
     fn paths(opts: &LoadOptions) -> Vec<String> {
         candidates(opts)
@@ -301,10 +153,13 @@ mod tests {
 
     #[test]
     fn explicit_error_names_path_and_hint() {
-        let err = LoadError::new(vec![LoadAttempt {
-            candidate: Candidate::new("/no/such/lib.so", CandidateOrigin::Explicit),
-            failure: LoadFailure::Open("cannot open shared object file".into()),
-        }]);
+        let err = LoadError::new(
+            LibraryKind::HipRuntime,
+            vec![LoadAttempt {
+                candidate: Candidate::new("/no/such/lib.so", CandidateOrigin::Explicit),
+                failure: LoadFailure::Open("cannot open shared object file".into()),
+            }],
+        );
         let text = err.to_string();
         assert!(text.contains("/no/such/lib.so"), "{text}");
         assert!(text.contains("no other location"), "{text}");
@@ -330,7 +185,7 @@ mod tests {
                 candidate,
             })
             .collect();
-        let err = LoadError::new(attempts);
+        let err = LoadError::new(LibraryKind::HipRuntime, attempts);
         let text = err.to_string();
         for c in candidates(&LoadOptions::default()) {
             assert!(text.contains(&c.path.display().to_string()), "{text}");
@@ -346,7 +201,7 @@ mod tests {
 
     #[test]
     fn empty_error_still_renders() {
-        let text = LoadError::new(Vec::new()).to_string();
+        let text = LoadError::new(LibraryKind::HipRuntime, Vec::new()).to_string();
         assert!(text.contains("no location"), "{text}");
     }
 }

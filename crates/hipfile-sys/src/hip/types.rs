@@ -1,5 +1,6 @@
-//! C types of the HIP (and CUDA) runtime ABI: memory types, pointer attributes, the AMD file
-//! handle, stream and event handles, and the flag and kind constants.
+//! C types of the HIP runtime ABI: memory types (and [`MemoryType`], the decoded kind both
+//! runtimes report), pointer attributes, the AMD file handle, stream and event handles, and the
+//! flag and kind constants (which CUDA shares).
 //!
 //! # Safety
 //!
@@ -10,17 +11,14 @@
 
 #![allow(non_camel_case_types, non_snake_case)]
 
-use crate::version::RuntimeVersion;
-use std::ffi::{c_int, c_long, c_uint, c_void};
+use super::version::RuntimeVersion;
+use std::ffi::{c_int, c_uint, c_void};
 use std::fmt;
 use std::ptr;
 
 /// The raw `hipMemoryType` enum value. Its meaning depends on the runtime's version: decode it
 /// with [`decode_memory_type`].
 pub type hipMemoryType = c_int;
-
-/// The raw `cudaMemoryType` enum value. Decode it with [`decode_cuda_memory_type`].
-pub type cudaMemoryType = c_int;
 
 /// A decoded memory type, the same for every ABI version.
 #[non_exhaustive]
@@ -117,17 +115,6 @@ pub fn encode_memory_type(ty: MemoryType, runtime_version: i32) -> Option<hipMem
     }
 }
 
-/// Decodes a raw `cudaMemoryType`: 0 Unregistered, 1 Host, 2 Device, 3 Managed.
-pub fn decode_cuda_memory_type(raw: cudaMemoryType) -> MemoryType {
-    match raw {
-        0 => MemoryType::Unregistered,
-        1 => MemoryType::Host,
-        2 => MemoryType::Device,
-        3 => MemoryType::Managed,
-        other => MemoryType::Unknown(other),
-    }
-}
-
 /// `hipPointerAttribute_t`, filled by `hipPointerGetAttributes`. 32 bytes, align 8, the same
 /// offsets in ROCm 5, 6 and 7.
 ///
@@ -177,42 +164,6 @@ impl Default for hipPointerAttribute_t {
 unsafe impl Send for hipPointerAttribute_t {}
 // SAFETY: as for `Send`: nothing is reachable through a shared reference but the values.
 unsafe impl Sync for hipPointerAttribute_t {}
-
-/// `cudaPointerAttributes`, with CUDA 13's `long reserved[8]` tail (88 bytes). CUDA 11/12
-/// write only the first 24 bytes; passing the larger, zeroed struct is correct for all of
-/// them.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct cudaPointerAttributes {
-    /// `type`: the raw [`cudaMemoryType`]; decode it with [`decode_cuda_memory_type`].
-    pub type_: cudaMemoryType,
-    /// `device`: the device the memory belongs to.
-    pub device: c_int,
-    /// `devicePointer`: the device address of the memory.
-    pub devicePointer: *mut c_void,
-    /// `hostPointer`: the host address of the memory, if it has one.
-    pub hostPointer: *mut c_void,
-    /// `reserved` (CUDA 13): must be zero on input.
-    pub reserved: [c_long; 8],
-}
-
-impl Default for cudaPointerAttributes {
-    /// All zero, including `reserved`.
-    fn default() -> Self {
-        cudaPointerAttributes {
-            type_: 0,
-            device: 0,
-            devicePointer: ptr::null_mut(),
-            hostPointer: ptr::null_mut(),
-            reserved: [0; 8],
-        }
-    }
-}
-
-// SAFETY: plain data, as for `hipPointerAttribute_t`: the pointers are reported addresses only.
-unsafe impl Send for cudaPointerAttributes {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for cudaPointerAttributes {}
 
 /// `hipAmdFileHandle_t`: `union { void* handle; int fd; uint8_t pad[8]; }`, 8 bytes, passed by
 /// value to `hipAmdFileRead`/`hipAmdFileWrite`. On Linux the runtime reads `fd`.
@@ -389,6 +340,7 @@ pub mod proc_address_status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::types::{cudaPointerAttributes, decode_cuda_memory_type};
     use proptest::prelude::*;
     use std::mem::{align_of, offset_of, size_of};
 
@@ -407,17 +359,6 @@ mod tests {
         assert_eq!(offset_of!(hipPointerAttribute_t, hostPointer), 16);
         assert_eq!(offset_of!(hipPointerAttribute_t, isManaged), 24);
         assert_eq!(offset_of!(hipPointerAttribute_t, allocationFlags), 28);
-    }
-
-    #[test]
-    fn cuda_pointer_attribute_layout() {
-        assert_eq!(size_of::<cudaPointerAttributes>(), 88);
-        assert_eq!(align_of::<cudaPointerAttributes>(), 8);
-        assert_eq!(offset_of!(cudaPointerAttributes, type_), 0);
-        assert_eq!(offset_of!(cudaPointerAttributes, device), 4);
-        assert_eq!(offset_of!(cudaPointerAttributes, devicePointer), 8);
-        assert_eq!(offset_of!(cudaPointerAttributes, hostPointer), 16);
-        assert_eq!(offset_of!(cudaPointerAttributes, reserved), 24);
     }
 
     #[test]
@@ -500,16 +441,6 @@ mod tests {
             assert_eq!(decode_memory_type(11, v), MemoryType::Unified);
             assert_eq!(decode_memory_type(12, v), MemoryType::Unknown(12));
         }
-    }
-
-    #[test]
-    fn cuda_table() {
-        assert_eq!(decode_cuda_memory_type(0), MemoryType::Unregistered);
-        assert_eq!(decode_cuda_memory_type(1), MemoryType::Host);
-        assert_eq!(decode_cuda_memory_type(2), MemoryType::Device);
-        assert_eq!(decode_cuda_memory_type(3), MemoryType::Managed);
-        assert_eq!(decode_cuda_memory_type(4), MemoryType::Unknown(4));
-        assert_eq!(decode_cuda_memory_type(10), MemoryType::Unknown(10));
     }
 
     #[test]

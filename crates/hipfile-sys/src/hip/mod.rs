@@ -19,11 +19,22 @@
 // The `PFN_` aliases spell the C names they stand for.
 #![allow(non_camel_case_types)]
 
-use crate::error::{HipError, hipError_t};
-use crate::load::{Candidate, LoadAttempt, LoadError, LoadFailure, LoadOptions};
-use crate::types::{
-    hipAmdFileHandle_t, hipEvent_t, hipHostFn_t, hipMemcpyKind, hipPointerAttribute_t, hipStream_t,
-    proc_address_status,
+pub mod error;
+pub mod search;
+pub mod types;
+pub mod version;
+
+pub use error::{HipError, hipError_t};
+pub use search::{DEFAULT_ROCM_LIBRARY, LIBRARY_FILE_NAME, LoadOptions, SONAMES, candidates};
+pub use types::{
+    MemoryType, decode_memory_type, encode_memory_type, hipAmdFileHandle_t, hipEvent_t,
+    hipHostFn_t, hipMemcpyKind, hipMemoryType, hipPointerAttribute_t, hipStream_t,
+    host_malloc_flags, host_register_flags, memcpy_kind, proc_address_status, stream_flags,
+};
+pub use version::{RuntimeVersion, decode_version};
+
+use crate::loader::{
+    self, Candidate, LibraryKind, LoadError, LoadFailure, c_string, loaded_file, optional, required,
 };
 use libloading::os::unix::Library;
 use std::cell::Cell;
@@ -276,47 +287,8 @@ impl fmt::Debug for Hip {
     }
 }
 
-/// Resolves `name` from `library` as a function pointer of type `T`, refusing a null address.
-///
-/// # Safety
-///
-/// `T` must be an `extern "C"` function pointer type matching the symbol's C signature.
-unsafe fn resolve<T: Copy>(library: &Library, name: &'static str) -> Result<T, String> {
-    const { assert!(mem::size_of::<T>() == mem::size_of::<*mut c_void>()) };
-    // SAFETY: the symbol is read as a plain address, which is valid for any symbol.
-    let symbol = unsafe { library.get::<*mut c_void>(name.as_bytes()) };
-    let address = *symbol.map_err(|e| error_chain(&e))?;
-    if address.is_null() {
-        return Err(format!("{name} resolves to a null address"));
-    }
-    // SAFETY: `address` is a non-null function address and `T` is a function pointer of the
-    // same size whose signature the caller vouches for.
-    Ok(unsafe { mem::transmute_copy::<*mut c_void, T>(&address) })
-}
-
-/// Resolves a required symbol, or returns the [`LoadFailure`] naming it.
-macro_rules! required {
-    ($library:expr, $name:ident) => {
-        // SAFETY: the field's type is the C signature of the symbol of the same name.
-        unsafe { resolve(&$library, stringify!($name)) }.map_err(|message| {
-            LoadFailure::MissingSymbol {
-                symbol: stringify!($name),
-                message,
-            }
-        })?
-    };
-}
-
-/// Resolves an optional symbol.
-macro_rules! optional {
-    ($library:expr, $name:ident) => {
-        // SAFETY: the field's type is the C signature of the symbol of the same name.
-        unsafe { resolve(&$library, stringify!($name)) }.ok()
-    };
-}
-
 impl Hip {
-    /// Loads the HIP runtime from the first of [`candidates(opts)`](crate::candidates) that
+    /// Loads the HIP runtime from the first of [`candidates(opts)`](candidates) that
     /// opens and has every required symbol.
     ///
     /// With an explicit path, that path alone is tried.
@@ -325,14 +297,9 @@ impl Hip {
     ///
     /// [`LoadError`] listing every candidate tried and why each failed.
     pub fn load(opts: &LoadOptions) -> Result<Hip, LoadError> {
-        let mut attempts = Vec::new();
-        for candidate in crate::load::candidates(opts) {
-            match Hip::open(&candidate) {
-                Ok(hip) => return Ok(hip),
-                Err(failure) => attempts.push(LoadAttempt { candidate, failure }),
-            }
-        }
-        Err(LoadError::new(attempts))
+        loader::load_first(candidates(opts), Hip::open)
+            .map(|(_, hip)| hip)
+            .map_err(|attempts| LoadError::new(LibraryKind::HipRuntime, attempts))
     }
 
     /// Loads the HIP runtime from `path` exactly (a bare soname goes through the dynamic
@@ -355,13 +322,9 @@ impl Hip {
     }
 
     fn open(candidate: &Candidate) -> Result<Hip, LoadFailure> {
-        // RTLD_NOW: a runtime with unresolvable dependencies fails here, not at a later call.
-        // RTLD_NODELETE: see the type's documentation.
-        let flags = libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
-        // SAFETY: opening runs the library's initialisers; per `load`'s contract the
-        // candidate is a HIP runtime, whose initialisers are meant to run in any process.
-        let library = unsafe { Library::open(Some(candidate.path.as_os_str()), flags) }
-            .map_err(|e| LoadFailure::Open(error_chain(&e)))?;
+        // SAFETY: per `load`'s contract the candidate is a HIP runtime, whose initialisers
+        // are meant to run in any process.
+        let library = unsafe { loader::open_library(&candidate.path) }?;
         let fns = HipFns {
             hipInit: required!(library, hipInit),
             hipRuntimeGetVersion: required!(library, hipRuntimeGetVersion),
@@ -989,56 +952,6 @@ fn probe_amd_file_io(fns: &HipFns) -> Option<AmdFileFns> {
     })
 }
 
-/// The file of the shared object that contains `address`, from `dladdr`.
-fn loaded_file(address: *const c_void) -> Option<PathBuf> {
-    let mut info = mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    // SAFETY: `dladdr` only inspects `address` and fills `info`.
-    let found = unsafe { libc::dladdr(address, info.as_mut_ptr()) };
-    if found == 0 {
-        return None;
-    }
-    // SAFETY: `dladdr` succeeded, so it initialised `info`.
-    let info = unsafe { info.assume_init() };
-    if info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null `dli_fname` is a NUL-terminated string owned by the dynamic linker
-    // for as long as the object is loaded, which it stays (`RTLD_NODELETE`).
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    if name.is_empty() {
-        return None;
-    }
-    use std::os::unix::ffi::OsStrExt;
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
-}
-
-/// `libloading`'s message with its sources (the dynamic linker's own text is the source).
-fn error_chain(error: &libloading::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
-/// Copies a C string into a `String`, null-safe and lossy.
-///
-/// # Safety
-///
-/// `text` is null or points to a NUL-terminated string valid for the call.
-unsafe fn c_string(text: *const c_char) -> String {
-    if text.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-null and NUL-terminated per the contract.
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1094,17 +1007,6 @@ mod tests {
                 .to_string()
                 .contains("hipAmdFileRead")
         );
-    }
-
-    #[test]
-    fn c_string_is_null_safe_and_lossy() {
-        // SAFETY: null is allowed.
-        assert_eq!(unsafe { c_string(ptr::null()) }, "");
-        // SAFETY: a NUL-terminated literal.
-        let name = unsafe { c_string(c"hipErrorNoDevice".as_ptr()) };
-        assert_eq!(name, "hipErrorNoDevice");
-        // SAFETY: a NUL-terminated literal with an invalid byte.
-        assert_eq!(unsafe { c_string(c"a\xffb".as_ptr()) }, "a\u{fffd}b");
     }
 
     #[test]
