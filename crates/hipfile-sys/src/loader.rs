@@ -8,10 +8,10 @@
 //!
 //! # Safety
 //!
-//! Opening a library runs its initialisers, so [`open_library`] is safe only under the
+//! Opening a library runs its initialisers, so `open_library` is safe only under the
 //! contract of the runtime that calls it: its candidates name that runtime (or a library
-//! without harmful initialisers). [`resolve`] casts a symbol's address to a function pointer
-//! type that its caller vouches for. [`loaded_file`] and [`c_string`] read C strings that the
+//! without harmful initialisers). `resolve` casts a symbol's address to a function pointer
+//! type that its caller vouches for. `loaded_file` and `c_string` read C strings that the
 //! dynamic linker or a loaded runtime owns.
 
 use libloading::os::unix::Library;

@@ -12,7 +12,7 @@
 //! Laid out as [`hip`](crate::hip) is: the function tables and the loaded libraries here, the
 //! status codes in [`error`], the C types in [`types`], version numbers in [`version`], and
 //! where the libraries are looked for in [`search`]; opening, resolving and the
-//! [`LoadError`] are the shared [`loader`](crate::loader)'s.
+//! [`LoadError`] are the shared [`loader`]'s.
 //!
 //! # Safety
 //!
@@ -519,7 +519,7 @@ impl Cuda {
     /// A lookup in the runtime's tables: the address is never dereferenced, so any value may
     /// be passed. The struct passed is CUDA 13's 88 bytes, zeroed: CUDA 13 writes all of it,
     /// its reserved tail included, and older runtimes the first 24. Decode the type with
-    /// [`decode_cuda_memory_type`](crate::decode_cuda_memory_type).
+    /// [`decode_cuda_memory_type`].
     ///
     /// # Errors
     ///

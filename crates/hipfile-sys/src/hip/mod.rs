@@ -1,5 +1,11 @@
 //! The loaded HIP runtime: a table of function pointers ([`HipFns`]) and thin wrappers that
-//! turn status codes into `Result`s ([`Hip`]).
+//! turn status codes into `Result`s ([`Hip`]), with AMD's file I/O probed through
+//! `hipGetProcAddress` ([`AmdFileFns`]).
+//!
+//! Laid out as [`cuda`](crate::cuda) is: the status codes in [`error`], the C types in
+//! [`types`], version numbers in [`version`], and where the runtime is looked for in
+//! [`search`]; opening, resolving and the [`LoadError`] are the shared
+//! [`loader`]'s.
 //!
 //! # Safety
 //!
@@ -446,7 +452,7 @@ impl Hip {
     }
 
     /// `hipError_t hipRuntimeGetVersion(int* runtimeVersion)` — the runtime's version,
-    /// `major·10⁷ + minor·10⁵ + patch` (see [`RuntimeVersion`](crate::RuntimeVersion)).
+    /// `major·10⁷ + minor·10⁵ + patch` (see [`RuntimeVersion`]).
     ///
     /// # Errors
     ///
@@ -573,7 +579,7 @@ impl Hip {
     }
 
     /// `hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags)` — allocates
-    /// pinned host memory ([`host_malloc_flags`](crate::host_malloc_flags)).
+    /// pinned host memory ([`host_malloc_flags`]).
     ///
     /// # Errors
     ///
@@ -607,7 +613,7 @@ impl Hip {
     }
 
     /// `hipError_t hipHostRegister(void* hostPtr, size_t sizeBytes, unsigned int flags)` —
-    /// pins an existing host range ([`host_register_flags`](crate::host_register_flags)).
+    /// pins an existing host range ([`host_register_flags`]).
     ///
     /// # Errors
     ///
@@ -644,7 +650,7 @@ impl Hip {
 
     /// `hipError_t hipMemcpy(void* dst, const void* src, size_t sizeBytes, hipMemcpyKind
     /// kind)` — copies `size` bytes and waits for the copy
-    /// ([`memcpy_kind`](crate::memcpy_kind)).
+    /// ([`memcpy_kind`]).
     ///
     /// # Errors
     ///
@@ -691,7 +697,7 @@ impl Hip {
     }
 
     /// `hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags)` —
-    /// creates a stream ([`stream_flags`](crate::stream_flags)).
+    /// creates a stream ([`stream_flags`]).
     ///
     /// # Errors
     ///
