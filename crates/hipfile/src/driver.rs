@@ -5,7 +5,7 @@ use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
 use crate::file::FileHandle;
 use crate::runtime::{RuntimeReport, load_runtime};
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
-use hipfile_core::runtime::{BufferUse, check_buffer};
+use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{CheckedBuffer, Config, ConfigBuilder, Error, GpuRuntime};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
