@@ -3,12 +3,12 @@
 
 use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
 use crate::file::FileHandle;
-use crate::runtime::{RuntimeReport, load_runtime};
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{CheckedBuffer, Config, ConfigBuilder, Error, GpuRuntime};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
+use hipfile_runtime::{RuntimeReport, load_runtime};
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
