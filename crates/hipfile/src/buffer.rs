@@ -1,10 +1,101 @@
 //! Device buffers (owned allocations, or memory the caller allocated) and pinned host
 //! buffers.
 
-use crate::driver::Driver;
-use hipfile_core::{DevicePtr, Error};
+use crate::driver::{Driver, InFlight};
+use hipfile_core::buffer::{BufferUse, check_buffer};
+use hipfile_core::{CheckedBuffer, DevicePtr, Error};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The driver's side of device and pinned buffers: allocation and registration.
+impl Driver {
+    /// Allocates `len` bytes of device memory, freed when the buffer is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
+        DeviceBuffer::alloc(self.clone(), len)
+    }
+
+    /// Allocates `len` bytes of pinned host memory, zeroed, freed when the buffer is dropped:
+    /// the fastest source and target of [`DeviceBuffer::copy_from_host`] and
+    /// [`DeviceBuffer::copy_to_host`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHostBuffer, Error> {
+        PinnedHostBuffer::alloc(self.clone(), len)
+    }
+
+    /// Allocates `len` bytes of device memory on `device`, freed when the buffer is dropped.
+    /// The calling thread's current device is the same afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the device does not exist or cannot allocate;
+    /// [`Error::InvalidValue`] for 0.
+    pub fn alloc_on(&self, device: i32, len: usize) -> Result<DeviceBuffer, Error> {
+        let gpu = self.gpu();
+        gpu.thread_init().map_err(Error::Runtime)?;
+        let before = gpu.current_device().map_err(Error::Runtime)?;
+        gpu.set_device(device).map_err(Error::Runtime)?;
+        let buffer = DeviceBuffer::alloc(self.clone(), len);
+        let restored = gpu.set_device(before).map_err(Error::Runtime);
+        let buffer = buffer?;
+        restored?;
+        Ok(buffer)
+    }
+
+    /// Registers a device buffer (optional: unregistered buffers are validated per call). The
+    /// registration ends when the buffer is deregistered or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
+    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6: not
+    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
+    /// ([`Error::PointerRange`]).
+    pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        if !buffer.driver().same_as(self) {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: format!(
+                    "buffer {} belongs to another driver; register it with the driver that \
+                     allocated or described it",
+                    buffer.ptr()
+                ),
+            });
+        }
+        // SAFETY: the registration lives in this driver only (checked above) and is removed
+        // when `buffer` is dropped (`DeviceBuffer`'s `Drop`), before an owned buffer frees
+        // its memory; a borrowed buffer's memory stays allocated while it lives (the
+        // contract of `DeviceBuffer::from_raw`). Requests use the registration only while
+        // they borrow `buffer` (`DeviceBuffer::request_facts`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.gpu().as_ref(),
+                buffer.ptr(),
+                BufferUse::Register {
+                    len: buffer.len() as u64,
+                },
+            )
+        }?;
+        self.insert_registration(buffer.ptr(), buffer.id(), facts)
+    }
+
+    /// Deregisters a buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MemoryNotRegistered`] when this buffer is not registered (another buffer at
+    /// the same address may be); [`Error::InUse`] while I/O uses it.
+    pub fn deregister_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        self.remove_registration(buffer.ptr(), buffer.id())
+    }
+}
 
 /// A range of GPU device memory that hipfile reads into or writes from.
 ///
@@ -82,6 +173,25 @@ impl DeviceBuffer {
         self.id
     }
 
+    /// The facts of the buffer for one request: its registration's when it is registered
+    /// (with the in-flight count raised until the guard drops), else checked now.
+    pub(crate) fn request_facts(&self) -> Result<(CheckedBuffer, Option<InFlight>), Error> {
+        if let Some((facts, in_flight)) = self.driver.registered_facts(self.ptr, self.id) {
+            return Ok((facts, Some(in_flight)));
+        }
+        // SAFETY: the caller borrows the buffer for the whole request, and its memory stays
+        // allocated while it lives (owned, or by the contract of `DeviceBuffer::from_raw`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.driver.gpu().as_ref(),
+                self.ptr,
+                BufferUse::Unregistered,
+            )
+        }?;
+        Ok((facts.truncated(self.len as u64), None))
+    }
+
     /// The device address.
     pub fn ptr(&self) -> DevicePtr {
         self.ptr
@@ -151,7 +261,7 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // A registration must not outlive the memory it describes: a later allocation at the
         // same address would pass validation with this buffer's length.
-        self.driver.forget_buffer(self);
+        self.driver.forget_registration(self.ptr, self.id);
         if !self.owned {
             return;
         }
