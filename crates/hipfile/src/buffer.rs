@@ -3,8 +3,7 @@
 
 use crate::driver::{Driver, InFlight};
 use hipfile_core::buffer::{BufferUse, check_buffer};
-use hipfile_core::{CheckedBuffer, DevicePtr, Error};
-use std::ptr::NonNull;
+use hipfile_core::{CheckedBuffer, DevicePtr, Error, PinnedMemory};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The driver's side of device and pinned buffers: allocation and registration.
@@ -278,26 +277,19 @@ impl Drop for DeviceBuffer {
 /// Page-locked ("pinned") host memory from the GPU runtime (`hipHostMalloc` or
 /// `cudaHostAlloc`), which the GPU copies to and from at full speed, where pageable memory
 /// goes through the driver's own staging. Zeroed when allocated, freed when dropped; used as
-/// a byte slice.
+/// a byte slice. The memory is owned by a [`PinnedMemory`] (core's one owner of pinned
+/// memory, which the fallback's staging buffers use too); the buffer keeps its driver open.
 pub struct PinnedHostBuffer {
+    #[allow(dead_code)] // Held to keep the driver open while the buffer lives.
     driver: Driver,
-    ptr: NonNull<u8>,
-    len: usize,
+    memory: PinnedMemory,
 }
-
-// SAFETY: the buffer is the sole owner of plain page-locked host memory, which is not tied
-// to the thread that allocated it; shared access gives only `&[u8]`.
-#[allow(unsafe_code)]
-unsafe impl Send for PinnedHostBuffer {}
-// SAFETY: as for `Send`: `&PinnedHostBuffer` gives only shared reads.
-#[allow(unsafe_code)]
-unsafe impl Sync for PinnedHostBuffer {}
 
 impl std::fmt::Debug for PinnedHostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PinnedHostBuffer")
-            .field("ptr", &self.ptr)
-            .field("len", &self.len)
+            .field("ptr", &self.memory.as_ptr())
+            .field("len", &self.memory.len())
             .finish()
     }
 }
@@ -310,21 +302,14 @@ impl PinnedHostBuffer {
                 what: "cannot allocate a pinned buffer of 0 bytes".into(),
             });
         }
-        let raw = driver.gpu().alloc_pinned(len).map_err(Error::Runtime)?;
-        let Some(ptr) = NonNull::new(raw) else {
+        let Some(memory) = PinnedMemory::alloc(driver.gpu(), len).map_err(Error::Runtime)? else {
             return Err(Error::Runtime(hipfile_core::RuntimeError {
                 call: "pinned host allocation",
                 code: 0,
                 message: "the runtime returned a null pointer".into(),
             }));
         };
-        // SAFETY: the runtime allocated `len` writable bytes at `ptr`, which nothing else
-        // uses yet; zeroing them makes every byte initialised before a slice is made.
-        #[allow(unsafe_code)]
-        unsafe {
-            ptr.as_ptr().write_bytes(0, len);
-        }
-        Ok(PinnedHostBuffer { driver, ptr, len })
+        Ok(PinnedHostBuffer { driver, memory })
     }
 }
 
@@ -332,31 +317,19 @@ impl std::ops::Deref for PinnedHostBuffer {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        // SAFETY: `len` initialised bytes owned by this buffer until it is dropped.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts(self.ptr.as_ptr(), self.len)
-        }
+        self.memory.as_slice()
     }
 }
 
 impl std::ops::DerefMut for PinnedHostBuffer {
     fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`, borrowed exclusively through `&mut self`.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len)
-        }
+        self.memory.as_mut_slice()
     }
 }
 
 impl Drop for PinnedHostBuffer {
     fn drop(&mut self) {
-        // SAFETY: the memory came from `alloc_pinned` of this runtime, and no slice of it
-        // outlives the buffer.
-        #[allow(unsafe_code)]
-        let freed = unsafe { self.driver.gpu().free_pinned(self.ptr.as_ptr()) };
-        if let Err(e) = freed {
+        if let Err(e) = self.memory.release() {
             eprintln!("hipfile: warning: freeing a pinned host buffer: {e}");
         }
     }
