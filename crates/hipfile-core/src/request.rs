@@ -94,7 +94,7 @@ impl ValidRequest {
     }
 }
 
-/// Buffer facts that came from the runtime ([`check_buffer`](crate::buffer::check_buffer)) for
+/// Buffer facts that came from the runtime (`hipfile_core::buffer::check_buffer`) for
 /// memory whose owner keeps it allocated while they are used: the only facts that a request
 /// may move bytes against. Made only by that `unsafe` function, so safe code cannot make one
 /// up.
