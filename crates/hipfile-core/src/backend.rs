@@ -1,9 +1,10 @@
 //! The [`Backend`] trait: how a backend scores a request and serves it.
 
-use crate::error::{ErrorCode, HipFileCode};
+use crate::code::{ErrorCode, HipFileCode};
 use crate::reason::{BackendKind, Verdict};
-use crate::request::{BufferFacts, Op, ValidRequest};
+use crate::request::{BufferFacts, ValidRequest};
 use crate::runtime::{FileIoError, RuntimeError};
+use crate::types::Op;
 use hipfile_probe::FileFacts;
 use std::os::fd::BorrowedFd;
 

@@ -10,17 +10,24 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod buffer;
+pub mod code;
 pub mod config;
 pub mod error;
+pub mod pinned;
 pub mod reason;
 pub mod request;
 pub mod runtime;
 pub mod select;
+pub mod types;
 
 pub use backend::{Backend, BackendError, IoTarget, Submission};
+pub use buffer::{BufferUse, check_buffer, inspect_buffer};
 pub use config::{Config, ConfigBuilder, ConfigWarning, FallbackKnobs, PlatformChoice};
 pub use error::{Error, ErrorCode, HipFileCode};
+pub use pinned::PinnedMemory;
 pub use reason::{BackendKind, Reason, Verdict};
-pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, MemoryKind, Op, Request, ValidRequest};
-pub use runtime::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
+pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, Request, ValidRequest};
+pub use runtime::{GpuRuntime, PointerInfo, RuntimeError};
 pub use select::{Decision, Outcome, decide, submit};
+pub use types::{DevicePtr, MemoryKind, Op};

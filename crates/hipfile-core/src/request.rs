@@ -1,69 +1,12 @@
 //! Requests and their validation (docs/BEHAVIOUR.md §3): what is checked before any backend scores.
 
 use crate::error::Error;
-use crate::runtime::DevicePtr;
-use std::fmt;
+use crate::types::DevicePtr;
+pub use crate::types::{MemoryKind, Op};
 
 /// The most one call transfers: the kernel's `MAX_RW_COUNT`. Larger sizes are clamped to it
 /// and the call returns the (short) count actually moved, as `read(2)` does.
 pub const MAX_IO_SIZE: u64 = 0x7fff_f000;
-
-/// Direction of a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// File → GPU buffer.
-    Read,
-    /// GPU buffer → file.
-    Write,
-}
-
-impl Op {
-    /// `read` or `write`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Read => "read",
-            Op::Write => "write",
-        }
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What kind of memory a buffer is, as the runtime's pointer attributes say, decoded
-/// independently of the runtime's ABI version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MemoryKind {
-    /// GPU device memory (`hipMemoryTypeDevice`): the only kind either backend serves.
-    Device,
-    /// Pinned or registered host memory.
-    Host,
-    /// Managed (unified-addressing, migratable) memory.
-    Managed,
-    /// Plain host memory the runtime does not know.
-    Unregistered,
-    /// A HIP array.
-    Array,
-    /// Unified memory (ROCm's `hipMemoryTypeUnified`).
-    Unified,
-}
-
-impl MemoryKind {
-    /// Lower-case name used in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MemoryKind::Device => "device",
-            MemoryKind::Host => "host",
-            MemoryKind::Managed => "managed",
-            MemoryKind::Unregistered => "unregistered",
-            MemoryKind::Array => "array",
-            MemoryKind::Unified => "unified",
-        }
-    }
-}
 
 /// What is known about the GPU buffer of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +94,7 @@ impl ValidRequest {
     }
 }
 
-/// Buffer facts that came from the runtime (`hipfile_core::runtime::check_buffer`) for
+/// Buffer facts that came from the runtime (`hipfile_core::buffer::check_buffer`) for
 /// memory whose owner keeps it allocated while they are used: the only facts that a request
 /// may move bytes against. Made only by that `unsafe` function, so safe code cannot make one
 /// up.

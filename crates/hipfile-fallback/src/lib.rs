@@ -15,6 +15,7 @@
 
 mod cache;
 mod pipeline;
+mod posix;
 mod staging;
 mod transfer;
 
@@ -174,7 +175,7 @@ impl Backend for Fallback {
         let direct = target
             .direct
             .filter(|_| self.cold_direct_reads && s.file.dio_offset_align() > 0)
-            .map(|fd| transfer::Direct {
+            .map(|fd| posix::Direct {
                 fd,
                 offset_align: u64::from(s.file.dio_offset_align()),
                 mem_align: u64::from(s.file.dio_mem_align()).max(1),

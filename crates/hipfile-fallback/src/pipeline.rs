@@ -24,7 +24,7 @@
 //! or been skipped, so no worker touches its descriptor or device memory after the call
 //! returns.
 //!
-//! [`StagingConfig::BUFFERS_PER_WORKER`]: crate::StagingConfig::BUFFERS_PER_WORKER
+//! [`StagingConfig::BUFFERS_PER_WORKER`]: crate::staging::StagingConfig::BUFFERS_PER_WORKER
 //!
 //! # Safety
 //!
@@ -39,8 +39,8 @@
 #![allow(unsafe_code)]
 
 use crate::cache::start_writeback;
+use crate::posix::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
-use crate::transfer::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
 use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use std::collections::VecDeque;
@@ -391,7 +391,7 @@ impl Gpu {
             stream,
             events: Vec::new(),
         };
-        for _ in 0..crate::StagingConfig::BUFFERS_PER_WORKER {
+        for _ in 0..crate::staging::StagingConfig::BUFFERS_PER_WORKER {
             match runtime.event_create() {
                 Ok(e) => gpu.events.push(e),
                 Err(e) => {

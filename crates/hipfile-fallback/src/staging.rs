@@ -12,9 +12,9 @@
 //!
 //! The `unsafe` here rests on two invariants.
 //!
-//! - **Staging buffers.** A [`StagingGuard`] is the only holder of its buffer: `capacity`
-//!   bytes that the pool's runtime allocated, zeroed right after allocation (so every byte is
-//!   initialised before a slice is made over it), handed to one guard at a time, and freed
+//! - **Staging buffers.** A [`StagingGuard`] is the only holder of its buffer: a
+//!   [`PinnedMemory`] of `capacity` bytes (core's owner of pinned memory: allocated by the
+//!   pool's runtime, zeroed, sliced and freed by it), handed to one guard at a time, and freed
 //!   only when the pool is dropped, which the borrow in `StagingGuard<'_>` forbids while any
 //!   guard lives. A buffer given up ([`StagingGuard::abandon`]) is never handed out or freed
 //!   again: work queued on a stream that could not be waited for may still use it.
@@ -32,10 +32,10 @@
 
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{
-    BackendError, DevicePtr, FallbackKnobs, GpuRuntime, RuntimeError, ValidRequest,
+    BackendError, DevicePtr, FallbackKnobs, GpuRuntime, PinnedMemory, RuntimeError, ValidRequest,
 };
 use std::fmt;
-use std::ptr::NonNull;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The sizes of a [`StagingPool`]. A zero in either field is taken as 1.
@@ -124,17 +124,9 @@ impl Default for StagingConfig {
     }
 }
 
-/// One pinned buffer of the pool's capacity; the pool frees it.
-struct PinnedBuffer(NonNull<u8>);
-
-// SAFETY: a `PinnedBuffer` is the sole owner of plain page-locked host memory (the pool's idle
-// list or one guard holds it, never both). Such memory is not tied to the thread that
-// allocated it, so handing ownership to another thread is sound.
-unsafe impl Send for PinnedBuffer {}
-
 #[derive(Default)]
 struct PoolState {
-    idle: Vec<PinnedBuffer>,
+    idle: Vec<PinnedMemory>,
     /// Buffers that exist (idle or held by a guard); abandoned ones are not counted.
     allocated: usize,
     /// Buffers given up for good ([`StagingGuard::abandon`]).
@@ -196,13 +188,13 @@ impl StagingPool {
         let mut state = self.lock();
         loop {
             if let Some(buffer) = state.idle.pop() {
-                return Ok(StagingGuard { pool: self, buffer });
+                return Ok(StagingGuard::new(self, buffer));
             }
             if state.allocated + state.allocating < self.config.max_buffers {
                 state.allocating += 1;
                 drop(state);
                 let buffer = self.allocate()?;
-                return Ok(StagingGuard { pool: self, buffer });
+                return Ok(StagingGuard::new(self, buffer));
             }
             state = self
                 .returned
@@ -216,13 +208,13 @@ impl StagingPool {
     pub fn try_acquire(&self) -> Option<StagingGuard<'_>> {
         let mut state = self.lock();
         if let Some(buffer) = state.idle.pop() {
-            return Some(StagingGuard { pool: self, buffer });
+            return Some(StagingGuard::new(self, buffer));
         }
         if state.allocated + state.allocating < self.config.max_buffers {
             state.allocating += 1;
             drop(state);
             let buffer = self.allocate().ok()?;
-            return Some(StagingGuard { pool: self, buffer });
+            return Some(StagingGuard::new(self, buffer));
         }
         None
     }
@@ -233,31 +225,26 @@ impl StagingPool {
 
     /// Allocates one buffer for a slot already counted in `allocating`, outside the lock (a
     /// pinned allocation can take milliseconds).
-    fn allocate(&self) -> Result<PinnedBuffer, BackendError> {
+    fn allocate(&self) -> Result<PinnedMemory, BackendError> {
         let mut slot = AllocationSlot {
             pool: self,
             succeeded: false,
         };
         let len = self.config.chunk_size;
-        let ptr = self
-            .runtime
-            .alloc_pinned(len)
-            .map_err(BackendError::Runtime)?;
-        let Some(ptr) = NonNull::new(ptr) else {
+        let Some(buffer) =
+            PinnedMemory::alloc(&self.runtime, len).map_err(BackendError::Runtime)?
+        else {
             return Err(BackendError::Runtime(RuntimeError {
                 call: "hipHostMalloc",
                 code: 2,
                 message: format!("the runtime returned a null pointer for {len} pinned bytes"),
             }));
         };
-        // SAFETY: `ptr..ptr + len` was just allocated for us and nothing else refers to it.
-        // Zeroing it once makes every byte initialised, so that slices over it are sound.
-        unsafe { ptr.as_ptr().write_bytes(0, len) };
         slot.succeeded = true;
-        Ok(PinnedBuffer(ptr))
+        Ok(buffer)
     }
 
-    fn give_back(&self, buffer: PinnedBuffer) {
+    fn give_back(&self, buffer: PinnedMemory) {
         self.lock().idle.push(buffer);
         self.returned.notify_one();
     }
@@ -278,18 +265,6 @@ impl fmt::Debug for StagingPool {
             .field("idle", &state.idle.len())
             .field("abandoned", &state.abandoned)
             .finish()
-    }
-}
-
-impl Drop for StagingPool {
-    fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for buffer in state.idle.drain(..) {
-            // SAFETY: every buffer came from this runtime's `alloc_pinned`; no guard exists
-            // (each borrows the pool), so none is in use, and it is dropped from the list.
-            // A failure cannot be reported from `drop`; the memory stays pinned then.
-            let _ = unsafe { self.runtime.free_pinned(buffer.0.as_ptr()) };
-        }
     }
 }
 
@@ -317,10 +292,19 @@ impl Drop for AllocationSlot<'_> {
 /// Exclusive use of one staging buffer; it goes back to its pool on drop.
 pub struct StagingGuard<'a> {
     pool: &'a StagingPool,
-    buffer: PinnedBuffer,
+    /// Taken out only by the drop, which gives it back; never dropped here, so that
+    /// [`StagingGuard::abandon`] keeps it allocated.
+    buffer: ManuallyDrop<PinnedMemory>,
 }
 
-impl StagingGuard<'_> {
+impl<'a> StagingGuard<'a> {
+    fn new(pool: &'a StagingPool, buffer: PinnedMemory) -> Self {
+        StagingGuard {
+            pool,
+            buffer: ManuallyDrop::new(buffer),
+        }
+    }
+
     /// Gives the buffer up for good: the pool neither hands it out again nor frees it (its
     /// memory stays allocated until the process ends) and stops counting it, so that a
     /// replacement may be allocated within `max_buffers`. For a buffer that a copy queued on
@@ -345,15 +329,13 @@ impl StagingGuard<'_> {
 
     /// The buffer's bytes.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the guard holds the buffer exclusively; it is `capacity` initialised bytes
-        // that live as long as the pool, which outlives the guard (module invariant).
-        unsafe { std::slice::from_raw_parts(self.buffer.0.as_ptr(), self.capacity()) }
+        &self.buffer.as_slice()[..self.capacity()]
     }
 
     /// The buffer's bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.buffer.0.as_ptr(), self.capacity()) }
+        let capacity = self.capacity();
+        &mut self.buffer.as_mut_slice()[..capacity]
     }
 
     /// Copies the first `to.len()` bytes of the buffer to `to`, synchronously.
@@ -368,7 +350,7 @@ impl StagingGuard<'_> {
         unsafe {
             self.pool
                 .runtime
-                .copy_to_device(to.start, self.buffer.0.as_ptr(), len, None)
+                .copy_to_device(to.start, self.buffer.as_ptr(), len, None)
         }
         .map_err(BackendError::Runtime)
     }
@@ -386,7 +368,7 @@ impl StagingGuard<'_> {
         unsafe {
             self.pool
                 .runtime
-                .copy_to_host(self.buffer.0.as_ptr(), from.start, len, None)
+                .copy_to_host(self.buffer.as_mut_ptr(), from.start, len, None)
         }
         .map_err(BackendError::Runtime)
     }
@@ -416,7 +398,7 @@ impl StagingGuard<'_> {
         unsafe {
             self.pool
                 .runtime
-                .copy_to_device(to.start, self.buffer.0.as_ptr(), len, Some(stream))
+                .copy_to_device(to.start, self.buffer.as_ptr(), len, Some(stream))
         }
         .map_err(BackendError::Runtime)
     }
@@ -443,7 +425,7 @@ impl StagingGuard<'_> {
         unsafe {
             self.pool
                 .runtime
-                .copy_to_host(self.buffer.0.as_ptr(), from.start, len, Some(stream))
+                .copy_to_host(self.buffer.as_mut_ptr(), from.start, len, Some(stream))
         }
         .map_err(BackendError::Runtime)
     }
@@ -451,8 +433,9 @@ impl StagingGuard<'_> {
 
 impl Drop for StagingGuard<'_> {
     fn drop(&mut self) {
-        // The guard's own copy of the pointer is never used again.
-        self.pool.give_back(PinnedBuffer(self.buffer.0));
+        // SAFETY: the buffer is taken out once, here, and the guard is not used afterwards.
+        let buffer = unsafe { ManuallyDrop::take(&mut self.buffer) };
+        self.pool.give_back(buffer);
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod support;
 
-use hipfile_core::runtime::{BufferUse, check_buffer};
+use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{
     Backend, BackendError, Config, DevicePtr, GpuRuntime, IoTarget, Op, Reason, Request,
     Submission, Verdict,

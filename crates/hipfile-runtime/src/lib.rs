@@ -6,9 +6,11 @@
 //!
 //! Each method translates one call: the ABI-dependent parts (memory-type numbering by
 //! runtime version, ROCm 5's error for unknown host pointers) are decoded here so that the
-//! layers above see one meaning. It validates nothing (core does) and decides nothing (the
-//! backends do). It depends on `hipfile-core` and `hipfile-sys`; only the facade and tools
-//! depend on it.
+//! layers above see one meaning. It validates nothing (core does), and the runtimes decide
+//! nothing (the backends do). The one choice made here is which runtime to load
+//! ([`load_runtime`]: `HIP_PLATFORM`, HIP before CUDA, a runtime with a device before one
+//! without), with what it offers ([`inspect_runtime`], [`RuntimeReport`]). It depends on
+//! `hipfile-core` and `hipfile-sys`; only the facade and tools depend on it.
 //!
 //! # Safety
 //!
@@ -17,8 +19,11 @@
 
 #![deny(unsafe_code)]
 
+mod choose;
 mod cuda;
 mod hip;
+
+pub use choose::{Platform, RuntimeReport, inspect_runtime, load_runtime};
 
 pub use cuda::CudaRuntime;
 pub use hip::{HipRuntime, RuntimeKind};

@@ -1,10 +1,100 @@
 //! Device buffers (owned allocations, or memory the caller allocated) and pinned host
 //! buffers.
 
-use crate::driver::Driver;
-use hipfile_core::{DevicePtr, Error};
-use std::ptr::NonNull;
+use crate::driver::{Driver, InFlight};
+use hipfile_core::buffer::{BufferUse, check_buffer};
+use hipfile_core::{CheckedBuffer, DevicePtr, Error, PinnedMemory};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The driver's side of device and pinned buffers: allocation and registration.
+impl Driver {
+    /// Allocates `len` bytes of device memory, freed when the buffer is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
+        DeviceBuffer::alloc(self.clone(), len)
+    }
+
+    /// Allocates `len` bytes of pinned host memory, zeroed, freed when the buffer is dropped:
+    /// the fastest source and target of [`DeviceBuffer::copy_from_host`] and
+    /// [`DeviceBuffer::copy_to_host`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHostBuffer, Error> {
+        PinnedHostBuffer::alloc(self.clone(), len)
+    }
+
+    /// Allocates `len` bytes of device memory on `device`, freed when the buffer is dropped.
+    /// The calling thread's current device is the same afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the device does not exist or cannot allocate;
+    /// [`Error::InvalidValue`] for 0.
+    pub fn alloc_on(&self, device: i32, len: usize) -> Result<DeviceBuffer, Error> {
+        let gpu = self.gpu();
+        gpu.thread_init().map_err(Error::Runtime)?;
+        let before = gpu.current_device().map_err(Error::Runtime)?;
+        gpu.set_device(device).map_err(Error::Runtime)?;
+        let buffer = DeviceBuffer::alloc(self.clone(), len);
+        let restored = gpu.set_device(before).map_err(Error::Runtime);
+        let buffer = buffer?;
+        restored?;
+        Ok(buffer)
+    }
+
+    /// Registers a device buffer (optional: unregistered buffers are validated per call). The
+    /// registration ends when the buffer is deregistered or dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
+    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6: not
+    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
+    /// ([`Error::PointerRange`]).
+    pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        if !buffer.driver().same_as(self) {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: format!(
+                    "buffer {} belongs to another driver; register it with the driver that \
+                     allocated or described it",
+                    buffer.ptr()
+                ),
+            });
+        }
+        // SAFETY: the registration lives in this driver only (checked above) and is removed
+        // when `buffer` is dropped (`DeviceBuffer`'s `Drop`), before an owned buffer frees
+        // its memory; a borrowed buffer's memory stays allocated while it lives (the
+        // contract of `DeviceBuffer::from_raw`). Requests use the registration only while
+        // they borrow `buffer` (`DeviceBuffer::request_facts`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.gpu().as_ref(),
+                buffer.ptr(),
+                BufferUse::Register {
+                    len: buffer.len() as u64,
+                },
+            )
+        }?;
+        self.insert_registration(buffer.ptr(), buffer.id(), facts)
+    }
+
+    /// Deregisters a buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MemoryNotRegistered`] when this buffer is not registered (another buffer at
+    /// the same address may be); [`Error::InUse`] while I/O uses it.
+    pub fn deregister_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        self.remove_registration(buffer.ptr(), buffer.id())
+    }
+}
 
 /// A range of GPU device memory that hipfile reads into or writes from.
 ///
@@ -82,6 +172,25 @@ impl DeviceBuffer {
         self.id
     }
 
+    /// The facts of the buffer for one request: its registration's when it is registered
+    /// (with the in-flight count raised until the guard drops), else checked now.
+    pub(crate) fn request_facts(&self) -> Result<(CheckedBuffer, Option<InFlight>), Error> {
+        if let Some((facts, in_flight)) = self.driver.registered_facts(self.ptr, self.id) {
+            return Ok((facts, Some(in_flight)));
+        }
+        // SAFETY: the caller borrows the buffer for the whole request, and its memory stays
+        // allocated while it lives (owned, or by the contract of `DeviceBuffer::from_raw`).
+        #[allow(unsafe_code)]
+        let facts = unsafe {
+            check_buffer(
+                self.driver.gpu().as_ref(),
+                self.ptr,
+                BufferUse::Unregistered,
+            )
+        }?;
+        Ok((facts.truncated(self.len as u64), None))
+    }
+
     /// The device address.
     pub fn ptr(&self) -> DevicePtr {
         self.ptr
@@ -151,7 +260,7 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // A registration must not outlive the memory it describes: a later allocation at the
         // same address would pass validation with this buffer's length.
-        self.driver.forget_buffer(self);
+        self.driver.forget_registration(self.ptr, self.id);
         if !self.owned {
             return;
         }
@@ -168,26 +277,19 @@ impl Drop for DeviceBuffer {
 /// Page-locked ("pinned") host memory from the GPU runtime (`hipHostMalloc` or
 /// `cudaHostAlloc`), which the GPU copies to and from at full speed, where pageable memory
 /// goes through the driver's own staging. Zeroed when allocated, freed when dropped; used as
-/// a byte slice.
+/// a byte slice. The memory is owned by a [`PinnedMemory`] (core's one owner of pinned
+/// memory, which the fallback's staging buffers use too); the buffer keeps its driver open.
 pub struct PinnedHostBuffer {
+    #[allow(dead_code)] // Held to keep the driver open while the buffer lives.
     driver: Driver,
-    ptr: NonNull<u8>,
-    len: usize,
+    memory: PinnedMemory,
 }
-
-// SAFETY: the buffer is the sole owner of plain page-locked host memory, which is not tied
-// to the thread that allocated it; shared access gives only `&[u8]`.
-#[allow(unsafe_code)]
-unsafe impl Send for PinnedHostBuffer {}
-// SAFETY: as for `Send`: `&PinnedHostBuffer` gives only shared reads.
-#[allow(unsafe_code)]
-unsafe impl Sync for PinnedHostBuffer {}
 
 impl std::fmt::Debug for PinnedHostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PinnedHostBuffer")
-            .field("ptr", &self.ptr)
-            .field("len", &self.len)
+            .field("ptr", &self.memory.as_ptr())
+            .field("len", &self.memory.len())
             .finish()
     }
 }
@@ -200,21 +302,14 @@ impl PinnedHostBuffer {
                 what: "cannot allocate a pinned buffer of 0 bytes".into(),
             });
         }
-        let raw = driver.gpu().alloc_pinned(len).map_err(Error::Runtime)?;
-        let Some(ptr) = NonNull::new(raw) else {
+        let Some(memory) = PinnedMemory::alloc(driver.gpu(), len).map_err(Error::Runtime)? else {
             return Err(Error::Runtime(hipfile_core::RuntimeError {
                 call: "pinned host allocation",
                 code: 0,
                 message: "the runtime returned a null pointer".into(),
             }));
         };
-        // SAFETY: the runtime allocated `len` writable bytes at `ptr`, which nothing else
-        // uses yet; zeroing them makes every byte initialised before a slice is made.
-        #[allow(unsafe_code)]
-        unsafe {
-            ptr.as_ptr().write_bytes(0, len);
-        }
-        Ok(PinnedHostBuffer { driver, ptr, len })
+        Ok(PinnedHostBuffer { driver, memory })
     }
 }
 
@@ -222,31 +317,19 @@ impl std::ops::Deref for PinnedHostBuffer {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        // SAFETY: `len` initialised bytes owned by this buffer until it is dropped.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts(self.ptr.as_ptr(), self.len)
-        }
+        self.memory.as_slice()
     }
 }
 
 impl std::ops::DerefMut for PinnedHostBuffer {
     fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`, borrowed exclusively through `&mut self`.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len)
-        }
+        self.memory.as_mut_slice()
     }
 }
 
 impl Drop for PinnedHostBuffer {
     fn drop(&mut self) {
-        // SAFETY: the memory came from `alloc_pinned` of this runtime, and no slice of it
-        // outlives the buffer.
-        #[allow(unsafe_code)]
-        let freed = unsafe { self.driver.gpu().free_pinned(self.ptr.as_ptr()) };
-        if let Err(e) = freed {
+        if let Err(e) = self.memory.release() {
             eprintln!("hipfile: warning: freeing a pinned host buffer: {e}");
         }
     }

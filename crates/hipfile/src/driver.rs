@@ -1,16 +1,20 @@
 //! The driver: one configuration, one runtime, the two backends, the registries and the
 //! counters. Handles keep it alive; it closes when the last one goes.
+//!
+//! Its state is private. The methods that hand out files and buffers (`register_file` in
+//! `file.rs`; `alloc`, `alloc_pinned`, `alloc_on`, `register_buffer` and `deregister_buffer` in
+//! `buffer.rs`) live beside the types they make, so this module names neither, and they reach
+//! the driver only through the `pub(crate)` methods here.
 
-use crate::buffer::{DeviceBuffer, PinnedHostBuffer};
-use crate::file::FileHandle;
-use crate::runtime::{RuntimeReport, load_runtime};
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
-use hipfile_core::runtime::{BufferUse, check_buffer};
-use hipfile_core::{CheckedBuffer, Config, ConfigBuilder, Error, GpuRuntime};
+use hipfile_core::{
+    Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op, Outcome,
+};
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
+use hipfile_runtime::{RuntimeReport, load_runtime};
 use std::collections::{BTreeMap, HashSet};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
@@ -18,23 +22,24 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 /// owned buffer keeps the driver open, and it closes when the last of them is dropped.
 #[derive(Clone)]
 pub struct Driver {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) config: Config,
-    pub(crate) runtime: Arc<dyn GpuRuntime>,
-    pub(crate) report: RuntimeReport,
-    pub(crate) fastpath: Fastpath,
-    pub(crate) fallback: Fallback,
-    pub(crate) files: Mutex<HashSet<i32>>,
-    pub(crate) buffers: RwLock<BTreeMap<u64, Arc<RegisteredBuffer>>>,
-    pub(crate) stats: Stats,
+struct Inner {
+    config: Config,
+    runtime: Arc<dyn GpuRuntime>,
+    report: RuntimeReport,
+    fastpath: Fastpath,
+    fallback: Fallback,
+    files: Mutex<HashSet<i32>>,
+    buffers: RwLock<BTreeMap<u64, Arc<RegisteredBuffer>>>,
+    stats: Stats,
 }
 
-pub(crate) struct RegisteredBuffer {
-    /// The [`DeviceBuffer`] that was registered ([`DeviceBuffer::id`]): another buffer at the
-    /// same address (a view made with `from_raw`, or a later allocation) is not it.
+struct RegisteredBuffer {
+    /// The identity of the [`DeviceBuffer`](crate::DeviceBuffer) that was registered: another
+    /// buffer at the same address (a view made with `from_raw`, or a later allocation) is not
+    /// it.
     owner: u64,
     facts: CheckedBuffer,
     in_flight: AtomicUsize,
@@ -157,134 +162,6 @@ impl Driver {
         &self.inner.runtime
     }
 
-    /// Registers an open file (any [`AsFd`]: `File`, `OwnedFd`, …). The descriptor is
-    /// duplicated, so the handle stays valid whatever the caller does with its own; the
-    /// file is probed once, now, and the `O_DIRECT` descriptor opened (docs/BEHAVIOUR.md §1.3).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::HandleAlreadyRegistered`] when this descriptor is registered already;
-    /// [`Error::Probe`] when the file cannot be probed or reopened.
-    pub fn register_file(&self, file: &impl AsFd) -> Result<FileHandle, Error> {
-        FileHandle::register(self.clone(), file.as_fd())
-    }
-
-    /// Allocates `len` bytes of device memory, freed when the buffer is dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
-        DeviceBuffer::alloc(self.clone(), len)
-    }
-
-    /// Allocates `len` bytes of pinned host memory, zeroed, freed when the buffer is dropped:
-    /// the fastest source and target of [`DeviceBuffer::copy_from_host`] and
-    /// [`DeviceBuffer::copy_to_host`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
-    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHostBuffer, Error> {
-        PinnedHostBuffer::alloc(self.clone(), len)
-    }
-
-    /// Registers a device buffer (optional: unregistered buffers are validated per call). The
-    /// registration ends when the buffer is deregistered or dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
-    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6: not
-    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
-    /// ([`Error::PointerRange`]).
-    pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
-        if !buffer.driver().same_as(self) {
-            return Err(Error::InvalidValue {
-                op: None,
-                what: format!(
-                    "buffer {} belongs to another driver; register it with the driver that \
-                     allocated or described it",
-                    buffer.ptr()
-                ),
-            });
-        }
-        // SAFETY: the registration lives in this driver only (checked above) and is removed
-        // when `buffer` is dropped (`DeviceBuffer`'s `Drop`), before an owned buffer frees
-        // its memory; a borrowed buffer's memory stays allocated while it lives (the
-        // contract of `DeviceBuffer::from_raw`). Requests use the registration only while
-        // they borrow `buffer` (`Driver::buffer_facts`).
-        #[allow(unsafe_code)]
-        let facts = unsafe {
-            check_buffer(
-                self.inner.runtime.as_ref(),
-                buffer.ptr(),
-                BufferUse::Register {
-                    len: buffer.len() as u64,
-                },
-            )
-        }?;
-        let mut map = self
-            .inner
-            .buffers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if map.contains_key(&buffer.ptr().0) {
-            return Err(Error::MemoryAlreadyRegistered { ptr: buffer.ptr() });
-        }
-        map.insert(
-            buffer.ptr().0,
-            Arc::new(RegisteredBuffer {
-                owner: buffer.id(),
-                facts,
-                in_flight: AtomicUsize::new(0),
-            }),
-        );
-        Ok(())
-    }
-
-    /// Deregisters a buffer.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::MemoryNotRegistered`] when this buffer is not registered (another buffer at
-    /// the same address may be); [`Error::InUse`] while I/O uses it.
-    pub fn deregister_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
-        let mut map = self
-            .inner
-            .buffers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Some(entry) = map.get(&buffer.ptr().0).filter(|e| e.owner == buffer.id()) else {
-            return Err(Error::MemoryNotRegistered { ptr: buffer.ptr() });
-        };
-        let count = entry.in_flight.load(Ordering::SeqCst);
-        if count > 0 {
-            return Err(Error::InUse {
-                what: "buffer",
-                count,
-            });
-        }
-        map.remove(&buffer.ptr().0);
-        Ok(())
-    }
-
-    /// Ends `buffer`'s registration, if it has one, as it is dropped: no request can be using
-    /// it then, since requests borrow the buffer.
-    pub(crate) fn forget_buffer(&self, buffer: &DeviceBuffer) {
-        let mut map = self
-            .inner
-            .buffers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if map
-            .get(&buffer.ptr().0)
-            .is_some_and(|e| e.owner == buffer.id())
-        {
-            map.remove(&buffer.ptr().0);
-        }
-    }
-
     /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
     pub fn stats(&self) -> Option<StatsSnapshot> {
         (self.inner.config.stats_level >= 1).then(|| self.inner.stats.snapshot())
@@ -305,52 +182,110 @@ impl Driver {
         self.gpu().device_count().map_err(Error::Runtime)
     }
 
-    /// Allocates `len` bytes of device memory on `device`, freed when the buffer is dropped.
-    /// The calling thread's current device is the same afterwards.
+    /// Records the registration of the buffer `owner` at `ptr`, with the facts
+    /// [`check_buffer`](hipfile_core::buffer::check_buffer) gave for it.
     ///
     /// # Errors
     ///
-    /// [`Error::Runtime`] when the device does not exist or cannot allocate;
-    /// [`Error::InvalidValue`] for 0.
-    pub fn alloc_on(&self, device: i32, len: usize) -> Result<DeviceBuffer, Error> {
-        let gpu = self.gpu();
-        gpu.thread_init().map_err(Error::Runtime)?;
-        let before = gpu.current_device().map_err(Error::Runtime)?;
-        gpu.set_device(device).map_err(Error::Runtime)?;
-        let buffer = DeviceBuffer::alloc(self.clone(), len);
-        let restored = gpu.set_device(before).map_err(Error::Runtime);
-        let buffer = buffer?;
-        restored?;
-        Ok(buffer)
+    /// [`Error::MemoryAlreadyRegistered`] when a buffer at `ptr` is registered already.
+    pub(crate) fn insert_registration(
+        &self,
+        ptr: DevicePtr,
+        owner: u64,
+        facts: CheckedBuffer,
+    ) -> Result<(), Error> {
+        let mut map = self
+            .inner
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if map.contains_key(&ptr.0) {
+            return Err(Error::MemoryAlreadyRegistered { ptr });
+        }
+        map.insert(
+            ptr.0,
+            Arc::new(RegisteredBuffer {
+                owner,
+                facts,
+                in_flight: AtomicUsize::new(0),
+            }),
+        );
+        Ok(())
     }
 
-    /// The facts of `buffer` for one request: its registration's when it is registered (with
-    /// the in-flight count raised until the guard drops), else checked now.
-    pub(crate) fn buffer_facts(
+    /// Removes the registration of the buffer `owner` at `ptr`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MemoryNotRegistered`] when that buffer is not registered (another buffer at
+    /// the same address may be); [`Error::InUse`] while I/O uses it.
+    pub(crate) fn remove_registration(&self, ptr: DevicePtr, owner: u64) -> Result<(), Error> {
+        let mut map = self
+            .inner
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = map.get(&ptr.0).filter(|e| e.owner == owner) else {
+            return Err(Error::MemoryNotRegistered { ptr });
+        };
+        let count = entry.in_flight.load(Ordering::SeqCst);
+        if count > 0 {
+            return Err(Error::InUse {
+                what: "buffer",
+                count,
+            });
+        }
+        map.remove(&ptr.0);
+        Ok(())
+    }
+
+    /// Ends the registration of the buffer `owner` at `ptr`, if it has one, as the buffer is
+    /// dropped: no request can be using it then, since requests borrow the buffer.
+    pub(crate) fn forget_registration(&self, ptr: DevicePtr, owner: u64) {
+        let mut map = self
+            .inner
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if map.get(&ptr.0).is_some_and(|e| e.owner == owner) {
+            map.remove(&ptr.0);
+        }
+    }
+
+    /// The registration's facts of the buffer `owner` at `ptr`, with its in-flight count
+    /// raised until the guard drops; `None` when that buffer is not registered.
+    pub(crate) fn registered_facts(
         &self,
-        buffer: &DeviceBuffer,
-    ) -> Result<(CheckedBuffer, Option<InFlight>), Error> {
+        ptr: DevicePtr,
+        owner: u64,
+    ) -> Option<(CheckedBuffer, InFlight)> {
         let map = self
             .inner
             .buffers
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = map.get(&buffer.ptr().0).filter(|e| e.owner == buffer.id()) {
-            entry.in_flight.fetch_add(1, Ordering::SeqCst);
-            return Ok((entry.facts, Some(InFlight(Arc::clone(entry)))));
+        let entry = map.get(&ptr.0).filter(|e| e.owner == owner)?;
+        entry.in_flight.fetch_add(1, Ordering::SeqCst);
+        Some((entry.facts, InFlight(Arc::clone(entry))))
+    }
+
+    /// The backends, in the order `submit` asks them (fastpath first).
+    pub(crate) fn backends(&self) -> [&dyn Backend; 2] {
+        [&self.inner.fastpath, &self.inner.fallback]
+    }
+
+    /// Counts a request that `outcome` served for a buffer of `device`.
+    pub(crate) fn count_served(&self, outcome: &Outcome, device: i32, op: Op) {
+        let stats = &self.inner.stats;
+        stats.served(outcome.backend, outcome.bytes, outcome.retried);
+        if self.inner.config.stats_level >= 1 {
+            stats.served_device(device, op, outcome.bytes);
         }
-        drop(map);
-        // SAFETY: the caller borrows `buffer` for the whole request, and its memory stays
-        // allocated while it lives (owned, or by the contract of `DeviceBuffer::from_raw`).
-        #[allow(unsafe_code)]
-        let facts = unsafe {
-            check_buffer(
-                self.inner.runtime.as_ref(),
-                buffer.ptr(),
-                BufferUse::Unregistered,
-            )
-        }?;
-        Ok((facts.truncated(buffer.len() as u64), None))
+    }
+
+    /// Counts a request that failed.
+    pub(crate) fn count_failed(&self) {
+        self.inner.stats.failed();
     }
 
     pub(crate) fn claim_fd(&self, fd: &impl AsRawFd) -> Result<(), Error> {

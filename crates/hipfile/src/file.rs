@@ -3,12 +3,27 @@
 use crate::buffer::DeviceBuffer;
 use crate::driver::Driver;
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::{Backend, BackendKind, Error, IoTarget, Op, Request, Submission, submit};
+use hipfile_core::{BackendKind, Error, IoTarget, Op, Request, Submission, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The driver's side of file registration.
+impl Driver {
+    /// Registers an open file (any [`AsFd`]: `File`, `OwnedFd`, …). The descriptor is
+    /// duplicated, so the handle stays valid whatever the caller does with its own; the
+    /// file is probed once, now, and the `O_DIRECT` descriptor opened (docs/BEHAVIOUR.md §1.3).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HandleAlreadyRegistered`] when this descriptor is registered already;
+    /// [`Error::Probe`] when the file cannot be probed or reopened.
+    pub fn register_file(&self, file: &impl AsFd) -> Result<FileHandle, Error> {
+        FileHandle::register(self.clone(), file.as_fd())
+    }
+}
 
 /// A file registered for GPU I/O. Cheap to clone; `Send + Sync`, so one handle serves many
 /// threads at once. Dropping the last clone deregisters it.
@@ -330,9 +345,9 @@ impl FileHandle {
         let inner = &self.inner;
         let _in_flight = inner.registration.enter()?;
         access_allows(inner.probed.facts.status_flags, op)?;
-        let driver = &inner.driver.inner;
+        let driver = &inner.driver;
         let result = (|| {
-            let (facts, _registered) = inner.driver.buffer_facts(buffer)?;
+            let (facts, _registered) = buffer.request_facts()?;
             let request = Request {
                 op,
                 size,
@@ -350,15 +365,11 @@ impl FileHandle {
                 file: &inner.probed.facts,
                 buffer: facts.facts(),
             };
-            let backends: [&dyn Backend; 2] = [&driver.fastpath, &driver.fallback];
-            submit(&backends, &submission, &target).map(|o| (o, facts.facts().device))
+            submit(&driver.backends(), &submission, &target).map(|o| (o, facts.facts().device))
         })();
         match result {
             Ok((o, device)) => {
-                driver.stats.served(o.backend, o.bytes, o.retried);
-                if driver.config.stats_level >= 1 {
-                    driver.stats.served_device(device, op, o.bytes);
-                }
+                driver.count_served(&o, device, op);
                 Ok(IoOutcome {
                     bytes: o.bytes,
                     backend: o.backend,
@@ -366,7 +377,7 @@ impl FileHandle {
                 })
             }
             Err(e) => {
-                driver.stats.failed();
+                driver.count_failed();
                 Err(e)
             }
         }

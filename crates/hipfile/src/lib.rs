@@ -19,7 +19,6 @@
 mod buffer;
 mod driver;
 mod file;
-mod runtime;
 mod stats;
 mod view;
 
@@ -36,7 +35,7 @@ pub use hipfile_core::{
     BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision, DevicePtr, Error,
     ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
 };
-pub use runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use hipfile_runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 

@@ -600,10 +600,10 @@ fn submit(
 ) -> Result<i64, BackendError> {
     // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
     let buffer = unsafe {
-        hipfile_core::runtime::check_buffer(
+        hipfile_core::buffer::check_buffer(
             runtime,
             base,
-            hipfile_core::runtime::BufferUse::Register { len },
+            hipfile_core::buffer::BufferUse::Register { len },
         )
     }
     .unwrap();

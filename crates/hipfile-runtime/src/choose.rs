@@ -1,7 +1,12 @@
-//! What the GPU runtime on this machine offers, as `hipfile check` reports it.
+//! Which GPU runtime to load, and what it offers (as `hipfile check` reports it): the one
+//! policy of this crate. `HIP_PLATFORM` (through [`Config::platform`]) picks AMD or NVIDIA;
+//! unset, a HIP runtime comes first, then CUDA, and a HIP runtime that sees no device gives way
+//! to a CUDA runtime that sees one. The runtimes themselves (`hip.rs`, `cuda.rs`) decide
+//! nothing.
 
+use crate::cuda::CudaRuntime;
+use crate::hip::{HipRuntime, RuntimeKind};
 use hipfile_core::{Config, Error, GpuRuntime, PlatformChoice};
-use hipfile_runtime::{CudaRuntime, HipRuntime, RuntimeKind};
 use hipfile_sys::{CudaLoadOptions, LoadOptions, RuntimeVersion};
 use std::path::PathBuf;
 use std::sync::Arc;
