@@ -27,7 +27,7 @@
 //! `hipGetDevice`, `hipSetDevice`, allocations, registrations, streams, events, file I/O)
 //! fails with `hipErrorInvalidDevice` ([`with_device`]); the versions are still reported.
 
-use crate::error::{INVALID_DEVICE, NOT_INITIALIZED};
+use crate::codes::{INVALID_DEVICE, NOT_INITIALIZED};
 use crate::fault::{FaultPlan, parse_faults};
 use std::ffi::{CStr, CString};
 use std::io::Write as _;

@@ -38,6 +38,7 @@
 // The exported functions carry the C names of the HIP API.
 #![allow(non_snake_case)]
 
+pub mod codes;
 pub mod config;
 pub mod device;
 pub mod error;

@@ -132,6 +132,32 @@ unsafe impl Sync for cudaPointerAttributes {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CUDA column of docs/ABI.md's memory-type table.
+    #[test]
+    fn cuda_decodes_its_table() {
+        use MemoryType::*;
+        for (raw, want) in [
+            (0, Unregistered),
+            (1, Host),
+            (2, Device),
+            (3, Managed),
+            (4, Unknown(4)),
+            (10, Unknown(10)),
+            (11, Unknown(11)),
+            (-1, Unknown(-1)),
+            (i32::MAX, Unknown(i32::MAX)),
+        ] {
+            assert_eq!(decode_cuda_memory_type(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn cuda_attributes_default_to_zero() {
+        let c = cudaPointerAttributes::default();
+        assert_eq!(c.reserved, [0; 8]);
+        assert!(c.devicePointer.is_null() && c.hostPointer.is_null());
+    }
     use crate::cuda::error::{CuError, CudaError};
     use std::mem;
     use std::mem::{align_of, offset_of, size_of};
