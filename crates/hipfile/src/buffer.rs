@@ -148,6 +148,28 @@ impl DeviceBuffer {
     /// The buffer is validated when it is registered or used, not here; its registration, if
     /// any, ends when it is dropped, and the memory is never freed by hipfile.
     ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
+    /// # if std::env::var_os("HIPFILE_HIP_LIBRARY").is_none() { return Ok(()); }
+    /// # let path = std::env::temp_dir().join(format!("hipfile-doc-raw-{}", std::process::id()));
+    /// # std::fs::write(&path, vec![5u8; 8192])?;
+    /// let driver = hipfile::Driver::open()?;
+    /// let fh = driver.register_file(&std::fs::File::open(&path)?)?;
+    /// // Memory another library allocated with the same runtime: a pointer and a length.
+    /// let (ptr, len) = (driver.gpu().alloc_device(8192)?, 8192);
+    /// // SAFETY: `ptr..ptr+len` is device memory of this driver's runtime; it is freed only
+    /// // after `tensor` is dropped, and nothing else touches it meanwhile.
+    /// let mut tensor = unsafe { hipfile::DeviceBuffer::from_raw(&driver, ptr, len) };
+    /// fh.read_exact_at(&mut tensor, 0)?;
+    /// drop(tensor); // hipfile never frees it: its owner does.
+    /// // SAFETY: `ptr` came from this runtime's `alloc_device`, and nothing uses it any more.
+    /// unsafe { driver.gpu().free_device(ptr) }?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Safety
     ///
     /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime for as long as the

@@ -97,6 +97,27 @@ impl DeviceBuffer {
 
     /// The bytes of `range` (of this buffer), for reads to fill.
     ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
+    /// # if std::env::var_os("HIPFILE_HIP_LIBRARY").is_none() { return Ok(()); }
+    /// # let path = std::env::temp_dir().join(format!("hipfile-doc-slice-{}", std::process::id()));
+    /// # std::fs::write(&path, b"header..payload")?;
+    /// let driver = hipfile::Driver::open()?;
+    /// let fh = driver.register_file(&std::fs::File::open(&path)?)?;
+    /// let mut buf = driver.alloc(64)?;
+    /// // The file's bytes 8.. into the buffer's bytes 32..39: a view is what a request fills.
+    /// fh.read_exact_at(&mut buf.slice_mut(32..39)?, 8)?;
+    /// let mut payload = [0u8; 7];
+    /// buf.slice(32..39)?.copy_to_host(&mut payload)?;
+    /// assert_eq!(&payload, b"payload");
+    /// // A range outside the buffer is an error, not a panic.
+    /// assert!(buf.slice_mut(60..70).is_err());
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidValue`] when `range` is not inside the buffer.
