@@ -2,7 +2,11 @@
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
-//!   capability fails instead, unless `--allow-skips`), the layering check, and packaging.
+//!   capability fails instead, unless `--allow-skips`), the `hipfile` examples and doc tests
+//!   on the emulated runtime, the layering check, and packaging.
+//! - `emulated [--release] [--out DIR]`: builds the emulated runtime (`hipfile-emu`) and
+//!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out`, for an
+//!   application to name in `HIPFILE_HIP_LIBRARY` (`emulated.rs`).
 //! - `layers`: only the layering check (see `layers.rs` and docs/ARCHITECTURE.md).
 //! - `package`: only packaging: `cargo package --locked` for exactly the library crates
 //!   (`package.rs`), each built from its own tarball, after checking that they are exactly
@@ -12,13 +16,23 @@
 
 #![forbid(unsafe_code)]
 
+mod emulated;
 mod layers;
 mod package;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str =
-    "usage: cargo xtask ci [--allow-skips] | cargo xtask layers | cargo xtask package";
+const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | cargo xtask emulated [--release] \
+                     [--out DIR] | cargo xtask layers | cargo xtask package";
+
+/// The examples of the `hipfile` crate (`crates/hipfile/examples/`), which `ci` runs on the
+/// emulated runtime.
+const EXAMPLES: &[&str] = &[
+    "read_verify",
+    "copy_through_gpu",
+    "parallel_read",
+    "foreign_memory",
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +44,9 @@ fn main() -> ExitCode {
     {
         ["ci"] => ci(true),
         ["ci", "--allow-skips"] => ci(false),
+        ["emulated", rest @ ..] => emulated::parse(rest)
+            .and_then(|args| emulated::build(&args))
+            .map(|path| println!("{}", path.display())),
         ["layers"] => layers_check(),
         ["package"] => package_check(),
         ["-h" | "--help" | "help"] => {
@@ -84,10 +101,28 @@ fn ci(strict: bool) -> Result<(), String> {
         &["test", "--workspace", "--locked", "--no-fail-fast"],
         strict_env,
     )?;
+    examples_and_doc_tests()?;
     layers_check()?;
     package_check()?;
     eprintln!("xtask: ci passed");
     Ok(())
+}
+
+/// Runs the `hipfile` examples and doc tests on the emulated runtime, named in
+/// `HIPFILE_HIP_LIBRARY` (without it, the doc tests that need a runtime return early).
+fn examples_and_doc_tests() -> Result<(), String> {
+    let lib = emulated::build(&emulated::Args::default())?;
+    let lib = lib
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", lib.display()))?;
+    let env = [("HIPFILE_HIP_LIBRARY", lib)];
+    for name in EXAMPLES {
+        cargo(
+            &["run", "--locked", "-p", "hipfile", "--example", name],
+            &env,
+        )?;
+    }
+    cargo(&["test", "--locked", "--doc", "-p", "hipfile"], &env)
 }
 
 fn layers_check() -> Result<(), String> {
@@ -116,4 +151,25 @@ fn package_check() -> Result<(), String> {
     cargo(&package::cargo_args(), &[])?;
     eprintln!("xtask: packaging passed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_runs_every_example_of_the_facade() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/hipfile/examples");
+        let mut found: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        let mut listed: Vec<String> = EXAMPLES.iter().map(|s| s.to_string()).collect();
+        listed.sort();
+        assert_eq!(found, listed, "EXAMPLES must list {}", dir.display());
+    }
 }

@@ -20,6 +20,24 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 /// An open hipfile driver. Cheap to clone (a reference count); every clone, file handle and
 /// owned buffer keeps the driver open, and it closes when the last of them is dropped.
+///
+/// Which runtime it loads comes from the configuration: without a GPU, name the emulated
+/// runtime (`cargo xtask emulated` builds it and prints its path) with `HIPFILE_HIP_LIBRARY`,
+/// or in code with [`ConfigBuilder::hip_library`]. hipfile never picks it on its own.
+///
+/// ```
+/// # fn main() -> Result<(), hipfile::Error> {
+/// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
+/// # let Some(lib) = std::env::var_os("HIPFILE_HIP_LIBRARY") else { return Ok(()) };
+/// use hipfile::{ConfigBuilder, Driver};
+/// // `lib`: the path of libhipfile_emu.so, or of a HIP runtime.
+/// let driver = Driver::open_with(ConfigBuilder::new().hip_library(lib))?;
+/// println!("{:?}, {} device(s)", driver.runtime().platform, driver.device_count()?);
+/// let again = Driver::open()?; // the same process-wide driver while one is open
+/// assert!(again.same_as(&driver));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Driver {
     inner: Arc<Inner>,

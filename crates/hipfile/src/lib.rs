@@ -12,6 +12,13 @@
 //! [`FileHandle::read`] and [`FileHandle::write`]. [`explain`] answers "which backend would
 //! serve this request, and why?" without moving a byte.
 //!
+//! Without a GPU, name the emulated runtime (`hipfile-emu`, built by `cargo xtask emulated` in
+//! a checkout of hipfile's repository, which prints the path of `libhipfile_emu.so`): set
+//! `HIPFILE_HIP_LIBRARY` to that path, or pass it to [`ConfigBuilder::hip_library`] and
+//! [`Driver::open_with`]. hipfile never picks the emulated runtime on its own. The examples in
+//! this documentation that need a runtime run when `HIPFILE_HIP_LIBRARY` is set (as `cargo
+//! xtask ci` sets it) and return early otherwise; the crate's `examples/` are whole programs.
+//!
 //! The only `unsafe` here is [`DeviceBuffer`]'s copies and its `from_raw` constructor.
 
 #![deny(unsafe_code)]
