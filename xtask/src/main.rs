@@ -139,6 +139,16 @@ fn layers_check() -> Result<(), String> {
     }
 }
 
+/// Cargo's home: `CARGO_HOME`, which cargo sets for the programs it runs, else
+/// `$HOME/.cargo`.
+#[allow(clippy::disallowed_methods)] // xtask reads cargo's own variables, not hipfile's.
+fn cargo_home() -> std::path::PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")))
+        .unwrap_or_else(|| std::path::PathBuf::from(".cargo"))
+}
+
 fn package_check() -> Result<(), String> {
     let metadata = layers::workspace_metadata()?;
     let problems = package::mismatches(&metadata)?;
@@ -147,6 +157,20 @@ fn package_check() -> Result<(), String> {
             "the library crates are not the publishable ones:\n  {}",
             problems.join("\n  ")
         ));
+    }
+    let version = metadata["packages"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "hipfile"))
+        .and_then(|p| p["version"].as_str())
+        .ok_or("cargo metadata names no version for the hipfile crate")?
+        .to_owned();
+    for stale in package::stale_copies(&cargo_home(), &version) {
+        eprintln!(
+            "xtask: removing {}, left by an earlier packaging",
+            stale.display()
+        );
+        std::fs::remove_dir_all(&stale)
+            .map_err(|e| format!("cannot remove {}: {e}", stale.display()))?;
     }
     cargo(&package::cargo_args(), &[])?;
     eprintln!("xtask: packaging passed");

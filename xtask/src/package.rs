@@ -34,6 +34,30 @@ pub fn cargo_args() -> Vec<&'static str> {
     args
 }
 
+/// The directories in which cargo may have kept an extracted copy of a library crate of
+/// `version` from an earlier packaging run: `<cargo home>/registry/src/*/<name>-<version>`.
+///
+/// `cargo package` verifies each tarball against the tarballs of the same run through a
+/// local registry, but extracts them into cargo's shared source cache and, finding a
+/// directory of the same name and version there, reuses it: after a library changes without
+/// a version bump, a later crate was built against the old copy and failed. None of these
+/// crates is on crates.io, so every such directory is one an earlier run left.
+pub fn stale_copies(cargo_home: &std::path::Path, version: &str) -> Vec<std::path::PathBuf> {
+    let Ok(registries) = std::fs::read_dir(cargo_home.join("registry").join("src")) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for registry in registries.flatten() {
+        for name in LIBRARIES {
+            let dir = registry.path().join(format!("{name}-{version}"));
+            if dir.is_dir() {
+                found.push(dir);
+            }
+        }
+    }
+    found
+}
+
 /// Every disagreement between [`LIBRARIES`] and the workspace's `publish` settings.
 pub fn mismatches(metadata: &Value) -> Result<Vec<String>, String> {
     let packages = metadata["packages"]
@@ -104,6 +128,34 @@ mod tests {
         assert_eq!(
             mismatches(&m).unwrap(),
             ["hipfile-core is a library crate but has publish = false"]
+        );
+    }
+
+    #[test]
+    fn stale_copies_are_the_libraries_of_that_version_in_any_registry() {
+        let home = std::env::temp_dir().join(format!("xtask-stale-{}", std::process::id()));
+        let src = home.join("registry").join("src");
+        for dir in [
+            "local-1/hipfile-core-0.1.0",
+            "local-2/hipfile-0.1.0",
+            "local-2/hipfile-core-0.2.0",
+            "index.crates.io-1/serde-0.1.0",
+        ] {
+            std::fs::create_dir_all(src.join(dir)).unwrap();
+        }
+        let mut found = stale_copies(&home, "0.1.0");
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                src.join("local-1/hipfile-core-0.1.0"),
+                src.join("local-2/hipfile-0.1.0")
+            ]
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+        assert!(
+            stale_copies(&home, "0.1.0").is_empty(),
+            "no cargo home, nothing"
         );
     }
 
