@@ -172,7 +172,22 @@ fn package_check() -> Result<(), String> {
         std::fs::remove_dir_all(&stale)
             .map_err(|e| format!("cannot remove {}: {e}", stale.display()))?;
     }
-    cargo(&package::cargo_args(), &[])?;
+    // Verification builds each tarball's dependencies from the run's local registry, and
+    // cargo never rebuilds a registry crate whose version it has built before: in a target
+    // directory that an earlier run used, a library changed since then would be verified
+    // against its old build. A target directory of its own, emptied first, has none.
+    let target = metadata["target_directory"]
+        .as_str()
+        .ok_or("cargo metadata names no target directory")?;
+    let verify_dir = std::path::Path::new(target).join("package-verify");
+    if verify_dir.exists() {
+        std::fs::remove_dir_all(&verify_dir)
+            .map_err(|e| format!("cannot empty {}: {e}", verify_dir.display()))?;
+    }
+    let verify_dir = verify_dir.to_string_lossy().into_owned();
+    let mut args = package::cargo_args();
+    args.extend(["--target-dir", verify_dir.as_str()]);
+    cargo(&args, &[])?;
     eprintln!("xtask: packaging passed");
     Ok(())
 }
