@@ -161,7 +161,9 @@ impl FileHandle {
         &self.inner.driver
     }
 
-    /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`.
+    /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`: hipFile's
+    /// call, with its signed offsets (docs/BEHAVIOUR.md §3.1). [`FileHandle::read_at`] is the
+    /// same request with `u64` offsets and a view for the buffer range.
     ///
     /// # Errors
     ///
@@ -174,7 +176,8 @@ impl FileHandle {
         file_offset: i64,
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
-        self.io(Op::Read, buffer, size, file_offset, buffer_offset)
+        let request = Request::from_c(Op::Read, size, file_offset, buffer_offset);
+        self.io(Op::Read, buffer, request)
     }
 
     /// Writes `size` bytes of `buffer` at `buffer_offset` to the file at `file_offset`.
@@ -192,7 +195,8 @@ impl FileHandle {
         file_offset: i64,
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
-        self.io(Op::Write, buffer, size, file_offset, buffer_offset)
+        let request = Request::from_c(Op::Write, size, file_offset, buffer_offset);
+        self.io(Op::Write, buffer, request)
     }
 
     /// Reads into `dst` from file offset `offset`: up to `dst`'s length in one request (at
@@ -214,7 +218,8 @@ impl FileHandle {
     ///
     /// # Errors
     ///
-    /// As [`FileHandle::read`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    /// As [`FileHandle::read`]; [`Error::InvalidValue`] when the end of the range is beyond
+    /// `i64::MAX`.
     pub fn read_at(&self, dst: &mut impl DeviceBufMut, offset: u64) -> Result<IoOutcome, Error> {
         self.io_view(Op::Read, dst.parts(), offset)
     }
@@ -226,7 +231,8 @@ impl FileHandle {
     ///
     /// # Errors
     ///
-    /// As [`FileHandle::write`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    /// As [`FileHandle::write`]; [`Error::InvalidValue`] when the end of the range is beyond
+    /// `i64::MAX`.
     pub fn write_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<IoOutcome, Error> {
         self.io_view(Op::Write, src.parts(), offset)
     }
@@ -276,15 +282,14 @@ impl FileHandle {
         (buffer, range): (&DeviceBuffer, Range<usize>),
         offset: u64,
     ) -> Result<IoOutcome, Error> {
-        let file_offset = file_offset(op, offset)?;
         // A view lies inside its buffer, whose length is a `usize`.
-        self.io(
+        let request = Request {
             op,
-            buffer,
-            range.len() as u64,
-            file_offset,
-            range.start as i64,
-        )
+            size: range.len() as u64,
+            file_offset: offset,
+            buffer_offset: range.start as u64,
+        };
+        self.io(op, buffer, Ok(request))
     }
 
     /// Requests until the whole view `(buffer, range)` is moved.
@@ -334,13 +339,13 @@ impl FileHandle {
         Ok(())
     }
 
+    /// Serves `request`; one that could not be made (a negative offset of hipFile's call)
+    /// fails where validation would, after the handle and buffer checks.
     fn io(
         &self,
         op: Op,
         buffer: &DeviceBuffer,
-        size: u64,
-        file_offset: i64,
-        buffer_offset: i64,
+        request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
         let _in_flight = inner.registration.enter()?;
@@ -348,13 +353,7 @@ impl FileHandle {
         let driver = &inner.driver;
         let result = (|| {
             let (facts, _registered) = buffer.request_facts()?;
-            let request = Request {
-                op,
-                size,
-                file_offset,
-                buffer_offset,
-            }
-            .validate_checked(&facts)?;
+            let request = request?.validate_checked(&facts)?;
             let caller = inner.fd.as_fd();
             let target = IoTarget {
                 direct: inner.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
@@ -382,14 +381,6 @@ impl FileHandle {
             }
         }
     }
-}
-
-/// `offset` as the signed file offset of hipFile's call.
-fn file_offset(op: Op, offset: u64) -> Result<i64, Error> {
-    i64::try_from(offset).map_err(|_| Error::InvalidValue {
-        op: Some(op),
-        what: format!("file offset {offset} is beyond the largest file offset"),
-    })
 }
 
 /// Refuses `op` when the descriptor's access mode (`F_GETFL`, read at registration) does not
