@@ -42,8 +42,10 @@ pub fn decide(backends: &[&dyn Backend], s: &Submission<'_>) -> Decision {
     Decision { verdicts, selected }
 }
 
-/// What a served request reports.
+/// What a served request reports. The count may be short (end of file, or a size clamped
+/// to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE)), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the count may be short of the request's size"]
 pub struct Outcome {
     /// Bytes moved.
     pub bytes: u64,

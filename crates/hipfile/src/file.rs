@@ -110,8 +110,10 @@ impl std::fmt::Debug for FileHandle {
     }
 }
 
-/// What a served request reports.
+/// What a served request reports. The count may be short of the request (end of file, the
+/// size clamp, a write that failed part way), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the count may be short of the request's size"]
 pub struct IoOutcome {
     /// Bytes moved (short at end of file, or for a size above `0x7ffff000`).
     pub bytes: u64,
@@ -247,7 +249,8 @@ impl FileHandle {
     /// let file = std::fs::File::open("weights.bin").expect("open");
     /// let fh = driver.register_file(&file)?;
     /// let mut tensor = driver.alloc(64 << 20)?;
-    /// fh.read_exact_at(&mut tensor, 0)?;
+    /// let got = fh.read_exact_at(&mut tensor, 0)?;
+    /// assert_eq!(got.bytes, 64 << 20);
     /// # Ok(())
     /// # }
     /// ```

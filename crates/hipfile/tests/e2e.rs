@@ -881,7 +881,12 @@ fn deregistration_while_in_flight_is_refused() {
         let reader = s.spawn(|| {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 started.store(true, std::sync::atomic::Ordering::SeqCst);
-                let _ = fh.read(&buf, 64 << 20, 0, 0);
+                // Whole until deregistration succeeds, refused after it.
+                match fh.read(&buf, 64 << 20, 0, 0) {
+                    Ok(o) => assert_eq!(o.bytes, 64 << 20),
+                    Err(Error::HandleNotRegistered) => {}
+                    Err(e) => panic!("{e}"),
+                }
             }
         });
         while !started.load(std::sync::atomic::Ordering::SeqCst) {
