@@ -69,7 +69,7 @@ fn device_buffer() -> BufferFacts {
     }
 }
 
-fn request(size: u64, file_offset: i64) -> Request {
+fn request(size: u64, file_offset: u64) -> Request {
     Request {
         op: Op::Read,
         size,

@@ -80,7 +80,7 @@ fn large_settings_pin_only_what_a_request_uses() {
             buffer: buffer.facts(),
         };
         assert!(fb.score(&s).accepted());
-        assert_eq!(fb.io(&s, &target).unwrap(), size as i64, "{op}");
+        assert_eq!(fb.io(&s, &target).unwrap(), size as u64, "{op}");
     }
     assert!(std::fs::read(&path).unwrap() == data);
     let mut back = vec![0; size];

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// A real backend's scoring with a scripted `io`.
 struct Scripted<B> {
     inner: B,
-    result: Result<i64, BackendError>,
+    result: Result<u64, BackendError>,
     calls: AtomicUsize,
 }
 
@@ -26,13 +26,13 @@ impl<B: Backend> Backend for Scripted<B> {
     fn score(&self, s: &Submission<'_>) -> Verdict {
         self.inner.score(s)
     }
-    fn io(&self, _: &Submission<'_>, _: &IoTarget<'_>) -> Result<i64, BackendError> {
+    fn io(&self, _: &Submission<'_>, _: &IoTarget<'_>) -> Result<u64, BackendError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.result.clone()
     }
 }
 
-fn scripted<B>(inner: B, result: Result<i64, BackendError>) -> Scripted<B> {
+fn scripted<B>(inner: B, result: Result<u64, BackendError>) -> Scripted<B> {
     Scripted {
         inner,
         result,
@@ -70,7 +70,7 @@ struct Run {
     result: Result<hipfile_core::Outcome, Error>,
 }
 
-fn run(config: &Config, fast_result: Result<i64, BackendError>) -> Run {
+fn run(config: &Config, fast_result: Result<u64, BackendError>) -> Run {
     let (fast, slow) = hipfile::backends(config, true);
     let fast = scripted(fast, fast_result);
     let slow = scripted(slow, Ok(8192));
@@ -110,7 +110,7 @@ fn run(config: &Config, fast_result: Result<i64, BackendError>) -> Run {
     }
 }
 
-fn errno(e: i32) -> Result<i64, BackendError> {
+fn errno(e: i32) -> Result<u64, BackendError> {
     Err(BackendError::Os {
         call: "hipAmdFileRead",
         errno: e,

@@ -86,14 +86,13 @@ const FASTPATH_RULES: &[Rule] = &[
         c.buffer.memory != MemoryKind::Device
     }),
     ("file_offset_misaligned", Scope::NeedsDirectFd, |c| {
-        direct(c).is_some_and(|(_, off)| c.request.file_offset as u64 % off != 0)
+        direct(c).is_some_and(|(_, off)| c.request.file_offset % off != 0)
     }),
     ("size_misaligned", Scope::NeedsDirectFd, |c| {
         direct(c).is_some_and(|(_, off)| clamped_size(c) % off != 0)
     }),
     ("buffer_address_misaligned", Scope::NeedsDirectFd, |c| {
-        direct(c)
-            .is_some_and(|(mem, _)| (c.buffer.base.0 + c.request.buffer_offset as u64) % mem != 0)
+        direct(c).is_some_and(|(mem, _)| (c.buffer.base.0 + c.request.buffer_offset) % mem != 0)
     }),
 ];
 
@@ -118,11 +117,10 @@ fn model_reasons(rules: &[Rule], c: &Case) -> Vec<&'static str> {
 
 fn model_valid(c: &Case) -> bool {
     let r = &c.request;
-    r.file_offset >= 0
-        && r.buffer_offset >= 0
-        && (r.buffer_offset as u64) < c.buffer.len
-        && r.size <= c.buffer.len - r.buffer_offset as u64
-        && (r.file_offset as u64)
+    r.buffer_offset < c.buffer.len
+        && r.size <= c.buffer.len - r.buffer_offset
+        && c.buffer.base.0.checked_add(r.buffer_offset).is_some()
+        && r.file_offset
             .checked_add(clamped_size(c))
             .is_some_and(|e| e <= i64::MAX as u64)
 }
@@ -203,14 +201,16 @@ fn arb_file() -> impl Strategy<Value = FileFacts> {
 
 /// Offsets and sizes: mostly multiples of common alignments (so that acceptance happens
 /// often), sometimes anything, sometimes out of range.
-fn arb_offset() -> impl Strategy<Value = i64> {
+fn arb_offset() -> impl Strategy<Value = u64> {
+    const LOFF_MAX: u64 = i64::MAX as u64;
     prop_oneof![
-        4 => (0i64..1 << 20).prop_map(|k| k * 4096),
-        2 => 0i64..1 << 30,
-        1 => (0i64..1 << 20).prop_map(|k| k * 512),
-        1 => Just(0i64),
-        1 => -100i64..0,
-        1 => (i64::MAX - 10_000)..=i64::MAX,
+        4 => (0u64..1 << 20).prop_map(|k| k * 4096),
+        2 => 0u64..1 << 30,
+        1 => (0u64..1 << 20).prop_map(|k| k * 512),
+        1 => Just(0u64),
+        1 => (LOFF_MAX - 10_000)..=LOFF_MAX,
+        1 => (LOFF_MAX + 1)..=(LOFF_MAX + 100),
+        1 => (u64::MAX - 100)..=u64::MAX,
     ]
 }
 
@@ -279,7 +279,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     buffer_offset,
                 };
                 // Usually a buffer that fits the request, sometimes one byte short, sometimes larger.
-                let fits = (buffer_offset.max(0) as u64).saturating_add(size.max(1));
+                let fits = buffer_offset.saturating_add(size.max(1));
                 let len = match slack {
                     0 => fits,
                     1 => fits.saturating_sub(1).max(1),

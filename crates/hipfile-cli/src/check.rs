@@ -89,20 +89,6 @@ fn output_failed(e: &io::Error) -> u8 {
 
 /// The request and the synthetic buffer the options describe, validated.
 fn request(args: &CheckArgs) -> Result<(Request, BufferFacts), String> {
-    let file_offset = i64::try_from(args.file_offset).map_err(|_| {
-        format!(
-            "--offset {} is beyond the largest file offset ({})",
-            args.file_offset,
-            i64::MAX
-        )
-    })?;
-    let buffer_offset = i64::try_from(args.buffer_offset).map_err(|_| {
-        format!(
-            "--buffer-offset {} is beyond the largest buffer offset ({})",
-            args.buffer_offset,
-            i64::MAX
-        )
-    })?;
     let len = args
         .buffer_offset
         .checked_add(args.size.max(1))
@@ -127,8 +113,8 @@ fn request(args: &CheckArgs) -> Result<(Request, BufferFacts), String> {
     let request = Request {
         op: args.op,
         size: args.size,
-        file_offset,
-        buffer_offset,
+        file_offset: args.file_offset,
+        buffer_offset: args.buffer_offset,
     };
     request.validate(&buffer).map_err(|e| e.to_string())?;
     Ok((request, buffer))
@@ -257,7 +243,10 @@ mod tests {
             ..args()
         })
         .unwrap_err();
-        assert!(e.contains("--offset 9223372036854775808"), "{e}");
+        assert!(
+            e.contains("file range 9223372036854775808 + 1048576 overflows"),
+            "{e}"
+        );
         let e = request(&CheckArgs {
             file_offset: i64::MAX as u64,
             ..args()
@@ -272,12 +261,21 @@ mod tests {
             })
             .is_ok()
         );
+        // A buffer offset is a `u64`, as large as the (synthetic) buffer's address allows.
+        assert!(
+            request(&CheckArgs {
+                buffer_offset: 1 << 63,
+                ..args()
+            })
+            .is_ok()
+        );
         let e = request(&CheckArgs {
-            buffer_offset: 1 << 63,
+            buffer_offset: u64::MAX - 8,
+            size: 1,
             ..args()
         })
         .unwrap_err();
-        assert!(e.contains("--buffer-offset"), "{e}");
+        assert!(e.contains("buffer address"), "{e}");
         let e = request(&CheckArgs {
             buffer_offset: 1 << 62,
             size: u64::MAX,

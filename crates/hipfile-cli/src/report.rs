@@ -143,8 +143,8 @@ impl Context {
         Value::Object(vec![
             ("op", Value::str(q.op.as_str())),
             ("size", Value::UInt(q.size)),
-            ("file_offset", Value::Int(q.file_offset)),
-            ("buffer_offset", Value::Int(q.buffer_offset)),
+            ("file_offset", Value::UInt(q.file_offset)),
+            ("buffer_offset", Value::UInt(q.buffer_offset)),
             ("memory", Value::str(self.memory.as_str())),
         ])
     }

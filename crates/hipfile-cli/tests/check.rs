@@ -994,7 +994,7 @@ fn bad_arguments_exit_2_and_say_what_was_wrong() {
         (&["frobnicate"], &["frobnicate"]),
         (
             &["check", "--offset", "9223372036854775808", p],
-            &["--offset", "9223372036854775808"],
+            &["9223372036854775808", "overflows"],
         ),
         (
             &["check", "--offset", "9223372036854775807", p],

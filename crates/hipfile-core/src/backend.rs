@@ -116,9 +116,9 @@ pub trait Backend: Send + Sync {
     fn score(&self, s: &Submission<'_>) -> Verdict;
 
     /// Serves `s`, returning the bytes moved (short at end of file). Only called after
-    /// [`Backend::score`] accepted `s`. A negative count or one above the request's size is
-    /// a broken contract, which the caller reports as an internal error.
-    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError>;
+    /// [`Backend::score`] accepted `s`. A count above the request's size is a broken
+    /// contract, which the caller reports as an internal error.
+    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<u64, BackendError>;
 }
 
 #[cfg(test)]

@@ -31,12 +31,12 @@ pub struct Request {
     /// Bytes to move.
     pub size: u64,
     /// Byte offset in the file.
-    pub file_offset: i64,
+    pub file_offset: u64,
     /// Byte offset into the buffer.
-    pub buffer_offset: i64,
+    pub buffer_offset: u64,
 }
 
-/// A request that passed validation: offsets non-negative, the range inside the buffer and
+/// A request that passed validation: the range inside the buffer and
 /// the file, size clamped to [`MAX_IO_SIZE`]. Only [`Request::validate`] and
 /// [`Request::validate_checked`] make one, so a backend can trust its range.
 ///
@@ -130,15 +130,41 @@ impl CheckedBuffer {
 }
 
 impl Request {
+    /// hipFile's C-shaped request (docs/BEHAVIOUR.md §3.1): `i64` offsets, as `hipFileRead`
+    /// and `hipFileWrite` take them. The one place where hipFile's signed offsets become this
+    /// crate's `u64` ones; Rust callers build a [`Request`] directly.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming the offset that is negative.
+    pub fn from_c(
+        op: Op,
+        size: u64,
+        file_offset: i64,
+        buffer_offset: i64,
+    ) -> Result<Request, Error> {
+        let invalid = |what: String| Error::InvalidValue { op: Some(op), what };
+        let file_offset = u64::try_from(file_offset)
+            .map_err(|_| invalid(format!("file offset {file_offset} is negative")))?;
+        let buffer_offset = u64::try_from(buffer_offset)
+            .map_err(|_| invalid(format!("buffer offset {buffer_offset} is negative")))?;
+        Ok(Request {
+            op,
+            size,
+            file_offset,
+            buffer_offset,
+        })
+    }
+
     /// Checks the request against its buffer (docs/BEHAVIOUR.md §3.1). Violations are errors, never
     /// partial I/O. The result can be scored; to be served it must be validated against a
     /// [`CheckedBuffer`] instead ([`Request::validate_checked`]).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidValue`] naming what is wrong: a negative offset, a buffer offset at or
-    /// past the end of the buffer, a size larger than what remains of the buffer, or a range
-    /// that overflows the file offset type.
+    /// [`Error::InvalidValue`] naming what is wrong: a buffer offset at or past the end of the
+    /// buffer, a size larger than what remains of the buffer, or a file range whose end does
+    /// not fit in `i64` (the kernel's `loff_t`).
     pub fn validate(&self, buffer: &BufferFacts) -> Result<ValidRequest, Error> {
         self.validate_with(buffer, false)
     }
@@ -163,12 +189,7 @@ impl Request {
                 what,
             })
         };
-        let Ok(file_offset) = u64::try_from(self.file_offset) else {
-            return invalid(format!("file offset {} is negative", self.file_offset));
-        };
-        let Ok(buffer_offset) = u64::try_from(self.buffer_offset) else {
-            return invalid(format!("buffer offset {} is negative", self.buffer_offset));
-        };
+        let (file_offset, buffer_offset) = (self.file_offset, self.buffer_offset);
         if buffer_offset >= buffer.len {
             return invalid(format!(
                 "buffer offset {buffer_offset} is not inside the buffer of {} bytes",
@@ -223,7 +244,7 @@ mod tests {
         }
     }
 
-    fn req(size: u64, file_offset: i64, buffer_offset: i64) -> Request {
+    fn req(size: u64, file_offset: u64, buffer_offset: u64) -> Request {
         Request {
             op: Op::Read,
             size,
@@ -274,10 +295,23 @@ mod tests {
         assert_eq!(req(0, 0, 0).validate(&buffer(1)).unwrap().size, 0);
     }
 
+    fn what_c(r: Result<Request, Error>) -> String {
+        match r {
+            Err(Error::InvalidValue { what, op }) => {
+                assert_eq!(op, Some(Op::Read));
+                what
+            }
+            other => panic!("expected InvalidValue, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn rejects_negative_offsets() {
-        assert!(what(req(1, -1, 0).validate(&buffer(10))).contains("file offset -1 is negative"));
-        assert!(what(req(1, 0, -5).validate(&buffer(10))).contains("buffer offset -5 is negative"));
+    fn the_c_shaped_request_rejects_negative_offsets() {
+        assert!(what_c(Request::from_c(Op::Read, 1, -1, 0)).contains("file offset -1 is negative"));
+        assert!(
+            what_c(Request::from_c(Op::Read, 1, 0, -5)).contains("buffer offset -5 is negative")
+        );
+        assert_eq!(Request::from_c(Op::Read, 1, 2, 3).unwrap(), req(1, 2, 3));
     }
 
     #[test]
@@ -303,20 +337,36 @@ mod tests {
 
     #[test]
     fn rejects_file_range_overflow() {
-        assert!(what(req(2, i64::MAX - 1, 0).validate(&buffer(10))).contains("overflows"));
-        assert!(req(1, i64::MAX - 1, 0).validate(&buffer(10)).is_ok());
+        let max = i64::MAX as u64;
+        assert!(what(req(2, max - 1, 0).validate(&buffer(10))).contains("overflows"));
+        assert!(req(1, max - 1, 0).validate(&buffer(10)).is_ok());
+        assert!(what(req(0, max + 1, 0).validate(&buffer(10))).contains("overflows"));
+        assert!(what(req(0, u64::MAX, 0).validate(&buffer(10))).contains("overflows"));
     }
 
     proptest! {
         #[test]
-        fn validation_is_exactly_the_rules(size in 0u64..1 << 40, fo in any::<i64>(), bo in -10i64..1 << 40, len in 1u64..1 << 40) {
+        fn validation_is_exactly_the_rules(size in 0u64..1 << 40, fo in any::<u64>(), bo in 0u64..1 << 40, len in 1u64..1 << 40) {
             let r = req(size, fo, bo).validate(&buffer(len));
-            let ok = fo >= 0 && bo >= 0 && (bo as u64) < len && size <= len - bo as u64
-                && (fo as u64).checked_add(size.min(MAX_IO_SIZE)).is_some_and(|e| e <= i64::MAX as u64);
+            let ok = bo < len && size <= len - bo
+                && fo.checked_add(size.min(MAX_IO_SIZE)).is_some_and(|e| e <= i64::MAX as u64);
             prop_assert_eq!(r.is_ok(), ok);
             if let Ok(v) = r {
                 prop_assert_eq!(v.size, size.min(MAX_IO_SIZE));
                 prop_assert!(v.buffer_offset + v.size <= len);
+            }
+        }
+
+        #[test]
+        fn the_c_shaped_request_is_the_rust_one_or_names_a_negative_offset(fo in any::<i64>(), bo in any::<i64>()) {
+            match Request::from_c(Op::Read, 1, fo, bo) {
+                Ok(r) => prop_assert_eq!(r, req(1, fo as u64, bo as u64)),
+                Err(e) => {
+                    let what = what_c(Err(e));
+                    prop_assert!(fo < 0 || bo < 0);
+                    let named = if fo < 0 { "file offset" } else { "buffer offset" };
+                    prop_assert!(what.contains(named), "{} lacks {}", what, named);
+                }
             }
         }
     }

@@ -42,8 +42,10 @@ pub fn decide(backends: &[&dyn Backend], s: &Submission<'_>) -> Decision {
     Decision { verdicts, selected }
 }
 
-/// What a served request reports.
+/// What a served request reports. The count may be short (end of file, or a size clamped
+/// to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE)), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the count may be short of the request's size"]
 pub struct Outcome {
     /// Bytes moved.
     pub bytes: u64,
@@ -63,7 +65,7 @@ pub struct Outcome {
 ///
 /// [`Error::NoBackend`] when every backend refuses (with each one's reasons),
 /// [`Error::Backend`] when the serving backend fails, [`Error::Internal`] when a backend
-/// reports a byte count that is negative or larger than the request.
+/// reports a byte count larger than the request.
 pub fn submit(
     backends: &[&dyn Backend],
     s: &Submission<'_>,
@@ -148,13 +150,14 @@ fn run(
     target: &IoTarget<'_>,
 ) -> Result<Result<u64, Error>, BackendError> {
     let n = backend.io(s, target)?;
-    Ok(match u64::try_from(n) {
-        Ok(bytes) if bytes <= s.request.size() => Ok(bytes),
-        _ => Err(Error::Internal(format!(
+    Ok(if n <= s.request.size() {
+        Ok(n)
+    } else {
+        Err(Error::Internal(format!(
             "the {} returned {n} bytes for a request of {}",
             backend.kind(),
             s.request.size()
-        ))),
+        )))
     })
 }
 

@@ -16,11 +16,11 @@ mock! {
     impl Backend for Be {
         fn kind(&self) -> BackendKind;
         fn score<'a>(&self, s: &Submission<'a>) -> Verdict;
-        fn io<'a, 'b>(&self, s: &Submission<'a>, target: &IoTarget<'b>) -> Result<i64, BackendError>;
+        fn io<'a, 'b>(&self, s: &Submission<'a>, target: &IoTarget<'b>) -> Result<u64, BackendError>;
     }
 }
 
-fn backend(kind: BackendKind, verdict: Verdict, io: Option<Result<i64, BackendError>>) -> MockBe {
+fn backend(kind: BackendKind, verdict: Verdict, io: Option<Result<u64, BackendError>>) -> MockBe {
     let mut b = MockBe::new();
     b.expect_kind().return_const(kind);
     b.expect_score().return_const(verdict);
@@ -234,13 +234,13 @@ fn force_compat_mode_never_touches_the_fastpath() {
 }
 
 #[test]
-fn a_negative_byte_count_is_an_internal_error_not_a_retry() {
+fn an_oversized_byte_count_is_an_internal_error_not_a_retry() {
     let f = Fixture::new();
-    let fast = backend(BackendKind::Fastpath, FAST, Some(Ok(-19)));
+    let fast = backend(BackendKind::Fastpath, FAST, Some(Ok(u64::MAX)));
     let slow = backend(BackendKind::Fallback, SLOW, None);
     let e = f.submit(&[&fast, &slow]).unwrap_err();
     assert!(
-        matches!(&e, Error::Internal(m) if m.contains("-19")),
+        matches!(&e, Error::Internal(m) if m.contains(&u64::MAX.to_string())),
         "{e:?}"
     );
     let f = Fixture::new();
@@ -249,7 +249,7 @@ fn a_negative_byte_count_is_an_internal_error_not_a_retry() {
         Verdict::Reject(vec![Reason::NoODirectFd]),
         None,
     );
-    let slow = backend(BackendKind::Fallback, SLOW, Some(Ok(-1)));
+    let slow = backend(BackendKind::Fallback, SLOW, Some(Ok(u64::MAX)));
     assert!(matches!(f.submit(&[&fast, &slow]), Err(Error::Internal(_))));
 }
 

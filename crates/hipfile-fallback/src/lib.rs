@@ -162,7 +162,7 @@ impl Backend for Fallback {
     /// bytes of the leading tasks that finished plus what the failing task wrote before failing;
     /// bytes a later task wrote past it may be in the file too, and, as with any short write, the
     /// bytes after the count are unspecified. A read that fails is an error.
-    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError> {
+    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<u64, BackendError> {
         let Some(pool) = &self.staging else {
             return Err(BackendError::Unsupported(format!(
                 "the fallback cannot {}: it was made for scoring only, without a GPU runtime",
@@ -180,7 +180,7 @@ impl Backend for Fallback {
                 offset_align: u64::from(s.file.dio_offset_align()),
                 mem_align: u64::from(s.file.dio_mem_align()).max(1),
             });
-        let moved = transfer::serve(
+        transfer::serve(
             pool,
             self.pipeline.as_deref(),
             transfer::Policy {
@@ -191,8 +191,6 @@ impl Backend for Fallback {
             s.buffer.device,
             target.buffered,
             direct,
-        )?;
-        // At most `MAX_IO_SIZE`, so it fits.
-        Ok(i64::try_from(moved).unwrap_or(i64::MAX))
+        )
     }
 }

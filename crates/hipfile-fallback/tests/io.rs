@@ -94,7 +94,7 @@ fn round_trip(dir: &Path, chunk_size: usize, size: usize) {
         file_offset,
         size as u64,
     );
-    assert_eq!(wrote.unwrap(), size as i64, "write of {size} bytes");
+    assert_eq!(wrote.unwrap(), size as u64, "write of {size} bytes");
 
     let on_disk = std::fs::read(&path).unwrap();
     if size == 0 {
@@ -119,7 +119,7 @@ fn round_trip(dir: &Path, chunk_size: usize, size: usize) {
         file_offset,
         size as u64,
     );
-    assert_eq!(read.unwrap(), size as i64, "read of {size} bytes");
+    assert_eq!(read.unwrap(), size as u64, "read of {size} bytes");
     let back = rt.read_device(dst, len);
     assert!(
         back[BUF_OFF..BUF_OFF + size] == data[..],
@@ -197,7 +197,7 @@ fn a_read_stops_at_the_end_of_the_file() {
     };
 
     // Short inside the last chunk.
-    assert_eq!(read(5000, 32 * KIB as u64), (data.len() - 5000) as i64);
+    assert_eq!(read(5000, 32 * KIB as u64), (data.len() - 5000) as u64);
     assert!(rt.read_device(dst, data.len() - 5000) == data[5000..]);
     // The end of the file falls on a chunk boundary: the next chunk reads nothing.
     assert_eq!(read(100, 3 * 4096 + 500), 3 * 4096);
@@ -281,7 +281,7 @@ fn a_write_is_on_disk_when_it_returns() {
         size as u64,
     )
     .unwrap();
-    assert_eq!(n, size as i64);
+    assert_eq!(n, size as u64);
     if measurable {
         assert_eq!(
             dirty_pages(&file),
@@ -389,7 +389,7 @@ fn a_failing_copy_to_the_device_fails_the_read_and_returns_every_buffer() {
         size as u64,
     )
     .unwrap();
-    assert_eq!(n, size as i64);
+    assert_eq!(n, size as u64);
     assert!(rt.read_device(dst, size) == data);
     assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 1);
     assert_pool_idle(&fb);
@@ -487,7 +487,7 @@ fn a_write_that_fails_part_way_returns_the_bytes_written() {
     let file = read_write(&path);
     let size = 6 * SMALL_CHUNK;
     let data = pattern(size, 14);
-    for (chunk, expect) in [(3, Ok(3 * SMALL_CHUNK as i64)), (0, Err(999))] {
+    for (chunk, expect) in [(3, Ok(3 * SMALL_CHUNK as u64)), (0, Err(999))] {
         file.set_len(0).unwrap();
         let rt = Arc::new(HostMemRuntime::new());
         let src = rt.device_with(&data);
@@ -543,7 +543,7 @@ fn many_threads_share_a_small_pool() {
                         off,
                         part as u64,
                     );
-                    assert_eq!(n.unwrap(), part as i64);
+                    assert_eq!(n.unwrap(), part as u64);
                     assert!(
                         rt.read_device(dst, part) == data[t * part..(t + 1) * part],
                         "thread {t}"
@@ -578,7 +578,7 @@ fn many_threads_share_a_small_pool() {
                     off,
                     part as u64,
                 );
-                assert_eq!(n.unwrap(), part as i64);
+                assert_eq!(n.unwrap(), part as u64);
             });
         }
     });
@@ -673,7 +673,7 @@ fn pipelined_round_trip(
     );
     assert_eq!(
         wrote.unwrap(),
-        size as i64,
+        size as u64,
         "write of {size} at {file_offset}"
     );
     let mut on_disk = vec![0; size];
@@ -697,7 +697,7 @@ fn pipelined_round_trip(
     );
     assert_eq!(
         read.unwrap(),
-        size as i64,
+        size as u64,
         "read of {size} at {file_offset}"
     );
     let back = rt.read_device(dst, len);
@@ -772,7 +772,7 @@ fn a_pipelined_read_stops_at_the_end_of_the_file_inside_the_third_task() {
         )
         .unwrap();
         assert_eq!(fb.tasks_dispatched() - before, 5);
-        assert_eq!(n, (data.len() - 100) as i64);
+        assert_eq!(n, (data.len() - 100) as u64);
         let back = rt.read_device(dst, size);
         assert!(back[..data.len() - 100] == data[100..]);
         assert!(
@@ -793,7 +793,7 @@ fn a_pipelined_read_stops_at_the_end_of_the_file_inside_the_third_task() {
         (data.len() - 5000 - TASK) as u64,
         size as u64,
     );
-    assert_eq!(n.unwrap(), (TASK + 5000) as i64);
+    assert_eq!(n.unwrap(), (TASK + 5000) as u64);
     let n = run(
         &fb,
         &*rt,
@@ -884,7 +884,7 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
         size as u64,
     )
     .unwrap();
-    assert_eq!(n, size as i64);
+    assert_eq!(n, size as u64);
     assert!(rt.read_device(dst, size) == data);
     assert_eq!(fb.io_threads_started(), THREADS);
     assert_pool_idle(&fb);
@@ -904,7 +904,7 @@ fn a_pipelined_write_that_fails_part_way_returns_the_prefix_written() {
     let data = pattern(size, 15);
     // With two buffers per task, the copy of chunk 3 is queued once chunk 1 is written.
     for (at, expect) in [
-        (2 * TASK + 3 * CHUNK, Ok((2 * TASK + 2 * CHUNK) as i64)),
+        (2 * TASK + 3 * CHUNK, Ok((2 * TASK + 2 * CHUNK) as u64)),
         (0, Err(999)),
     ] {
         file.set_len(0).unwrap();
@@ -993,7 +993,7 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
     assert!(!given_up.is_empty());
 
     let n = read().unwrap();
-    assert_eq!(n, size as i64);
+    assert_eq!(n, size as u64);
     assert!(rt.read_device(dst, size) == data);
     let used = rt.pinned_used.lock().unwrap();
     assert!(
@@ -1057,7 +1057,7 @@ fn a_worker_panic_fails_its_request_and_the_next_one_works() {
     assert_pool_idle(&fb);
     assert_eq!(fb.staging().unwrap().abandoned(), 0);
 
-    assert_eq!(read().unwrap(), size as i64);
+    assert_eq!(read().unwrap(), size as u64);
     assert!(rt.read_device(dst, size) == data);
     let new = pattern(size, 18);
     let src = rt.device_with(&new);
@@ -1072,7 +1072,7 @@ fn a_worker_panic_fails_its_request_and_the_next_one_works() {
         0,
         size as u64,
     );
-    assert_eq!(n.unwrap(), size as i64);
+    assert_eq!(n.unwrap(), size as u64);
     assert!(std::fs::read(&path).unwrap() == new);
     assert_eq!(fb.io_threads_started(), THREADS);
     assert_pool_idle(&fb);
@@ -1122,7 +1122,7 @@ fn small_requests_stay_on_the_callers_thread() {
             3,
             size as u64,
         );
-        assert_eq!(n.unwrap(), size as i64);
+        assert_eq!(n.unwrap(), size as u64);
         assert!(rt.read_device(dst, size) == data[3..3 + size]);
     }
     assert_eq!(fb.tasks_dispatched(), 0, "a small request was handed off");
@@ -1145,7 +1145,7 @@ fn small_requests_stay_on_the_callers_thread() {
         3,
         size as u64,
     );
-    assert_eq!(n.unwrap(), size as i64);
+    assert_eq!(n.unwrap(), size as u64);
     assert!(rt.read_device(dst, size) == data[3..3 + size]);
     // 3..1 MiB + 4 is more than `THREADS` tasks of 64 KiB: it is cut into even shares of
     // 132 KiB (1 MiB + 1 over 8 threads, rounded up to 4 KiB) at multiples of 132 KiB, 8 tasks.
@@ -1184,7 +1184,7 @@ fn eight_callers_share_the_io_threads() {
                         off,
                         part as u64,
                     );
-                    assert_eq!(n.unwrap(), part as i64);
+                    assert_eq!(n.unwrap(), part as u64);
                     assert!(
                         rt.read_device(dst, part) == data[t * part..(t + 1) * part],
                         "caller {t}"
@@ -1213,7 +1213,7 @@ fn eight_callers_share_the_io_threads() {
                     off,
                     part as u64,
                 );
-                assert_eq!(n.unwrap(), part as i64);
+                assert_eq!(n.unwrap(), part as u64);
             });
         }
     });
@@ -1295,7 +1295,7 @@ fn a_pipelined_write_is_on_disk_when_it_returns() {
         size as u64,
     )
     .unwrap();
-    assert_eq!(n, size as i64);
+    assert_eq!(n, size as u64);
     assert!(fb.tasks_dispatched() >= 8);
     if measurable {
         assert_eq!(dirty_pages(&file), Some((0, 0)), "pages still dirty");
@@ -1421,7 +1421,7 @@ fn long_tasks_read_uncached_parts_buffered() {
             len as u64,
         )
         .unwrap();
-        assert_eq!(n, len as i64);
+        assert_eq!(n, len as u64);
         assert!(rt.read_device(dst, len) == data[..len]);
         assert_eq!(fb.direct_read_bytes() > before, direct, "a read of {len}");
     }
@@ -1461,7 +1461,7 @@ fn buffers_on_several_devices_are_served_at_once() {
                     0,
                     data.len() as u64,
                 );
-                assert_eq!(n.unwrap(), data.len() as i64);
+                assert_eq!(n.unwrap(), data.len() as u64);
                 assert!(rt.read_device(dst, data.len()) == data[..], "device {d}");
                 let n = run(
                     fb,
@@ -1508,7 +1508,7 @@ fn buffers_on_several_devices_are_served_at_once() {
                     at as u64,
                     part as u64,
                 );
-                assert_eq!(n.unwrap(), part as i64);
+                assert_eq!(n.unwrap(), part as u64);
             });
         }
     });

@@ -65,7 +65,7 @@ impl AmdFileIo {
         &self,
         r: &ValidRequest,
         target: &IoTarget<'_>,
-    ) -> Result<i64, BackendError> {
+    ) -> Result<u64, BackendError> {
         if r.size() == 0 {
             return Ok(0);
         }
@@ -106,9 +106,9 @@ impl AmdFileIo {
         if r.op() == Op::Write && moved > 0 && self.durable_writes {
             sync_data(direct)?;
         }
-        // A count above the request (or beyond i64) is the runtime breaking its contract;
-        // core reports it as an internal error, so pass it on rather than hide it.
-        Ok(i64::try_from(moved).unwrap_or(i64::MAX))
+        // A count above the request is the runtime breaking its contract; core reports it
+        // as an internal error, so pass it on rather than hide it.
+        Ok(moved)
     }
 }
 

@@ -136,7 +136,7 @@ impl Backend for Fastpath {
     ///   descriptor: [`BackendError::Unsupported`];
     /// - the kernel driver's errno: [`BackendError::Os`] with the call's name;
     /// - the runtime's own failure, also of `hipInit`: [`BackendError::Runtime`].
-    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<i64, BackendError> {
+    fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<u64, BackendError> {
         let Some(io) = &self.io else {
             return Err(BackendError::Unsupported(format!(
                 "the fastpath cannot {}: it was made for scoring only, without a GPU runtime",

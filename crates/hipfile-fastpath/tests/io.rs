@@ -86,15 +86,15 @@ fn run(
     buffer_offset: u64,
     file_offset: u64,
     size: u64,
-) -> (Verdict, Result<i64, BackendError>) {
+) -> (Verdict, Result<u64, BackendError>) {
     // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
     let checked = unsafe { check_buffer(rt, base, BufferUse::Register { len }) }.unwrap();
     let buffer = *checked.facts();
     let request = Request {
         op,
         size,
-        file_offset: file_offset as i64,
-        buffer_offset: buffer_offset as i64,
+        file_offset,
+        buffer_offset,
     }
     .validate_checked(&checked)
     .unwrap();
@@ -127,7 +127,7 @@ fn aligned_reads_and_writes_move_the_bytes() {
         size as u64,
     );
     assert!(verdict.accepted(), "{verdict:?}");
-    assert_eq!(wrote.unwrap(), size as i64);
+    assert_eq!(wrote.unwrap(), size as u64);
     let mut on_disk = vec![0; size];
     File::open(&f.path)
         .unwrap()
@@ -148,7 +148,7 @@ fn aligned_reads_and_writes_move_the_bytes() {
         size as u64,
     );
     assert!(verdict.accepted(), "{verdict:?}");
-    assert_eq!(read.unwrap(), size as i64);
+    assert_eq!(read.unwrap(), size as u64);
     let back = rt.read_device(dst, size + 4096);
     assert!(
         back[4096..] == data[..],

@@ -67,15 +67,15 @@ fn serve(
     file_offset: u64,
     size: u64,
     fd: Option<&File>,
-) -> Result<i64, BackendError> {
+) -> Result<u64, BackendError> {
     let buffer = buffer();
     // SAFETY: the mock runtime moves no bytes: its file-I/O calls only record what they get.
     let checked = unsafe { hipfile_core::CheckedBuffer::new_unchecked(buffer) };
     let request = Request {
         op,
         size,
-        file_offset: file_offset as i64,
-        buffer_offset: buffer_offset as i64,
+        file_offset,
+        buffer_offset,
     }
     .validate_checked(&checked)
     .unwrap();

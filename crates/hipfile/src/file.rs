@@ -110,8 +110,10 @@ impl std::fmt::Debug for FileHandle {
     }
 }
 
-/// What a served request reports.
+/// What a served request reports. The count may be short of the request (end of file, the
+/// size clamp, a write that failed part way), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the count may be short of the request's size"]
 pub struct IoOutcome {
     /// Bytes moved (short at end of file, or for a size above `0x7ffff000`).
     pub bytes: u64,
@@ -161,7 +163,9 @@ impl FileHandle {
         &self.inner.driver
     }
 
-    /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`.
+    /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`: hipFile's
+    /// call, with its signed offsets (docs/BEHAVIOUR.md §3.1). [`FileHandle::read_at`] is the
+    /// same request with `u64` offsets and a view for the buffer range.
     ///
     /// # Errors
     ///
@@ -174,7 +178,8 @@ impl FileHandle {
         file_offset: i64,
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
-        self.io(Op::Read, buffer, size, file_offset, buffer_offset)
+        let request = Request::from_c(Op::Read, size, file_offset, buffer_offset);
+        self.io(Op::Read, buffer, request)
     }
 
     /// Writes `size` bytes of `buffer` at `buffer_offset` to the file at `file_offset`.
@@ -192,7 +197,8 @@ impl FileHandle {
         file_offset: i64,
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
-        self.io(Op::Write, buffer, size, file_offset, buffer_offset)
+        let request = Request::from_c(Op::Write, size, file_offset, buffer_offset);
+        self.io(Op::Write, buffer, request)
     }
 
     /// Reads into `dst` from file offset `offset`: up to `dst`'s length in one request (at
@@ -221,7 +227,8 @@ impl FileHandle {
     ///
     /// # Errors
     ///
-    /// As [`FileHandle::read`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    /// As [`FileHandle::read`]; [`Error::InvalidValue`] when the end of the range is beyond
+    /// `i64::MAX`.
     pub fn read_at(&self, dst: &mut impl DeviceBufMut, offset: u64) -> Result<IoOutcome, Error> {
         self.io_view(Op::Read, dst.parts(), offset)
     }
@@ -233,14 +240,15 @@ impl FileHandle {
     ///
     /// # Errors
     ///
-    /// As [`FileHandle::write`]; [`Error::InvalidValue`] for an offset beyond `i64::MAX`.
+    /// As [`FileHandle::write`]; [`Error::InvalidValue`] when the end of the range is beyond
+    /// `i64::MAX`.
     pub fn write_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<IoOutcome, Error> {
         self.io_view(Op::Write, src.parts(), offset)
     }
 
     /// Fills all of `dst` from file offset `offset`, with as many requests as it takes
-    /// (short counts and the size clamp included). Returns the outcome of the last request,
-    /// its `bytes` the whole length.
+    /// (short counts and the size clamp included): when it returns `Ok`, every byte of the
+    /// view came (as `std::io::Read::read_exact`, no count to look at).
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -252,7 +260,7 @@ impl FileHandle {
     /// let file = std::fs::File::open(&path)?;
     /// let fh = driver.register_file(&file)?;
     /// let mut tensor = driver.alloc(4 << 20)?;
-    /// fh.read_exact_at(&mut tensor, 0)?;
+    /// fh.read_exact_at(&mut tensor, 0)?; // every byte, or an error
     /// # std::fs::remove_file(&path)?;
     /// # Ok(())
     /// # }
@@ -262,22 +270,18 @@ impl FileHandle {
     ///
     /// [`Error::Incomplete`] when the file ends before the view is full (what was read
     /// stays in the view); otherwise as [`FileHandle::read_at`].
-    pub fn read_exact_at(
-        &self,
-        dst: &mut impl DeviceBufMut,
-        offset: u64,
-    ) -> Result<IoOutcome, Error> {
+    pub fn read_exact_at(&self, dst: &mut impl DeviceBufMut, offset: u64) -> Result<(), Error> {
         self.io_all(Op::Read, dst.parts(), offset)
     }
 
     /// Writes all of `src` at file offset `offset`, with as many requests as it takes.
-    /// Returns the outcome of the last request, its `bytes` the whole length.
+    /// When it returns `Ok`, every byte went.
     ///
     /// # Errors
     ///
     /// [`Error::Incomplete`] when a write moves nothing; the error of the request that
     /// failed (the bytes before it are in the file); otherwise as [`FileHandle::write_at`].
-    pub fn write_all_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<IoOutcome, Error> {
+    pub fn write_all_at(&self, src: &impl DeviceBuf, offset: u64) -> Result<(), Error> {
         self.io_all(Op::Write, src.parts(), offset)
     }
 
@@ -288,15 +292,14 @@ impl FileHandle {
         (buffer, range): (&DeviceBuffer, Range<usize>),
         offset: u64,
     ) -> Result<IoOutcome, Error> {
-        let file_offset = file_offset(op, offset)?;
         // A view lies inside its buffer, whose length is a `usize`.
-        self.io(
+        let request = Request {
             op,
-            buffer,
-            range.len() as u64,
-            file_offset,
-            range.start as i64,
-        )
+            size: range.len() as u64,
+            file_offset: offset,
+            buffer_offset: range.start as u64,
+        };
+        self.io(op, buffer, Ok(request))
     }
 
     /// Requests until the whole view `(buffer, range)` is moved.
@@ -305,14 +308,9 @@ impl FileHandle {
         op: Op,
         (buffer, range): (&DeviceBuffer, Range<usize>),
         offset: u64,
-    ) -> Result<IoOutcome, Error> {
+    ) -> Result<(), Error> {
         let wanted = range.len() as u64;
         let mut done = 0u64;
-        let mut last = IoOutcome {
-            bytes: 0,
-            backend: hipfile_core::BackendKind::Fallback,
-            retried: false,
-        };
         while done < wanted {
             let at = range.start + done as usize;
             let out = self.io_view(op, (buffer, at..range.end), offset.saturating_add(done))?;
@@ -325,12 +323,8 @@ impl FileHandle {
                 });
             }
             done += out.bytes;
-            last = out;
         }
-        Ok(IoOutcome {
-            bytes: done,
-            ..last
-        })
+        Ok(())
     }
 
     /// Deregisters the file: later I/O through any clone fails with
@@ -346,13 +340,13 @@ impl FileHandle {
         Ok(())
     }
 
+    /// Serves `request`; one that could not be made (a negative offset of hipFile's call)
+    /// fails where validation would, after the handle and buffer checks.
     fn io(
         &self,
         op: Op,
         buffer: &DeviceBuffer,
-        size: u64,
-        file_offset: i64,
-        buffer_offset: i64,
+        request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
         let _in_flight = inner.registration.enter()?;
@@ -360,13 +354,7 @@ impl FileHandle {
         let driver = &inner.driver;
         let result = (|| {
             let (facts, _registered) = buffer.request_facts()?;
-            let request = Request {
-                op,
-                size,
-                file_offset,
-                buffer_offset,
-            }
-            .validate_checked(&facts)?;
+            let request = request?.validate_checked(&facts)?;
             let caller = inner.fd.as_fd();
             let target = IoTarget {
                 direct: inner.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
@@ -394,14 +382,6 @@ impl FileHandle {
             }
         }
     }
-}
-
-/// `offset` as the signed file offset of hipFile's call.
-fn file_offset(op: Op, offset: u64) -> Result<i64, Error> {
-    i64::try_from(offset).map_err(|_| Error::InvalidValue {
-        op: Some(op),
-        what: format!("file offset {offset} is beyond the largest file offset"),
-    })
 }
 
 /// Refuses `op` when the descriptor's access mode (`F_GETFL`, read at registration) does not

@@ -546,7 +546,7 @@ pub fn run(
     buffer_offset: u64,
     file_offset: u64,
     size: u64,
-) -> Result<i64, BackendError> {
+) -> Result<u64, BackendError> {
     let target = IoTarget {
         direct: None,
         buffered: file.as_fd(),
@@ -574,7 +574,7 @@ pub fn run_probed(
     buffer_offset: u64,
     file_offset: u64,
     size: u64,
-) -> Result<i64, BackendError> {
+) -> Result<u64, BackendError> {
     let probed = hipfile_probe::probe_fd(file.as_fd()).unwrap();
     let target = IoTarget {
         direct: probed.direct_fd.as_ref().map(|d| d.as_fd(file.as_fd())),
@@ -597,7 +597,7 @@ fn submit(
     target: &IoTarget<'_>,
     (op, base, len): (Op, DevicePtr, u64),
     (buffer_offset, file_offset, size): (u64, u64, u64),
-) -> Result<i64, BackendError> {
+) -> Result<u64, BackendError> {
     // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
     let buffer = unsafe {
         hipfile_core::buffer::check_buffer(
@@ -610,8 +610,8 @@ fn submit(
     let request = Request {
         op,
         size,
-        file_offset: file_offset as i64,
-        buffer_offset: buffer_offset as i64,
+        file_offset,
+        buffer_offset,
     }
     .validate_checked(&buffer)
     .unwrap();
