@@ -27,7 +27,7 @@ pub use config::{Config, ConfigBuilder, ConfigWarning, FallbackKnobs, PlatformCh
 pub use error::{Error, ErrorCode, HipFileCode};
 pub use pinned::PinnedMemory;
 pub use reason::{BackendKind, Reason, Verdict};
-pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, Request, ValidRequest};
+pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, Request, ValidRequest, check_access};
 pub use runtime::{GpuRuntime, PointerInfo, RuntimeError};
 pub use select::{Decision, Outcome, decide, submit};
 pub use types::{DevicePtr, MemoryKind, Op};

@@ -230,6 +230,32 @@ impl Request {
     }
 }
 
+/// Refuses `op` when the file's descriptor was opened without the access it needs (its
+/// `F_GETFL` flags, read at registration), before any backend runs: the fallback's
+/// `pread`/`pwrite` would fail with `EBADF`, and the fastpath's reopen has the same mode.
+///
+/// # Errors
+///
+/// [`Error::AccessMode`]: a write on a read-only descriptor, a read on a write-only one.
+pub fn check_access(file: &hipfile_probe::FileFacts, op: Op) -> Result<(), Error> {
+    const ACCMODE: i32 = 0o3;
+    const RDONLY: i32 = 0o0;
+    const WRONLY: i32 = 0o1;
+    match (file.status_flags & ACCMODE, op) {
+        (RDONLY, Op::Write) => Err(Error::AccessMode {
+            op,
+            opened: "read-only (O_RDONLY)",
+            needed: "O_WRONLY or O_RDWR",
+        }),
+        (WRONLY, Op::Read) => Err(Error::AccessMode {
+            op,
+            opened: "write-only (O_WRONLY)",
+            needed: "O_RDONLY or O_RDWR",
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use crate::buffer::DeviceBuffer;
 use crate::driver::Driver;
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::{BackendKind, Error, IoTarget, Op, Request, Submission, submit};
+use hipfile_core::{BackendKind, Error, IoTarget, Op, Request, Submission, check_access, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -350,7 +350,7 @@ impl FileHandle {
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
         let _in_flight = inner.registration.enter()?;
-        access_allows(inner.probed.facts.status_flags, op)?;
+        check_access(&inner.probed.facts, op)?;
         let driver = &inner.driver;
         let result = (|| {
             let (facts, _registered) = buffer.request_facts()?;
@@ -381,28 +381,6 @@ impl FileHandle {
                 Err(e)
             }
         }
-    }
-}
-
-/// Refuses `op` when the descriptor's access mode (`F_GETFL`, read at registration) does not
-/// allow it, before any backend runs: the fallback's `pread`/`pwrite` would fail with `EBADF`
-/// and the fastpath's reopen has the same mode.
-fn access_allows(status_flags: i32, op: Op) -> Result<(), Error> {
-    const ACCMODE: i32 = 0o3;
-    const RDONLY: i32 = 0o0;
-    const WRONLY: i32 = 0o1;
-    match (status_flags & ACCMODE, op) {
-        (RDONLY, Op::Write) => Err(Error::AccessMode {
-            op,
-            opened: "read-only (O_RDONLY)",
-            needed: "O_WRONLY or O_RDWR",
-        }),
-        (WRONLY, Op::Read) => Err(Error::AccessMode {
-            op,
-            opened: "write-only (O_WRONLY)",
-            needed: "O_RDONLY or O_RDWR",
-        }),
-        _ => Ok(()),
     }
 }
 
