@@ -3,9 +3,10 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile::{ConfigBuilder, Driver, Fallback, Op, Request};
+use hipfile::{ConfigBuilder, Driver, Op, Request};
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{Backend, IoTarget, Submission};
+use hipfile_fallback::Fallback;
 use hipfile_fallback::StagingConfig;
 use hipfile_testfs::{TempDir, emulated_runtime, require};
 use std::fs::OpenOptions;

@@ -71,7 +71,10 @@ struct Run {
 }
 
 fn run(config: &Config, fast_result: Result<u64, BackendError>) -> Run {
-    let (fast, slow) = hipfile::backends(config, true);
+    let (fast, slow) = (
+        hipfile_fastpath::Fastpath::new(config, true),
+        hipfile_fallback::Fallback::new(config),
+    );
     let fast = scripted(fast, fast_result);
     let slow = scripted(slow, Ok(8192));
     let buffer = BufferFacts {

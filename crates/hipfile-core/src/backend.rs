@@ -31,6 +31,7 @@ pub struct IoTarget<'a> {
 
 /// A backend's run-time failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackendError {
     /// A system call (or the kernel driver behind the runtime) failed with `errno`.
     #[error("{call}: {}", std::io::Error::from_raw_os_error(*errno))]

@@ -5,6 +5,7 @@
 /// hipFile's operation error codes (`hipFileOpError_t`, base 5000; 5021 and 5032 unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // The names are upstream's; `describe` gives each one's meaning.
+#[non_exhaustive]
 pub enum HipFileCode {
     DriverNotInitialized = 5001,
     DriverInvalidProps = 5002,

@@ -165,6 +165,7 @@ pub fn parse_size(value: &str) -> Option<u64> {
 
 /// Which GPU platform to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum PlatformChoice {
     /// AMD's runtime if one loads, else NVIDIA's.
     #[default]
@@ -240,6 +241,7 @@ impl Config {
 
 /// A problem found while settling the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ConfigWarning {
     /// A variable held a value that is not one of the accepted spellings; the default applies.
     InvalidValue {

@@ -8,7 +8,11 @@ use crate::types::{DevicePtr, MemoryKind, Op};
 use std::fmt;
 
 /// hipfile's public error: the operation, what went wrong, and enough to act on it.
+///
+/// Each message includes its cause's message, and [`source`](std::error::Error::source)
+/// returns the cause as a value for callers that inspect it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An argument is invalid; nothing was transferred.
     #[error("{}invalid argument: {what}", op_prefix(*op))]
@@ -140,9 +144,11 @@ pub enum Error {
         /// Requests in flight.
         count: usize,
     },
-    /// No GPU runtime could be loaded, or the driver could not be opened.
+    /// No GPU runtime could be loaded, or the driver could not be opened. The source is the
+    /// loader's error (for `hipfile-runtime`'s loader, a `hipfile_sys::LoadError` or a
+    /// `hipfile_runtime::NoRuntime`), which lists every library tried.
     #[error("cannot open the hipfile driver: {0}")]
-    DriverOpen(String),
+    DriverOpen(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A driver with another configuration is already open in this process.
     #[error(
         "the hipfile driver is already open with another configuration; close every handle first or use Driver::open()"

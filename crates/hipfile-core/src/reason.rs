@@ -31,6 +31,7 @@ impl fmt::Display for BackendKind {
 /// Why a backend refused a request. The names are stable: they appear in errors, logs and
 /// `hipfile check --json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Reason {
     /// Fastpath: `HIPFILE_FORCE_COMPAT_MODE` is true.
     ForceCompatMode,
@@ -127,6 +128,7 @@ impl fmt::Display for Reason {
 
 /// A backend's answer to "can you serve this request?".
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Accepted with this eagerness score (≥ 0; fastpath 100, fallback 1).
     Accept(u32),

@@ -65,6 +65,7 @@ pub struct RuntimeError {
 
 /// A failed AMD file-I/O call (`hipAmdFileRead`/`hipAmdFileWrite`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FileIoError {
     /// The kernel driver failed with this errno (the call's `status`, made positive).
     #[error("the kernel driver failed with errno {0}")]

@@ -6,6 +6,7 @@ use crate::reason::{BackendKind, Verdict};
 
 /// Every backend's verdict on one request, and the winner.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Each backend with its verdict, in registration order.
     pub verdicts: Vec<(BackendKind, Verdict)>,
@@ -46,6 +47,7 @@ pub fn decide(backends: &[&dyn Backend], s: &Submission<'_>) -> Decision {
 /// to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE)), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "the count may be short of the request's size"]
+#[non_exhaustive]
 pub struct Outcome {
     /// Bytes moved.
     pub bytes: u64,

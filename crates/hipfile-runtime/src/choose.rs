@@ -7,12 +7,13 @@
 use crate::cuda::CudaRuntime;
 use crate::hip::{HipRuntime, RuntimeKind};
 use hipfile_core::{Config, Error, GpuRuntime, PlatformChoice};
-use hipfile_sys::{CudaLoadOptions, LoadOptions, RuntimeVersion};
+use hipfile_sys::{CudaLoadOptions, LoadError, LoadOptions, RuntimeVersion};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Which GPU runtime was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Platform {
     /// AMD's HIP runtime (`libamdhip64`).
     Amd,
@@ -66,11 +67,27 @@ pub fn inspect_runtime(config: &Config) -> RuntimeReport {
             amd_file_io: false,
             devices: 0,
             error: Some(match e {
-                Error::DriverOpen(m) => m,
+                Error::DriverOpen(source) => source.to_string(),
                 other => other.to_string(),
             }),
         },
     }
+}
+
+/// Neither runtime could be loaded (`HIP_PLATFORM` unset): both loaders' errors, each with
+/// every library it tried. [`source`](std::error::Error::source) is the HIP loader's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no GPU runtime found.\nAMD: {amd}\nNVIDIA: {nvidia}")]
+pub struct NoRuntime {
+    /// Why no HIP runtime loaded.
+    #[source]
+    pub amd: LoadError,
+    /// Why no CUDA runtime loaded.
+    pub nvidia: LoadError,
+}
+
+fn driver_open(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::DriverOpen(Box::new(e))
 }
 
 /// Loads the runtime `config` names, as a [`GpuRuntime`] with its report: `HIP_PLATFORM=amd`
@@ -79,40 +96,32 @@ pub fn inspect_runtime(config: &Config) -> RuntimeReport {
 ///
 /// # Errors
 ///
-/// [`Error::DriverOpen`] with every path tried, when none loads.
+/// [`Error::DriverOpen`] when none loads; its source is the loader's [`LoadError`] (or
+/// [`NoRuntime`] when both platforms were tried), with every path tried.
 pub fn load_runtime(config: &Config) -> Result<(Arc<dyn GpuRuntime>, RuntimeReport), Error> {
     let amd = || {
         let options = LoadOptions {
             explicit_path: config.hip_library.clone(),
             rocm_path: config.rocm_path.clone(),
         };
-        HipRuntime::load(&options)
-            .map(hip_report)
-            .map_err(|e| e.to_string())
+        HipRuntime::load(&options).map(hip_report)
     };
-    let nvidia = || {
-        CudaRuntime::load(&CudaLoadOptions::default())
-            .map(cuda_report)
-            .map_err(|e| e.to_string())
-    };
+    let nvidia = || CudaRuntime::load(&CudaLoadOptions::default()).map(cuda_report);
     match config.platform {
-        PlatformChoice::Amd => amd().map_err(Error::DriverOpen),
-        PlatformChoice::Nvidia => nvidia().map_err(Error::DriverOpen),
+        PlatformChoice::Amd => amd().map_err(driver_open),
+        PlatformChoice::Nvidia => nvidia().map_err(driver_open),
         // An explicit HIP library means the caller wants that one: no silent switch to CUDA.
-        PlatformChoice::Auto if config.hip_library.is_some() => amd().map_err(Error::DriverOpen),
-        // A HIP runtime that loads but sees no device (a ROCm library installed on an NVIDIA
-        // machine, say) gives way to a CUDA runtime that sees one.
-        PlatformChoice::Auto => match amd() {
+        _ if config.hip_library.is_some() => amd().map_err(driver_open),
+        // `Auto` (and any choice added later that names no platform): a HIP runtime that
+        // loads but sees no device (a ROCm library installed on an NVIDIA machine, say) gives
+        // way to a CUDA runtime that sees one.
+        _ => match amd() {
             Ok(hip) if hip.1.devices > 0 => Ok(hip),
             Ok(hip) => match nvidia() {
                 Ok(cuda) if cuda.1.devices > 0 => Ok(cuda),
                 _ => Ok(hip),
             },
-            Err(amd_error) => nvidia().map_err(|cuda_error| {
-                Error::DriverOpen(format!(
-                    "no GPU runtime found.\nAMD: {amd_error}\nNVIDIA: {cuda_error}"
-                ))
-            }),
+            Err(amd) => nvidia().map_err(|nvidia| driver_open(NoRuntime { amd, nvidia })),
         },
     }
 }

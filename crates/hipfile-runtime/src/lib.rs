@@ -23,7 +23,7 @@ mod choose;
 mod cuda;
 mod hip;
 
-pub use choose::{Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use choose::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 
 pub use cuda::CudaRuntime;
 pub use hip::{HipRuntime, RuntimeKind};

@@ -9,8 +9,39 @@
 //!
 //! Open a [`Driver`], register files ([`Driver::register_file`]) and use device buffers
 //! ([`Driver::alloc`], or [`DeviceBuffer::from_raw`] for memory allocated elsewhere), then
-//! [`FileHandle::read`] and [`FileHandle::write`]. [`explain`] answers "which backend would
-//! serve this request, and why?" without moving a byte.
+//! read into views of them and write from them: [`FileHandle::read_exact_at`] and
+//! [`FileHandle::write_all_at`] move a whole range or fail; [`FileHandle::read_at`] and
+//! [`FileHandle::write_at`] make one request and say how many bytes it moved.
+//! [`FileHandle::read`] and [`FileHandle::write`] are hipFile's own call, with its signed
+//! offsets. [`explain`] answers "which backend would serve this request, and why?" without
+//! moving a byte.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
+//! # if std::env::var_os("HIPFILE_HIP_LIBRARY").is_none() { return Ok(()); }
+//! # let path = std::env::temp_dir().join(format!("hipfile-doc-crate-{}", std::process::id()));
+//! # std::fs::write(&path, vec![42u8; 3 << 20])?;
+//! let driver = hipfile::Driver::open()?;
+//! let file = std::fs::File::open(&path)?;
+//! let fh = driver.register_file(&file)?;
+//!
+//! // The file's first 2 MiB into the second half of a 4 MiB buffer.
+//! let mut weights = driver.alloc(4 << 20)?;
+//! fh.read_exact_at(&mut weights.slice_mut(2 << 20..)?, 0)?;
+//!
+//! // One request that may come back short: the outcome says how much came, and from where.
+//! let got = fh.read_at(&mut weights.slice_mut(..)?, 1 << 20)?;
+//! println!("{} bytes through the {}", got.bytes, got.backend);
+//!
+//! // Views copy exactly their own length.
+//! let mut head = vec![0u8; 16];
+//! weights.slice(..16)?.copy_to_host(&mut head)?;
+//! assert_eq!(head, [42u8; 16]);
+//! # std::fs::remove_file(&path)?;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! Without a GPU, name the emulated runtime (`hipfile-emu`, built by `cargo xtask emulated` in
 //! a checkout of hipfile's repository, which prints the path of `libhipfile_emu.so`): set
@@ -20,6 +51,21 @@
 //! xtask ci` sets it) and return early otherwise; the crate's `examples/` are whole programs.
 //!
 //! The only `unsafe` here is [`DeviceBuffer`]'s copies and its `from_raw` constructor.
+//!
+//! # Stable and unstable surface
+//!
+//! Everything named at the crate root is this crate's API: the driver, file handles, device
+//! buffers and their views, the configuration, the errors, and the types their signatures use.
+//! Errors, reasons, outcomes and configuration are `#[non_exhaustive]`, so adding a variant
+//! or a field is not a breaking change; match them with a wildcard arm.
+//!
+//! ## Unstable
+//!
+//! [`core`], [`probe`] and [`sys`] re-export the layers below the facade for tools that need
+//! more than the facade offers (`hipfile check` reads the probe's facts, for example). Their
+//! contents follow those crates' own versions and may change in any release of this one.
+//! The backends themselves are not re-exported; an application that wants them depends on
+//! `hipfile-fastpath` or `hipfile-fallback` directly.
 
 #![deny(unsafe_code)]
 
@@ -29,25 +75,30 @@ mod file;
 mod stats;
 mod view;
 
+/// Unstable: the decision engine (`hipfile-core`). See [the crate documentation](crate#unstable).
 pub use hipfile_core as core;
-pub use hipfile_fallback::Fallback;
-pub use hipfile_fastpath::Fastpath;
+/// Unstable: file facts (`hipfile-probe`). See [the crate documentation](crate#unstable).
 pub use hipfile_probe as probe;
+/// Unstable: the raw runtime bindings (`hipfile-sys`). See [the crate documentation](crate#unstable).
 pub use hipfile_sys as sys;
 
 pub use buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use driver::Driver;
 pub use file::{FileHandle, IoOutcome};
+pub use hipfile_core::runtime::FileIoError;
 pub use hipfile_core::{
-    BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision, DevicePtr, Error,
-    ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
+    BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
+    DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, Op,
+    PlatformChoice, Reason, Request, RuntimeError, Verdict,
 };
-pub use hipfile_runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
+pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 
 use hipfile_core::{Backend, Submission, decide};
-use hipfile_probe::FileFacts;
+use hipfile_fallback::Fallback;
+use hipfile_fastpath::Fastpath;
 
 /// Registers `file` with the process-wide driver, opening it first if it is not open (as
 /// hipFile's first registration does). The handle keeps the driver open.
@@ -57,11 +108,6 @@ use hipfile_probe::FileFacts;
 /// As [`Driver::open`] and [`Driver::register_file`].
 pub fn register_file(file: &impl std::os::fd::AsFd) -> Result<FileHandle, Error> {
     Driver::open()?.register_file(file)
-}
-
-/// The backends of a driver for `config`, in registration order (fastpath first).
-pub fn backends(config: &Config, amd_file_io: bool) -> (Fastpath, Fallback) {
-    (Fastpath::new(config, amd_file_io), Fallback::new(config))
 }
 
 /// Which backend would serve `request` on `file` into `buffer`, with every backend's
@@ -79,7 +125,7 @@ pub fn explain(
     buffer: &BufferFacts,
 ) -> Result<Decision, Error> {
     let valid = request.validate(buffer)?;
-    let (fast, slow) = backends(config, amd_file_io);
+    let (fast, slow) = (Fastpath::new(config, amd_file_io), Fallback::new(config));
     let list: [&dyn Backend; 2] = [&fast, &slow];
     Ok(decide(
         &list,

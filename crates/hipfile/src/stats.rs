@@ -18,6 +18,7 @@ pub(crate) struct Stats {
 
 /// What was served for buffers of one device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceStats {
     /// The device, as the runtime numbers it.
     pub device: i32,
@@ -31,6 +32,7 @@ pub struct DeviceStats {
 
 /// Counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatsSnapshot {
     /// Bytes moved by the fastpath.
     pub fastpath_bytes: u64,

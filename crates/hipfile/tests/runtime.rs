@@ -49,3 +49,23 @@ fn a_missing_explicit_library_is_reported_with_the_path() {
     assert!(!r.amd_file_io && r.library.is_none() && r.version.is_none());
     assert!(r.error.unwrap().contains("/nonexistent/libamdhip64.so"));
 }
+
+#[test]
+fn a_driver_that_cannot_load_its_runtime_keeps_the_loaders_error_as_its_source() {
+    let config = ConfigBuilder::new()
+        .hip_library("/nonexistent/libamdhip64.so")
+        .build_with(|_| None)
+        .0;
+    let e = hipfile::Driver::open_private(config).unwrap_err();
+    assert!(matches!(e, hipfile::Error::DriverOpen(_)), "{e:?}");
+    let source = std::error::Error::source(&e).expect("DriverOpen has a source");
+    let load = source
+        .downcast_ref::<hipfile::sys::LoadError>()
+        .expect("the source is the loader's error");
+    assert!(
+        load.to_string().contains("/nonexistent/libamdhip64.so"),
+        "{load}"
+    );
+    // The message still says what was tried, for callers that only print it.
+    assert!(e.to_string().contains("/nonexistent/libamdhip64.so"), "{e}");
+}
