@@ -113,6 +113,12 @@ pub enum Error {
         /// Bytes moved from the start of the range.
         done: u64,
     },
+    /// An asynchronous request was cancelled before it started; nothing was transferred.
+    #[error("{op}: cancelled before it started; nothing was transferred")]
+    Canceled {
+        /// The operation.
+        op: Op,
+    },
     /// This file descriptor is already registered.
     #[error("file descriptor {fd} is already registered; deregister it first")]
     HandleAlreadyRegistered {
@@ -227,6 +233,7 @@ impl Error {
             Error::AccessMode { .. } => ErrorCode::Errno(libc::EBADF),
             Error::Incomplete { op: Op::Read, .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
             Error::Incomplete { op: Op::Write, .. } => ErrorCode::Errno(libc::EIO),
+            Error::Canceled { .. } => ErrorCode::Errno(libc::ECANCELED),
             Error::HandleAlreadyRegistered { .. } => {
                 ErrorCode::HipFile(HipFileCode::HandleAlreadyRegistered)
             }

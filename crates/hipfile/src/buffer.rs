@@ -4,6 +4,7 @@
 use crate::driver::{Driver, InFlight};
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{CheckedBuffer, DevicePtr, Error, PinnedMemory};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The driver's side of device and pinned buffers: allocation and registration.
@@ -99,8 +100,16 @@ impl Driver {
 /// A range of GPU device memory that hipfile reads into or writes from.
 ///
 /// An owned buffer ([`Driver::alloc`]) frees its memory when dropped; a borrowed one
-/// ([`DeviceBuffer::from_raw`]) never frees anything.
+/// ([`DeviceBuffer::from_raw`]) never frees anything. The memory itself is shared with the
+/// requests that use it: an asynchronous request holds it until it ends, so dropping the
+/// buffer (or forgetting a request's handle) never frees memory a request still writes.
 pub struct DeviceBuffer {
+    memory: Arc<Memory>,
+}
+
+/// The memory of a [`DeviceBuffer`], shared by the buffer and the requests using it. Ends
+/// its registration and, if owned, frees the memory when the last of them is gone.
+pub(crate) struct Memory {
     driver: Driver,
     ptr: DevicePtr,
     len: usize,
@@ -119,9 +128,9 @@ fn next_id() -> u64 {
 impl std::fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceBuffer")
-            .field("ptr", &self.ptr)
-            .field("len", &self.len)
-            .field("owned", &self.owned)
+            .field("ptr", &self.memory.ptr)
+            .field("len", &self.memory.len)
+            .field("owned", &self.memory.owned)
             .finish()
     }
 }
@@ -135,13 +144,13 @@ impl DeviceBuffer {
             });
         }
         let ptr = driver.gpu().alloc_device(len).map_err(Error::Runtime)?;
-        Ok(DeviceBuffer {
+        Ok(DeviceBuffer::new(Memory {
             driver,
             ptr,
             len,
             owned: true,
             id: next_id(),
-        })
+        }))
     }
 
     /// Describes memory the caller allocated (with the runtime's allocator or a framework's).
@@ -172,36 +181,85 @@ impl DeviceBuffer {
     ///
     /// # Safety
     ///
-    /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime for as long as the
-    /// buffer is used, and nothing else may write it while hipfile writes into it.
+    /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime until the buffer is
+    /// dropped and every request that used it has ended (a request's handle, once waited for
+    /// or dropped, has ended), and nothing else may write it while hipfile writes into it.
     #[allow(unsafe_code)]
     pub unsafe fn from_raw(driver: &Driver, ptr: DevicePtr, len: usize) -> DeviceBuffer {
-        DeviceBuffer {
+        DeviceBuffer::new(Memory {
             driver: driver.clone(),
             ptr,
             len,
             owned: false,
             id: next_id(),
+        })
+    }
+
+    fn new(memory: Memory) -> DeviceBuffer {
+        DeviceBuffer {
+            memory: Arc::new(memory),
         }
     }
 
     /// The driver the buffer belongs to.
     pub fn driver(&self) -> &Driver {
-        &self.driver
+        &self.memory.driver
     }
 
     pub(crate) fn id(&self) -> u64 {
-        self.id
+        self.memory.id
     }
 
+    /// The memory, for a request that must keep it alive until it ends.
+    pub(crate) fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> DevicePtr {
+        self.memory.ptr
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.memory.len
+    }
+
+    /// Whether the buffer is empty (never true for an owned buffer).
+    pub fn is_empty(&self) -> bool {
+        self.memory.len == 0
+    }
+
+    /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
+    pub fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+        self.memory.copy_from_host(offset, data)
+    }
+
+    /// Copies `out.len()` bytes from the buffer at `offset` into `out` (synchronous).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
+    pub fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        self.memory.copy_to_host(offset, out)
+    }
+}
+
+impl Memory {
     /// The facts of the buffer for one request: its registration's when it is registered
     /// (with the in-flight count raised until the guard drops), else checked now.
     pub(crate) fn request_facts(&self) -> Result<(CheckedBuffer, Option<InFlight>), Error> {
         if let Some((facts, in_flight)) = self.driver.registered_facts(self.ptr, self.id) {
             return Ok((facts, Some(in_flight)));
         }
-        // SAFETY: the caller borrows the buffer for the whole request, and its memory stays
-        // allocated while it lives (owned, or by the contract of `DeviceBuffer::from_raw`).
+        // SAFETY: the request holds this `Memory` (through the buffer it borrows, or its own
+        // reference for an asynchronous request) until it ends, and the memory stays
+        // allocated while the `Memory` lives (owned, or by the contract of
+        // `DeviceBuffer::from_raw`).
         #[allow(unsafe_code)]
         let facts = unsafe {
             check_buffer(
@@ -213,27 +271,12 @@ impl DeviceBuffer {
         Ok((facts.truncated(self.len as u64), None))
     }
 
-    /// The device address.
-    pub fn ptr(&self) -> DevicePtr {
-        self.ptr
-    }
-
-    /// The length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer is empty (never true for an owned buffer).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
-    pub fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+    pub(crate) fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         let dst = self.range(offset, data.len())?;
         // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
         // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
@@ -252,7 +295,7 @@ impl DeviceBuffer {
     /// # Errors
     ///
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
-    pub fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+    fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let src = self.range(offset, out.len())?;
         // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
         #[allow(unsafe_code)]
@@ -278,7 +321,7 @@ impl DeviceBuffer {
     }
 }
 
-impl Drop for DeviceBuffer {
+impl Drop for Memory {
     fn drop(&mut self) {
         // A registration must not outlive the memory it describes: a later allocation at the
         // same address would pass validation with this buffer's length.
@@ -286,8 +329,8 @@ impl Drop for DeviceBuffer {
         if !self.owned {
             return;
         }
-        // SAFETY: the memory came from `alloc_device` of this runtime and, the buffer being
-        // dropped, no request can be using it (requests borrow the buffer).
+        // SAFETY: the memory came from `alloc_device` of this runtime and, the buffer and
+        // every request holding the memory being gone, nothing can be using it.
         #[allow(unsafe_code)]
         let freed = unsafe { self.driver.gpu().free_device(self.ptr) };
         if let Err(e) = freed {

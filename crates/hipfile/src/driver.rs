@@ -6,6 +6,7 @@
 //! `buffer.rs`) live beside the types they make, so this module names neither, and they reach
 //! the driver only through the `pub(crate)` methods here.
 
+use crate::engine::Engine;
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
 use hipfile_core::{
     Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op, Outcome,
@@ -52,6 +53,8 @@ struct Inner {
     files: Mutex<HashSet<i32>>,
     buffers: RwLock<BTreeMap<u64, Arc<RegisteredBuffer>>>,
     stats: Stats,
+    /// Serves the requests that do not block their caller.
+    engine: Engine,
 }
 
 struct RegisteredBuffer {
@@ -146,6 +149,7 @@ impl Driver {
             Arc::clone(&runtime),
             StagingConfig::for_knobs(&config.fallback_knobs()),
         );
+        let engine = Engine::new(config.fallback_knobs().io_threads);
         Driver {
             inner: Arc::new(Inner {
                 config,
@@ -156,6 +160,7 @@ impl Driver {
                 files: Mutex::new(HashSet::new()),
                 buffers: RwLock::new(BTreeMap::new()),
                 stats: Stats::default(),
+                engine,
             }),
         }
     }
@@ -258,7 +263,7 @@ impl Driver {
     }
 
     /// Ends the registration of the buffer `owner` at `ptr`, if it has one, as the buffer is
-    /// dropped: no request can be using it then, since requests borrow the buffer.
+    /// dropped: no request can be using it then, since requests hold the buffer's memory.
     pub(crate) fn forget_registration(&self, ptr: DevicePtr, owner: u64) {
         let mut map = self
             .inner
@@ -299,6 +304,11 @@ impl Driver {
         if self.inner.config.stats_level >= 1 {
             stats.served_device(device, op, outcome.bytes);
         }
+    }
+
+    /// The engine that serves requests which do not block their caller.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
     }
 
     /// Counts a request that failed.

@@ -1,6 +1,6 @@
 //! Registered files and the read/write calls.
 
-use crate::buffer::DeviceBuffer;
+use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{BackendKind, Error, IoTarget, Op, Request, Submission, check_access, submit};
@@ -95,6 +95,28 @@ impl Registration {
 /// One request counted in; counted out when dropped.
 struct InFlight<'a>(&'a AtomicUsize);
 
+/// One request counted in on a handle it keeps alive: an asynchronous request's, which
+/// outlives its caller's borrow of the handle.
+pub(crate) struct Entered(FileHandle);
+
+impl Entered {
+    /// Serves the request it counts.
+    pub(crate) fn serve(
+        &self,
+        op: Op,
+        buffer: &Memory,
+        request: Result<Request, Error>,
+    ) -> Result<IoOutcome, Error> {
+        self.0.serve(op, buffer, request)
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.0.inner.registration.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
@@ -163,6 +185,14 @@ impl FileHandle {
         &self.inner.driver
     }
 
+    /// Counts a request in for as long as the returned guard lives.
+    pub(crate) fn enter_owned(&self) -> Result<Entered, Error> {
+        let counted = self.inner.registration.enter()?;
+        // The count now belongs to the guard, which takes it back out when dropped.
+        std::mem::forget(counted);
+        Ok(Entered(self.clone()))
+    }
+
     /// Reads up to `size` bytes at `file_offset` into `buffer` at `buffer_offset`: hipFile's
     /// call, with its signed offsets (docs/BEHAVIOUR.md §3.1). [`FileHandle::read_at`] is the
     /// same request with `u64` offsets and a view for the buffer range.
@@ -179,7 +209,7 @@ impl FileHandle {
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
         let request = Request::from_c(Op::Read, size, file_offset, buffer_offset);
-        self.io(Op::Read, buffer, request)
+        self.io(Op::Read, buffer.memory(), request)
     }
 
     /// Writes `size` bytes of `buffer` at `buffer_offset` to the file at `file_offset`.
@@ -198,7 +228,7 @@ impl FileHandle {
         buffer_offset: i64,
     ) -> Result<IoOutcome, Error> {
         let request = Request::from_c(Op::Write, size, file_offset, buffer_offset);
-        self.io(Op::Write, buffer, request)
+        self.io(Op::Write, buffer.memory(), request)
     }
 
     /// Reads into `dst` from file offset `offset`: up to `dst`'s length in one request (at
@@ -299,7 +329,7 @@ impl FileHandle {
             file_offset: offset,
             buffer_offset: range.start as u64,
         };
-        self.io(op, buffer, Ok(request))
+        self.io(op, buffer.memory(), Ok(request))
     }
 
     /// Requests until the whole view `(buffer, range)` is moved.
@@ -345,11 +375,21 @@ impl FileHandle {
     fn io(
         &self,
         op: Op,
-        buffer: &DeviceBuffer,
+        buffer: &Memory,
+        request: Result<Request, Error>,
+    ) -> Result<IoOutcome, Error> {
+        let _in_flight = self.inner.registration.enter()?;
+        self.serve(op, buffer, request)
+    }
+
+    /// Serves `request` for a caller that has counted it in (`Registration::enter`).
+    pub(crate) fn serve(
+        &self,
+        op: Op,
+        buffer: &Memory,
         request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
-        let _in_flight = inner.registration.enter()?;
         check_access(&inner.probed.facts, op)?;
         let driver = &inner.driver;
         let result = (|| {

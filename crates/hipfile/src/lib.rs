@@ -71,7 +71,9 @@
 
 mod buffer;
 mod driver;
+mod engine;
 mod file;
+mod pending;
 mod stats;
 mod view;
 
@@ -93,6 +95,7 @@ pub use hipfile_core::{
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use pending::Io;
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 

@@ -9,6 +9,7 @@
 
 use crate::buffer::DeviceBuffer;
 use hipfile_core::{DevicePtr, Error};
+use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
 
 mod sealed {
@@ -48,11 +49,17 @@ pub struct DeviceSlice<'a> {
 }
 
 /// A range of a [`DeviceBuffer`] that reads may fill ([`DeviceBuffer::slice_mut`]).
+///
+/// Made only from a `&mut` borrow of the buffer, or by splitting such a view into disjoint
+/// parts ([`split_at`](Self::split_at), [`chunks`](Self::chunks)), so no other view of its
+/// bytes exists while it lives.
 #[derive(Debug)]
 pub struct DeviceSliceMut<'a> {
-    buffer: &'a mut DeviceBuffer,
+    buffer: &'a DeviceBuffer,
     start: usize,
     end: usize,
+    /// The view stands for a `&'a mut` borrow of its range.
+    _exclusive: PhantomData<&'a mut DeviceBuffer>,
 }
 
 /// `range` of `0..len` as a plain range, or an error that says what is wrong.
@@ -130,6 +137,7 @@ impl DeviceBuffer {
             buffer: self,
             start: r.start,
             end: r.end,
+            _exclusive: PhantomData,
         })
     }
 }
@@ -160,7 +168,7 @@ impl<'a> DeviceSlice<'a> {
     }
 }
 
-impl DeviceSliceMut<'_> {
+impl<'a> DeviceSliceMut<'a> {
     /// A narrower view: `range` of this one, for reads to fill.
     ///
     /// # Errors
@@ -175,7 +183,56 @@ impl DeviceSliceMut<'_> {
             start: self.start + r.start,
             end: self.start + r.end,
             buffer: self.buffer,
+            _exclusive: PhantomData,
         })
+    }
+
+    /// The view cut in two at `mid`: bytes `..mid` and `mid..`, each a view reads may fill
+    /// at the same time (for requests in flight together).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `mid` is beyond the view's length.
+    pub fn split_at(self, mid: usize) -> Result<(DeviceSliceMut<'a>, DeviceSliceMut<'a>), Error> {
+        let len = self.end - self.start;
+        if mid > len {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: format!("cannot split a view of {len} bytes at {mid}"),
+            });
+        }
+        let at = self.start + mid;
+        let part = |start, end| DeviceSliceMut {
+            buffer: self.buffer,
+            start,
+            end,
+            _exclusive: PhantomData,
+        };
+        Ok((part(self.start, at), part(at, self.end)))
+    }
+
+    /// The view cut into consecutive views of `size` bytes (the last one shorter if the
+    /// length is not a multiple), each a view reads may fill at the same time.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a size of 0.
+    pub fn chunks(self, size: usize) -> Result<Vec<DeviceSliceMut<'a>>, Error> {
+        if size == 0 {
+            return Err(Error::InvalidValue {
+                op: None,
+                what: "cannot cut a view into chunks of 0 bytes".into(),
+            });
+        }
+        Ok((self.start..self.end)
+            .step_by(size)
+            .map(|start| DeviceSliceMut {
+                buffer: self.buffer,
+                start,
+                end: self.end.min(start.saturating_add(size)),
+                _exclusive: PhantomData,
+            })
+            .collect())
     }
 
     /// Copies the view's bytes into `out`, which must be exactly as long (a synchronous copy).
@@ -195,7 +252,7 @@ impl DeviceSliceMut<'_> {
     /// [`Error::InvalidValue`] for another length; [`Error::Runtime`].
     pub fn copy_from_host(&mut self, data: &[u8]) -> Result<(), Error> {
         same_len(self.end - self.start, data.len())?;
-        self.buffer.copy_from_host(self.start, data)
+        self.buffer.memory().copy_from_host(self.start, data)
     }
 }
 
@@ -234,3 +291,22 @@ impl DeviceBuf for DeviceSliceMut<'_> {
 
 impl DeviceBufMut for DeviceBuffer {}
 impl DeviceBufMut for DeviceSliceMut<'_> {}
+
+// A borrow of memory is that memory, so views and buffers can be passed by reference or,
+// where a call keeps the borrow (the asynchronous calls), by value.
+impl<T: DeviceBuf + ?Sized> sealed::Sealed for &T {}
+impl<T: DeviceBuf + ?Sized> sealed::Sealed for &mut T {}
+
+impl<T: DeviceBuf + ?Sized> DeviceBuf for &T {
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>) {
+        (**self).parts()
+    }
+}
+
+impl<T: DeviceBuf + ?Sized> DeviceBuf for &mut T {
+    fn parts(&self) -> (&DeviceBuffer, Range<usize>) {
+        (**self).parts()
+    }
+}
+
+impl<T: DeviceBufMut + ?Sized> DeviceBufMut for &mut T {}

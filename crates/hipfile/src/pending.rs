@@ -1,0 +1,159 @@
+//! Requests that do not block their caller: [`FileHandle::read_at_async`] and
+//! [`FileHandle::write_at_async`] queue a request on the driver's engine and return an
+//! [`Io`], a handle that is a [`Future`] and can also be waited for.
+//!
+//! The handle borrows the view it reads into (or writes from) for its whole life, so safe
+//! code cannot touch that memory while the request may use it; dropping the handle cancels
+//! the request if it has not started and otherwise waits for it to end. The request also
+//! holds the buffer's memory itself until it ends, so even a handle that is leaked
+//! (`mem::forget`) never lets the memory be freed under a transfer: its buffer's bytes are
+//! then unspecified until the request ends, but nothing is freed or reused by hipfile.
+
+use crate::engine::{Phase, Slot};
+use crate::file::{FileHandle, IoOutcome};
+use crate::view::{DeviceBuf, DeviceBufMut};
+use hipfile_core::{Error, Op, Request};
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A request in flight. Await it, [`wait`](Io::wait) for it, or drop it (which cancels it if
+/// it has not started, and otherwise waits for it). No async runtime is needed: the request
+/// runs on the driver's own threads, and the future only waits for its result.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
+/// # if std::env::var_os("HIPFILE_HIP_LIBRARY").is_none() { return Ok(()); }
+/// # let path = std::env::temp_dir().join(format!("hipfile-doc-async-{}", std::process::id()));
+/// # std::fs::write(&path, vec![3u8; 4 << 20])?;
+/// let driver = hipfile::Driver::open()?;
+/// let fh = driver.register_file(&std::fs::File::open(&path)?)?;
+/// let mut buf = driver.alloc(4 << 20)?;
+/// // Four requests in flight at once, one per MiB of the buffer.
+/// let pending: Vec<_> = buf
+///     .slice_mut(..)?
+///     .chunks(1 << 20)?
+///     .into_iter()
+///     .enumerate()
+///     .map(|(i, view)| fh.read_at_async(view, i as u64 * (1 << 20)))
+///     .collect();
+/// // `wait` blocks; `.await` does the same inside any async runtime.
+/// for io in pending {
+///     assert_eq!(io.wait()?.bytes, 1 << 20);
+/// }
+/// # std::fs::remove_file(&path)?;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a request runs on the driver's threads; dropping its handle cancels or waits for it"]
+#[derive(Debug)]
+pub struct Io<'a> {
+    slot: Arc<Slot>,
+    /// Set once the result is taken: dropping then has nothing to wait for.
+    done: bool,
+    /// The view the request reads into or writes from, borrowed for the handle's life.
+    _view: PhantomData<&'a mut ()>,
+}
+
+impl Io<'_> {
+    pub(crate) fn new(slot: Arc<Slot>) -> Self {
+        Io {
+            slot,
+            done: false,
+            _view: PhantomData,
+        }
+    }
+
+    /// Blocks until the request ends and returns what it did.
+    ///
+    /// # Errors
+    ///
+    /// As the synchronous call ([`FileHandle::read_at`], [`FileHandle::write_at`]);
+    /// [`Error::Canceled`] when it was cancelled before it started.
+    pub fn wait(mut self) -> Result<IoOutcome, Error> {
+        self.done = true;
+        self.slot.wait_result()
+    }
+
+    /// Cancels the request if it has not started: it then ends with [`Error::Canceled`]
+    /// and moves nothing. A request already running is not interrupted. Whether it was
+    /// cancelled.
+    pub fn cancel(&self) -> bool {
+        self.slot.cancel()
+    }
+
+    /// Whether the request has ended (its result is ready).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.slot.phase(), Phase::Finished | Phase::Canceled)
+    }
+}
+
+impl Future for Io<'_> {
+    type Output = Result<IoOutcome, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.slot.poll_result(cx.waker()) {
+            Some(result) => {
+                self.done = true;
+                Poll::Ready(result)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Io<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.slot.cancel();
+            self.slot.wait_ended();
+        }
+    }
+}
+
+impl FileHandle {
+    /// Queues a read into `dst` from file offset `offset` and returns at once: the same
+    /// request as [`FileHandle::read_at`] (one request of up to `dst`'s length, short at the
+    /// end of the file), served by the driver's I/O threads. `dst` is a view taken by value
+    /// (`buf.slice_mut(..)?`) or a mutable reference (`&mut buf`); what it borrows stays
+    /// borrowed until the returned handle is waited for, polled to completion or dropped.
+    ///
+    /// Errors that concern the request (validation, no backend, I/O) come from the handle,
+    /// as they would from the synchronous call; a deregistered file fails at once (in the
+    /// handle too). The file cannot be deregistered while the request is in flight.
+    pub fn read_at_async<'a>(&self, dst: impl DeviceBufMut + 'a, offset: u64) -> Io<'a> {
+        self.submit(Op::Read, dst.parts(), offset)
+    }
+
+    /// Queues a write of `src` at file offset `offset` and returns at once: the same
+    /// request as [`FileHandle::write_at`] (durable when it ends, unless
+    /// `HIPFILE_DURABLE_WRITES` is false). `src` is a view (`buf.slice(..)?`) or a
+    /// reference (`&buf`); what it borrows stays borrowed until the handle ends.
+    pub fn write_at_async<'a>(&self, src: impl DeviceBuf + 'a, offset: u64) -> Io<'a> {
+        self.submit(Op::Write, src.parts(), offset)
+    }
+
+    fn submit(
+        &self,
+        op: Op,
+        (buffer, range): (&crate::DeviceBuffer, std::ops::Range<usize>),
+        offset: u64,
+    ) -> Io<'static> {
+        let request = Request {
+            op,
+            size: range.len() as u64,
+            file_offset: offset,
+            buffer_offset: range.start as u64,
+        };
+        let memory = Arc::clone(buffer.memory());
+        let entered = self.enter_owned();
+        let job = Box::new(move || {
+            let entered = entered?;
+            entered.serve(op, &memory, Ok(request))
+        });
+        Io::new(self.driver().engine().submit(op, job, None))
+    }
+}

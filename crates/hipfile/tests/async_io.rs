@@ -1,0 +1,270 @@
+//! Requests that do not block their caller, through the emulated runtime on a real file:
+//! many in flight at once land where each asked, a future completes under a plain executor,
+//! a failing request fails alone, cancellation moves nothing, and a leaked handle frees
+//! nothing under a transfer.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile::{ConfigBuilder, Driver, Error, Op, Platform};
+use hipfile_testfs::{Skip, TempDir, emulated_runtime, require};
+use std::fs::{File, OpenOptions};
+use std::future::Future;
+use std::path::Path;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+fn driver(settings: ConfigBuilder) -> Result<Driver, Skip> {
+    let lib = emulated_runtime()?;
+    let config = settings.hip_library(lib).build_with(|_| None).0;
+    let d = Driver::open_private(config).unwrap();
+    assert_eq!(d.runtime().platform, Platform::Emulated);
+    Ok(d)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
+        .collect()
+}
+
+fn file_with(dir: &TempDir, name: &str, data: &[u8]) -> (std::path::PathBuf, File) {
+    let path = dir.path().join(name);
+    std::fs::write(&path, data).unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    (path, file)
+}
+
+/// The smallest executor: polls, and parks the thread until the waker unparks it.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        thread::park();
+    }
+}
+
+#[test]
+fn many_reads_in_flight_land_where_each_asked() {
+    let d = require!(driver(ConfigBuilder::new().io_threads(4)));
+    let dir = TempDir::new("async-io");
+    let data = pattern(24 << 20, 3);
+    let (_, file) = file_with(&dir, "data.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    // Small and large, aligned and not: the large ones go through the fallback's I/O
+    // threads (or the fastpath) while the small ones run on the engine's threads.
+    let sizes = [4096usize, 1000, 8 << 20, 65536, 3, 2 << 20, 123_457, 4096];
+    let total: usize = sizes.iter().sum();
+    let mut buf = d.alloc(total).unwrap();
+    let mut views = Vec::new();
+    let mut rest = buf.slice_mut(..).unwrap();
+    for &size in &sizes {
+        let (view, tail) = rest.split_at(size).unwrap();
+        views.push(view);
+        rest = tail;
+    }
+    let offsets: Vec<u64> = (0..sizes.len() as u64).map(|i| i * 1_999_999).collect();
+    let pending: Vec<_> = views
+        .iter_mut()
+        .zip(&offsets)
+        .map(|(view, &offset)| fh.read_at_async(view, offset))
+        .collect();
+    for (io, &size) in pending.into_iter().zip(&sizes) {
+        assert_eq!(io.wait().unwrap().bytes, size as u64);
+    }
+    let mut at = 0;
+    for (&size, &offset) in sizes.iter().zip(&offsets) {
+        let mut got = vec![0u8; size];
+        buf.copy_to_host(at, &mut got).unwrap();
+        let offset = offset as usize;
+        assert!(
+            got == data[offset..offset + size],
+            "read of {size} at {offset}"
+        );
+        at += size;
+    }
+}
+
+#[test]
+fn futures_complete_under_a_plain_executor_and_report_short_reads() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let dir = TempDir::new("async-io");
+    let data = pattern(10_000, 9);
+    let (_, file) = file_with(&dir, "short.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(3 << 20).unwrap();
+    let mut parts = buf.slice_mut(..).unwrap().chunks(1 << 20).unwrap();
+    let mut pending: Vec<_> = parts
+        .iter_mut()
+        .enumerate()
+        .map(|(i, view)| fh.read_at_async(view, i as u64 * 4000))
+        .collect();
+    // Requests run as soon as they are made; awaiting them in reverse order is fine.
+    pending.reverse();
+    let got: Vec<u64> = pending
+        .into_iter()
+        .map(|io| block_on(io).unwrap().bytes)
+        .collect();
+    // The file has 10 000 bytes: reads at 8000, 4000 and 0 get what is left.
+    assert_eq!(got, [2000, 6000, 10_000]);
+    let mut head = vec![0u8; 10_000];
+    buf.copy_to_host(0, &mut head).unwrap();
+    assert!(head == data);
+}
+
+#[test]
+fn a_failing_request_fails_alone_with_its_own_error() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let dir = TempDir::new("async-io");
+    let data = pattern(1 << 20, 5);
+    let (path, _) = file_with(&dir, "ro.bin", &data);
+    let read_only = File::open(&path).unwrap();
+    let fh = d.register_file(&read_only).unwrap();
+    let mut buf = d.alloc(2 << 20).unwrap();
+    let src = d.alloc(4096).unwrap();
+    let (mut first, mut second) = buf.slice_mut(..).unwrap().split_at(1 << 20).unwrap();
+    let a = fh.read_at_async(&mut first, 0);
+    // A write on a read-only descriptor, and a read whose end is beyond i64::MAX.
+    let bad_write = fh.write_at_async(&src, 0);
+    let bad_read = fh.read_at_async(&mut second, u64::MAX - 10);
+    let a = a.wait().unwrap();
+    assert_eq!(a.bytes, 1 << 20);
+    match bad_write.wait() {
+        Err(Error::AccessMode { op: Op::Write, .. }) => {}
+        other => panic!("the write on a read-only file gave {other:?}"),
+    }
+    match bad_read.wait() {
+        Err(Error::InvalidValue { .. }) => {}
+        other => panic!("the read beyond i64::MAX gave {other:?}"),
+    }
+    let mut got = vec![0u8; 1 << 20];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
+}
+
+#[test]
+fn writes_in_flight_all_reach_the_file() {
+    let d = require!(driver(ConfigBuilder::new().io_threads(3)));
+    let dir = TempDir::new("async-io");
+    let (path, file) = file_with(&dir, "out.bin", &[]);
+    let fh = d.register_file(&file).unwrap();
+    let data = pattern(6 << 20, 11);
+    let mut buf = d.alloc(data.len()).unwrap();
+    buf.slice_mut(..).unwrap().copy_from_host(&data).unwrap();
+    let pieces: Vec<_> = (0..data.len()).step_by(777_777).collect();
+    let pending: Vec<_> = pieces
+        .iter()
+        .map(|&start| {
+            let end = data.len().min(start + 777_777);
+            (
+                end - start,
+                fh.write_at_async(buf.slice(start..end).unwrap(), start as u64),
+            )
+        })
+        .collect();
+    for (len, io) in pending {
+        assert_eq!(io.wait().unwrap().bytes, len as u64);
+    }
+    assert!(std::fs::read(&path).unwrap() == data);
+}
+
+#[test]
+fn a_cancelled_request_moves_nothing_and_the_others_complete() {
+    // One request thread, and many requests: those behind the first are still queued when
+    // they are cancelled (which ones is up to the scheduler; each is checked for what it
+    // says happened).
+    let d = require!(driver(ConfigBuilder::new().io_threads(1)));
+    let dir = TempDir::new("async-io");
+    let data = pattern(8 << 20, 1);
+    let (_, file) = file_with(&dir, "cancel.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(32 << 20).unwrap();
+    let mut views = buf.slice_mut(..).unwrap().chunks(1 << 20).unwrap();
+    let pending: Vec<_> = views
+        .iter_mut()
+        .enumerate()
+        .map(|(i, view)| fh.read_at_async(view, (i as u64 % 8) << 20))
+        .collect();
+    let cancelled: Vec<bool> = pending.iter().rev().map(|io| io.cancel()).collect();
+    let cancelled: Vec<bool> = cancelled.into_iter().rev().collect();
+    assert!(
+        cancelled.iter().any(|&c| c),
+        "with one thread and 32 requests, the last ones are still queued"
+    );
+    for (io, &was_cancelled) in pending.into_iter().zip(&cancelled) {
+        let result = io.wait();
+        if was_cancelled {
+            assert!(matches!(result, Err(Error::Canceled { op: Op::Read })));
+        } else {
+            assert_eq!(result.unwrap().bytes, 1 << 20);
+        }
+    }
+    for (i, &was_cancelled) in cancelled.iter().enumerate() {
+        let mut got = vec![0u8; 1 << 20];
+        buf.copy_to_host(i << 20, &mut got).unwrap();
+        if was_cancelled {
+            assert!(
+                got.iter().all(|&b| b == 0),
+                "cancelled request {i} moved bytes"
+            );
+        } else {
+            let at = (i % 8) << 20;
+            assert!(got == data[at..at + (1 << 20)], "request {i}");
+        }
+    }
+    // Every request has ended, so nothing holds the file any more.
+    fh.deregister().unwrap();
+}
+
+#[test]
+fn a_deregistered_file_fails_at_once_in_the_handle() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let dir = TempDir::new("async-io");
+    let (_, file) = file_with(&dir, "gone.bin", &[1u8; 4096]);
+    let fh = d.register_file(&file).unwrap();
+    fh.deregister().unwrap();
+    let mut buf = d.alloc(4096).unwrap();
+    let io = fh.read_at_async(&mut buf, 0);
+    assert!(matches!(io.wait(), Err(Error::HandleNotRegistered)));
+}
+
+#[test]
+fn a_leaked_handle_frees_nothing_under_its_transfer() {
+    let dir = TempDir::new("async-io");
+    let data = pattern(16 << 20, 2);
+    let (path, file) = file_with(&dir, "leak.bin", &data);
+    {
+        let d = require!(driver(ConfigBuilder::new().io_threads(1)));
+        let fh = d.register_file(&file).unwrap();
+        let mut buf = d.alloc(16 << 20).unwrap();
+        for _ in 0..4 {
+            std::mem::forget(fh.read_at_async(&mut buf, 0));
+        }
+        // The buffer, the handle and the driver go while the requests may still run: the
+        // requests hold the memory, the file and the driver until they end.
+        drop(buf);
+        drop(fh);
+        drop(d);
+    }
+    // The file is intact and a new driver works.
+    assert!(std::fs::read(Path::new(&path)).unwrap() == data);
+    let d = require!(driver(ConfigBuilder::new()));
+    let fh = d.register_file(&File::open(&path).unwrap()).unwrap();
+    let mut buf = d.alloc(4096).unwrap();
+    assert_eq!(fh.read_at_async(&mut buf, 0).wait().unwrap().bytes, 4096);
+}
