@@ -14,7 +14,6 @@ use hipfile_testfs::{MountedFs, TempDir, require};
 use hipfile_testkit::fixtures::{self, Io, pattern};
 use hipfile_testkit::{Call, Fault, HostMemRuntime};
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -262,37 +261,9 @@ fn a_read_stops_at_the_end_of_the_file() {
     assert_pool_idle(&fb);
 }
 
-/// `cachestat(2)` (Linux 6.5; the same number on every architecture): the dirty and
-/// under-writeback pages of `file`, or `None` where the kernel lacks it.
+/// The dirty and under-writeback pages of `file`, or `None` where the kernel cannot say.
 fn dirty_pages(file: &File) -> Option<(u64, u64)> {
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    const SYS_CACHESTAT: libc::c_long = 451;
-    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
-    let mut stat = Stat::default();
-    // SAFETY: both pointers are to live structs of the kernel's layout; flags must be 0.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut Stat,
-            0,
-        )
-    };
-    (r == 0).then_some((stat.nr_dirty, stat.nr_writeback))
+    hipfile_testkit::page_cache(file).map(|c| (c.dirty, c.writeback))
 }
 
 /// Durability is checked as the kernel reports it: after the write returns, the file has no

@@ -334,3 +334,15 @@ fn injected_faults_sit_in_front_of_another_runtime() {
     rt.faults().add(Fault::on(Call::EventCreate).fail(1));
     assert_eq!(rt.event_create().unwrap_err().call, "hipEventCreate");
 }
+
+#[test]
+fn the_page_cache_shows_a_plain_writes_dirty_pages_or_nothing() {
+    let f = TempFile::new(&[]);
+    std::os::unix::fs::FileExt::write_all_at(&f.file, &pattern(1 << 16, 9), 0).unwrap();
+    // Kernels before 6.5 lack cachestat: then there is nothing to check.
+    if let Some(c) = crate::page_cache(&f.file) {
+        assert!(c.cache > 0, "{c:?}");
+        f.file.sync_all().unwrap();
+        assert_eq!(crate::page_cache(&f.file).unwrap().unwritten(), 0);
+    }
+}
