@@ -7,8 +7,8 @@
 
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{
-    Backend, BackendError, BufferFacts, DevicePtr, GpuRuntime, IoTarget, MemoryKind, Op, Request,
-    Submission, Verdict,
+    Backend, BackendError, BufferFacts, DevicePtr, Error, GpuRuntime, IoTarget, MemoryKind, Op,
+    Outcome, Request, Submission, ValidRequest, Verdict,
 };
 use hipfile_probe::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
@@ -150,6 +150,58 @@ pub fn buffered(file: &File) -> IoTarget<'_> {
     IoTarget {
         direct: None,
         buffered: file.as_fd(),
+    }
+}
+
+/// A validated request with the facts of its file and buffer, and `/dev/null` to serve it
+/// on: what `submit` and `decide` take, for tests of the decision path whose backends move no
+/// bytes (mocks, scripted backends).
+#[derive(Debug)]
+pub struct SubmitFixture {
+    /// The request, validated against [`SubmitFixture::buffer`].
+    pub request: ValidRequest,
+    /// The file's facts.
+    pub file: FileFacts,
+    /// The buffer's facts.
+    pub buffer: BufferFacts,
+    dev_null: File,
+}
+
+impl SubmitFixture {
+    /// `request` on `file` and `buffer`.
+    ///
+    /// # Panics
+    ///
+    /// If the request is not valid for the buffer.
+    pub fn new(file: FileFacts, buffer: BufferFacts, request: Request) -> SubmitFixture {
+        let request = request
+            .validate(&buffer)
+            .expect("the request is not valid for the buffer");
+        SubmitFixture {
+            request,
+            file,
+            buffer,
+            dev_null: dev_null(),
+        }
+    }
+
+    /// The submission the backends see.
+    pub fn submission(&self) -> Submission<'_> {
+        Submission {
+            request: &self.request,
+            file: &self.file,
+            buffer: &self.buffer,
+        }
+    }
+
+    /// `/dev/null` as the buffered descriptor, no direct one.
+    pub fn target(&self) -> IoTarget<'_> {
+        buffered(&self.dev_null)
+    }
+
+    /// Core's `submit` over `backends`: scoring, selection, I/O and the retry rules.
+    pub fn submit(&self, backends: &[&dyn Backend]) -> Result<Outcome, Error> {
+        hipfile_core::submit(backends, &self.submission(), &self.target())
     }
 }
 
