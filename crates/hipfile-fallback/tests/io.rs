@@ -38,14 +38,7 @@ fn run(
     file_offset: u64,
     size: u64,
 ) -> Result<u64, BackendError> {
-    let io = Io {
-        op,
-        base,
-        len,
-        buffer_offset,
-        file_offset,
-        size,
-    };
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
     fixtures::run(backend, runtime, file, io)
 }
 
@@ -63,14 +56,7 @@ fn run_probed(
     file_offset: u64,
     size: u64,
 ) -> Result<u64, BackendError> {
-    let io = Io {
-        op,
-        base,
-        len,
-        buffer_offset,
-        file_offset,
-        size,
-    };
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
     fixtures::run_probed(backend, runtime, file, io)
 }
 

@@ -108,14 +108,7 @@ fn run(
     file_offset: u64,
     size: u64,
 ) -> (Verdict, Result<u64, BackendError>) {
-    let io = Io {
-        op,
-        base,
-        len,
-        buffer_offset,
-        file_offset,
-        size,
-    };
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
     score_and_serve(fp, rt, &f.probed.facts, &f.target(), io)
 }
 

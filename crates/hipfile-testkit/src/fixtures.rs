@@ -231,6 +231,28 @@ pub struct Io {
     pub size: u64,
 }
 
+impl Io {
+    /// `size` bytes at `file_offset`, at `buffer_offset` into the buffer at `base`
+    /// (registered with `len`).
+    pub fn new(
+        op: Op,
+        base: DevicePtr,
+        len: u64,
+        buffer_offset: u64,
+        file_offset: u64,
+        size: u64,
+    ) -> Io {
+        Io {
+            op,
+            base,
+            len,
+            buffer_offset,
+            file_offset,
+            size,
+        }
+    }
+}
+
 /// Checks the buffer against `runtime` and validates the request as core does, then scores
 /// it on `backend` and serves it whatever the score: the verdict and what `io` returned.
 ///
