@@ -8,92 +8,36 @@
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use hipfile_core::{
-    Backend, BufferFacts, ConfigBuilder, DevicePtr, MemoryKind, Op, Request, Submission, decide,
-};
+use hipfile_core::{Backend, ConfigBuilder, Op, Request, Submission, decide};
 use hipfile_fallback::Fallback;
 use hipfile_fastpath::Fastpath;
-use hipfile_probe::{
-    AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
-};
+use hipfile_probe::Ext4Journal;
+use hipfile_testkit::fixtures::{BASE, device_buffer, ext4_file, request, tmpfs_file};
 use std::hint::black_box;
-use std::path::PathBuf;
 
-/// A regular file on ext4 `data=ordered` with direct I/O, as the fastpath likes it.
-fn ext4_file() -> FileFacts {
-    FileFacts {
-        kind: FileKind::Regular,
-        mode: 0o100_644,
-        dev: (259, 1),
-        rdev: (0, 0),
-        size: 8 << 30,
-        status_flags: 0o2,
-        filesystem: Some(Filesystem {
-            fs_type: "ext4".into(),
-            mount_point: PathBuf::from("/data"),
-            source: "/dev/nvme0n1p1".into(),
-            super_options: vec!["rw".into(), "data=ordered".into()],
-            ext4_journal: Some(Ext4Journal::Ordered),
-        }),
-        statfs_magic: 0xef53,
-        direct: DirectIo::Available {
-            mem_align: 4,
-            offset_align: 512,
-            source: AlignSource::Statx,
-        },
-    }
-}
-
-/// A file without direct I/O (tmpfs, say): only the fallback serves it.
-fn tmpfs_file() -> FileFacts {
-    FileFacts {
-        filesystem: Some(Filesystem {
-            fs_type: "tmpfs".into(),
-            mount_point: PathBuf::from("/tmp"),
-            source: "tmpfs".into(),
-            super_options: vec!["rw".into()],
-            ext4_journal: None,
-        }),
-        statfs_magic: 0x0102_1994,
-        direct: DirectIo::Unavailable(NoDirectReason::OpenRejected),
-        ..ext4_file()
-    }
-}
-
-fn device_buffer() -> BufferFacts {
-    BufferFacts {
-        base: DevicePtr(0x7f00_0000_0000),
-        len: 64 << 20,
-        memory: MemoryKind::Device,
-        device: 0,
-    }
-}
-
-fn request(size: u64, file_offset: u64) -> Request {
-    Request {
-        op: Op::Read,
-        size,
-        file_offset,
-        buffer_offset: 0,
-    }
+/// A read with no buffer offset, from the start of the device buffer.
+fn read(size: u64, file_offset: u64) -> Request {
+    request(Op::Read, size, file_offset, 0)
 }
 
 fn benches(c: &mut Criterion) {
-    let buffer = device_buffer();
+    let buffer = device_buffer(BASE, 64 << 20);
     let config = ConfigBuilder::new().build_with(|_| None).0;
     let fast = Fastpath::new(&config, true);
     let slow = Fallback::new(&config);
     let backends: [&dyn Backend; 2] = [&fast, &slow];
-    let ext4 = ext4_file();
+    // A regular file on ext4 `data=ordered` with direct I/O, as the fastpath likes it, and
+    // one without direct I/O (tmpfs), which only the fallback serves.
+    let ext4 = ext4_file(Ext4Journal::Ordered);
     let tmpfs = tmpfs_file();
-    let aligned = request(64 << 20, 1 << 30);
-    let misaligned = request((64 << 20) - 1, 4097);
+    let aligned = read(64 << 20, 1 << 30);
+    let misaligned = read((64 << 20) - 1, 4097);
 
     c.bench_function("validate/accepted", |b| {
         b.iter(|| black_box(&aligned).validate(black_box(&buffer)))
     });
     c.bench_function("validate/rejected", |b| {
-        let too_big = request(128 << 20, 0);
+        let too_big = read(128 << 20, 0);
         b.iter(|| black_box(&too_big).validate(black_box(&buffer)))
     });
 

@@ -3,13 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile::{
-    BackendKind, BufferFacts, Config, ConfigBuilder, DevicePtr, Error, MemoryKind, Op, Request,
-};
-use hipfile_core::{Backend, BackendError, IoTarget, Submission, Verdict, submit};
-use hipfile_probe::{AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem};
-use std::os::fd::AsFd;
-use std::path::PathBuf;
+use hipfile::{BackendKind, Config, ConfigBuilder, Error, Op};
+use hipfile_core::{Backend, BackendError, IoTarget, Submission, Verdict};
+use hipfile_testkit::fixtures::{BASE, SubmitFixture, device_buffer, request, xfs_file};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A real backend's scoring with a scripted `io`.
@@ -40,30 +36,6 @@ fn scripted<B>(inner: B, result: Result<u64, BackendError>) -> Scripted<B> {
     }
 }
 
-fn file() -> FileFacts {
-    FileFacts {
-        kind: FileKind::Regular,
-        mode: 0o100644,
-        dev: (7, 0),
-        rdev: (0, 0),
-        size: 1 << 20,
-        status_flags: 0,
-        filesystem: Some(Filesystem {
-            fs_type: "xfs".into(),
-            mount_point: PathBuf::from("/mnt"),
-            source: "/dev/loop0".into(),
-            super_options: vec![],
-            ext4_journal: None::<Ext4Journal>,
-        }),
-        statfs_magic: 0x5846_5342,
-        direct: DirectIo::Available {
-            mem_align: 4096,
-            offset_align: 4096,
-            source: AlignSource::Statx,
-        },
-    }
-}
-
 struct Run {
     fast_calls: usize,
     slow_calls: usize,
@@ -77,35 +49,13 @@ fn run(config: &Config, fast_result: Result<u64, BackendError>) -> Run {
     );
     let fast = scripted(fast, fast_result);
     let slow = scripted(slow, Ok(8192));
-    let buffer = BufferFacts {
-        base: DevicePtr(0x7f00_0000_0000),
-        len: 8192,
-        memory: MemoryKind::Device,
-        device: 0,
-    };
-    let request = Request {
-        op: Op::Read,
-        size: 8192,
-        file_offset: 4096,
-        buffer_offset: 0,
-    }
-    .validate(&buffer)
-    .unwrap();
-    let file = file();
-    let devnull = std::fs::File::open("/dev/null").unwrap();
-    let list: [&dyn Backend; 2] = [&fast, &slow];
-    let result = submit(
-        &list,
-        &Submission {
-            request: &request,
-            file: &file,
-            buffer: &buffer,
-        },
-        &IoTarget {
-            direct: None,
-            buffered: devnull.as_fd(),
-        },
+    let f = SubmitFixture::new(
+        xfs_file(),
+        device_buffer(BASE, 8192),
+        request(Op::Read, 8192, 4096, 0),
     );
+    let list: [&dyn Backend; 2] = [&fast, &slow];
+    let result = f.submit(&list);
     Run {
         fast_calls: fast.calls.load(Ordering::SeqCst),
         slow_calls: slow.calls.load(Ordering::SeqCst),

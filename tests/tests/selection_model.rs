@@ -17,8 +17,8 @@ use hipfile_core::MAX_IO_SIZE;
 use hipfile_probe::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
 };
+use hipfile_testkit::fixtures::{device_buffer, ext4_file, filesystem};
 use proptest::prelude::*;
-use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -125,16 +125,6 @@ fn model_valid(c: &Case) -> bool {
             .is_some_and(|e| e <= i64::MAX as u64)
 }
 
-fn fs(fs_type: &str, journal: Option<Ext4Journal>) -> Filesystem {
-    Filesystem {
-        fs_type: fs_type.into(),
-        mount_point: PathBuf::from("/mnt"),
-        source: "/dev/loop0".into(),
-        super_options: vec!["rw".into()],
-        ext4_journal: journal,
-    }
-}
-
 fn arb_filesystem() -> impl Strategy<Value = Option<Filesystem>> {
     prop_oneof![
         Just(None),
@@ -144,12 +134,12 @@ fn arb_filesystem() -> impl Strategy<Value = Option<Filesystem>> {
             Just(Ext4Journal::Writeback),
             Just(Ext4Journal::Unknown)
         ]
-        .prop_map(|j| Some(fs("ext4", Some(j)))),
-        Just(Some(fs("xfs", None))),
-        Just(Some(fs("tmpfs", None))),
-        Just(Some(fs("btrfs", None))),
-        Just(Some(fs("nfs4", None))),
-        Just(Some(fs("ext3", None))),
+        .prop_map(|j| Some(filesystem("ext4", Some(j)))),
+        Just(Some(filesystem("xfs", None))),
+        Just(Some(filesystem("tmpfs", None))),
+        Just(Some(filesystem("btrfs", None))),
+        Just(Some(filesystem("nfs4", None))),
+        Just(Some(filesystem("ext3", None))),
     ]
 }
 
@@ -356,33 +346,14 @@ fn known_cases() {
     let base = Case {
         config: Config::default(),
         amd_file_io: true,
-        file: FileFacts {
-            kind: FileKind::Regular,
-            mode: 0o644,
-            dev: (7, 1),
-            rdev: (0, 0),
-            size: 1 << 30,
-            status_flags: 0,
-            filesystem: Some(fs("ext4", Some(Ext4Journal::Ordered))),
-            statfs_magic: 0xEF53,
-            direct: DirectIo::Available {
-                mem_align: 4096,
-                offset_align: 4096,
-                source: AlignSource::Statx,
-            },
-        },
+        file: ext4_file(Ext4Journal::Ordered),
         request: Request {
             op: Op::Read,
             size: 1 << 20,
             file_offset: 0,
             buffer_offset: 0,
         },
-        buffer: BufferFacts {
-            base: DevicePtr(0x7f00_0000_1000),
-            len: 1 << 20,
-            memory: MemoryKind::Device,
-            device: 0,
-        },
+        buffer: device_buffer(0x7f00_0000_1000, 1 << 20),
     };
     let explain = |c: &Case| {
         hipfile::explain(&c.config, c.amd_file_io, &c.file, &c.request, &c.buffer).unwrap()
@@ -392,7 +363,7 @@ fn known_cases() {
     assert_eq!(d.selected_kind(), Some(hipfile::BackendKind::Fastpath));
 
     let mut c = base.clone();
-    c.file.filesystem = Some(fs("ext4", Some(Ext4Journal::Journal)));
+    c.file.filesystem = Some(filesystem("ext4", Some(Ext4Journal::Journal)));
     c.file.direct = DirectIo::Unavailable(NoDirectReason::AlignmentZero);
     c.request.file_offset = 1;
     let d = explain(&c);
@@ -406,7 +377,7 @@ fn known_cases() {
     // not a regular file or block device; still no alignment reason.
     let mut c = base.clone();
     c.file.kind = FileKind::Other;
-    c.file.filesystem = Some(fs("devtmpfs", None));
+    c.file.filesystem = Some(filesystem("devtmpfs", None));
     c.file.direct = DirectIo::Unavailable(NoDirectReason::NotAttempted);
     c.request.file_offset = 1;
     let d = explain(&c);
@@ -416,7 +387,7 @@ fn known_cases() {
     );
 
     let mut c = base.clone();
-    c.file.filesystem = Some(fs("tmpfs", None));
+    c.file.filesystem = Some(filesystem("tmpfs", None));
     c.request.file_offset = 512;
     c.request.size = 100;
     c.buffer.base = DevicePtr(0x7f00_0000_0001);

@@ -2,8 +2,9 @@
 //!
 //! Each workspace crate lists the workspace crates it may depend on. A crate missing from the
 //! table, or an edge the table does not allow, is a violation. Dev-dependencies may add the
-//! test fixtures (`hipfile-testfs`) and nothing else, so that a test cannot smuggle in an edge
-//! the library must not have. docs/ARCHITECTURE.md explains the rules.
+//! test fixtures (`hipfile-testfs`), the test doubles (`hipfile-testkit`) and the emulated
+//! runtime (`hipfile-emu`) and nothing else, so that a test cannot smuggle in an edge the
+//! library must not have. docs/ARCHITECTURE.md explains the rules.
 
 use serde_json::Value;
 use std::process::Command;
@@ -40,6 +41,7 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
         ]),
     ),
     ("hipfile-testfs", Some(&[])),
+    ("hipfile-testkit", Some(&["hipfile-core", "hipfile-probe"])),
     ("hipfile-emu", Some(&[])),
     (
         "hipfile-runtime",
@@ -49,9 +51,10 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
     ("xtask", Some(&[])),
 ];
 
-/// What dev-dependencies may add to a crate's allowed set: the test fixtures and the
-/// emulated runtime (a library loaded at run time, never linked into library code).
-pub const DEV_EXTRA: &[&str] = &["hipfile-testfs", "hipfile-emu"];
+/// What dev-dependencies may add to a crate's allowed set: the test fixtures, the test
+/// doubles and the emulated runtime (a library loaded at run time, never linked into library
+/// code).
+pub const DEV_EXTRA: &[&str] = &["hipfile-testfs", "hipfile-testkit", "hipfile-emu"];
 
 /// Runs `cargo metadata` for the workspace.
 pub fn workspace_metadata() -> Result<Value, String> {
@@ -165,6 +168,27 @@ mod tests {
         assert_eq!(
             check(&m).unwrap(),
             ["hipfile-probe -> hipfile-testfs (normal)"]
+        );
+    }
+
+    #[test]
+    fn test_doubles_are_dev_only_and_stay_below_the_backends() {
+        let m = all_members(vec![
+            package(
+                "hipfile-fallback",
+                &[("hipfile-core", None), ("hipfile-testkit", None)],
+            ),
+            package("hipfile-fastpath", &[("hipfile-testkit", Some("dev"))]),
+            package("hipfile-testkit", &[("hipfile-fastpath", None)]),
+        ]);
+        let mut v = check(&m).unwrap();
+        v.sort();
+        assert_eq!(
+            v,
+            [
+                "hipfile-fallback -> hipfile-testkit (normal)",
+                "hipfile-testkit -> hipfile-fastpath (normal)",
+            ]
         );
     }
 

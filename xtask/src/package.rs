@@ -10,8 +10,8 @@
 use serde_json::Value;
 
 /// The library crates, the ones users may pick à la carte. Every other workspace crate
-/// (the CLI, the test fixtures, the emulated runtime, the cross-crate tests, xtask) has
-/// `publish = false`.
+/// (the CLI, the test fixtures, the test doubles, the emulated runtime, the cross-crate tests,
+/// xtask) has `publish = false`.
 pub const LIBRARIES: &[&str] = &[
     "hipfile-sys",
     "hipfile-probe",

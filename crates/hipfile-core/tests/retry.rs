@@ -4,12 +4,10 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 use hipfile_core::{
-    Backend, BackendError, BackendKind, BufferFacts, DevicePtr, Error, IoTarget, MemoryKind, Op,
-    Reason, Request, Submission, ValidRequest, Verdict, submit,
+    Backend, BackendError, BackendKind, Error, IoTarget, Op, Reason, Submission, Verdict,
 };
-use hipfile_probe::{DirectIo, FileFacts, FileKind, NoDirectReason};
+use hipfile_testkit::fixtures::{SubmitFixture, device_buffer, request, unusable_file};
 use mockall::mock;
-use std::os::fd::AsFd;
 
 mock! {
     Be {}
@@ -42,60 +40,14 @@ fn os(errno: i32) -> BackendError {
     }
 }
 
-struct Fixture {
-    request: ValidRequest,
-    file: FileFacts,
-    buffer: BufferFacts,
-    devnull: std::fs::File,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let buffer = BufferFacts {
-            base: DevicePtr(0x10_0000),
-            len: 1 << 20,
-            memory: MemoryKind::Device,
-            device: 0,
-        };
-        let request = Request {
-            op: Op::Read,
-            size: 4096,
-            file_offset: 0,
-            buffer_offset: 0,
-        }
-        .validate(&buffer)
-        .unwrap();
-        let file = FileFacts {
-            kind: FileKind::Regular,
-            mode: 0o100644,
-            dev: (7, 0),
-            rdev: (0, 0),
-            size: 1 << 20,
-            status_flags: 0,
-            filesystem: None,
-            statfs_magic: 0,
-            direct: DirectIo::Unavailable(NoDirectReason::NotAttempted),
-        };
-        Fixture {
-            request,
-            file,
-            buffer,
-            devnull: std::fs::File::open("/dev/null").unwrap(),
-        }
-    }
-
-    fn submit(&self, backends: &[&dyn Backend]) -> Result<hipfile_core::Outcome, Error> {
-        let s = Submission {
-            request: &self.request,
-            file: &self.file,
-            buffer: &self.buffer,
-        };
-        let t = IoTarget {
-            direct: None,
-            buffered: self.devnull.as_fd(),
-        };
-        submit(backends, &s, &t)
-    }
+/// A 4096-byte read at 0 of a file only the fallback could serve, into 1 MiB of device
+/// memory.
+fn fixture() -> SubmitFixture {
+    SubmitFixture::new(
+        unusable_file(),
+        device_buffer(0x10_0000, 1 << 20),
+        request(Op::Read, 4096, 0, 0),
+    )
 }
 
 const FAST: Verdict = Verdict::Accept(100);
@@ -104,7 +56,7 @@ const SLOW: Verdict = Verdict::Accept(1);
 #[test]
 fn enodev_and_eremoteio_are_retried_on_the_fallback() {
     for errno in [libc::ENODEV, libc::EREMOTEIO] {
-        let f = Fixture::new();
+        let f = fixture();
         let fast = backend(BackendKind::Fastpath, FAST, Some(Err(os(errno))));
         let slow = backend(BackendKind::Fallback, SLOW, Some(Ok(4096)));
         let out = f.submit(&[&fast, &slow]).unwrap();
@@ -121,7 +73,7 @@ fn every_other_errno_fails_at_once() {
         if errno == libc::ENODEV || errno == libc::EREMOTEIO {
             continue;
         }
-        let f = Fixture::new();
+        let f = fixture();
         let fast = backend(BackendKind::Fastpath, FAST, Some(Err(os(errno))));
         let slow = backend(BackendKind::Fallback, SLOW, None);
         let e = f.submit(&[&fast, &slow]).unwrap_err();
@@ -139,7 +91,7 @@ fn every_other_errno_fails_at_once() {
 
 #[test]
 fn runtime_errors_fail_at_once() {
-    let f = Fixture::new();
+    let f = fixture();
     let err = BackendError::Runtime(hipfile_core::RuntimeError {
         call: "hipAmdFileRead",
         code: 100,
@@ -154,7 +106,7 @@ fn runtime_errors_fail_at_once() {
 #[test]
 fn no_retry_when_the_fallback_refuses() {
     // HIPFILE_ALLOW_COMPAT_MODE=false: the fallback refuses, so ENODEV is final.
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(BackendKind::Fastpath, FAST, Some(Err(os(libc::ENODEV))));
     let slow = backend(
         BackendKind::Fallback,
@@ -176,7 +128,7 @@ fn no_retry_when_the_fallback_refuses() {
 #[test]
 fn a_fallback_failure_is_never_retried() {
     for errno in [libc::ENODEV, libc::EREMOTEIO, libc::EIO] {
-        let f = Fixture::new();
+        let f = fixture();
         let fast = backend(
             BackendKind::Fastpath,
             Verdict::Reject(vec![Reason::ForceCompatMode]),
@@ -200,7 +152,7 @@ fn a_fallback_failure_is_never_retried() {
 
 #[test]
 fn a_failed_retry_reports_both_failures() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(BackendKind::Fastpath, FAST, Some(Err(os(libc::EREMOTEIO))));
     let slow = backend(BackendKind::Fallback, SLOW, Some(Err(os(libc::EIO))));
     let e = f.submit(&[&fast, &slow]).unwrap_err();
@@ -219,7 +171,7 @@ fn a_failed_retry_reports_both_failures() {
 
 #[test]
 fn force_compat_mode_never_touches_the_fastpath() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(
         BackendKind::Fastpath,
         Verdict::Reject(vec![Reason::ForceCompatMode]),
@@ -235,7 +187,7 @@ fn force_compat_mode_never_touches_the_fastpath() {
 
 #[test]
 fn an_oversized_byte_count_is_an_internal_error_not_a_retry() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(BackendKind::Fastpath, FAST, Some(Ok(u64::MAX)));
     let slow = backend(BackendKind::Fallback, SLOW, None);
     let e = f.submit(&[&fast, &slow]).unwrap_err();
@@ -243,7 +195,7 @@ fn an_oversized_byte_count_is_an_internal_error_not_a_retry() {
         matches!(&e, Error::Internal(m) if m.contains(&u64::MAX.to_string())),
         "{e:?}"
     );
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(
         BackendKind::Fastpath,
         Verdict::Reject(vec![Reason::NoODirectFd]),
@@ -255,7 +207,7 @@ fn an_oversized_byte_count_is_an_internal_error_not_a_retry() {
 
 #[test]
 fn a_count_above_the_request_is_an_internal_error() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(BackendKind::Fastpath, FAST, Some(Ok(4097)));
     let slow = backend(BackendKind::Fallback, SLOW, None);
     assert!(matches!(f.submit(&[&fast, &slow]), Err(Error::Internal(_))));
@@ -263,7 +215,7 @@ fn a_count_above_the_request_is_an_internal_error() {
 
 #[test]
 fn a_short_count_is_returned_as_is() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(BackendKind::Fastpath, FAST, Some(Ok(100)));
     let slow = backend(BackendKind::Fallback, SLOW, None);
     assert_eq!(f.submit(&[&fast, &slow]).unwrap().bytes, 100);
@@ -271,7 +223,7 @@ fn a_short_count_is_returned_as_is() {
 
 #[test]
 fn all_refused_lists_every_backend() {
-    let f = Fixture::new();
+    let f = fixture();
     let fast = backend(
         BackendKind::Fastpath,
         Verdict::Reject(vec![Reason::ForceCompatMode]),
@@ -297,7 +249,7 @@ fn all_refused_lists_every_backend() {
 
 #[test]
 fn ties_go_to_the_first_registered() {
-    let f = Fixture::new();
+    let f = fixture();
     let a = backend(BackendKind::Fallback, Verdict::Accept(1), Some(Ok(1)));
     let b = backend(BackendKind::Fallback, Verdict::Accept(1), None);
     assert_eq!(f.submit(&[&a, &b]).unwrap().bytes, 1);

@@ -1,22 +1,64 @@
-//! The fallback's I/O against real files in the system's temporary directory, with
-//! [`support::HostMemRuntime`] standing in for the GPU.
+//! The fallback's I/O against real files in the system's temporary directory, with the
+//! testkit's `HostMemRuntime` standing in for the GPU: it checks that every copy stays inside
+//! the pinned and device memory it made, runs stream copies only when synchronised (built
+//! `deferred`), and fails the copies, allocations and synchronisations a test names.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-mod support;
-
+use hipfile_core::GpuRuntime;
 use hipfile_core::{
     Backend, BackendError, Config, DevicePtr, ErrorCode, FallbackKnobs, HipFileCode, Op,
 };
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_testfs::{MountedFs, TempDir, require};
+use hipfile_testkit::fixtures::{self, Io, pattern};
+use hipfile_testkit::{Call, Fault, HostMemRuntime};
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use support::{Faults, HostMemRuntime, config, pattern, run};
+
+/// The default configuration.
+fn config() -> Config {
+    Config::default()
+}
+
+/// Validates and runs one request on `backend`, as core does: `size` bytes at `file_offset`
+/// of `file`, at `buffer_offset` into the device buffer `base` (registered with `len`), with
+/// no direct descriptor.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    backend: &dyn Backend,
+    runtime: &dyn GpuRuntime,
+    file: &File,
+    op: Op,
+    base: DevicePtr,
+    len: u64,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+) -> Result<u64, BackendError> {
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
+    fixtures::run(backend, runtime, file, io)
+}
+
+/// As [`run`], with the descriptors and facts of a registration: the file is probed, and its
+/// `O_DIRECT` descriptor, if it has one, is passed on.
+#[allow(clippy::too_many_arguments)]
+fn run_probed(
+    backend: &dyn Backend,
+    runtime: &dyn GpuRuntime,
+    file: &File,
+    op: Op,
+    base: DevicePtr,
+    len: u64,
+    buffer_offset: u64,
+    file_offset: u64,
+    size: u64,
+) -> Result<u64, BackendError> {
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
+    fixtures::run_probed(backend, runtime, file, io)
+}
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
@@ -136,20 +178,17 @@ fn round_trip(dir: &Path, chunk_size: usize, size: usize) {
 
     let chunks = size.div_ceil(chunk_size);
     assert_eq!(
-        rt.copies_to_host.load(Ordering::SeqCst),
+        rt.calls(Call::CopyToHost),
         chunks,
         "copies of a {size}-byte write"
     );
     assert_eq!(
-        rt.copies_to_device.load(Ordering::SeqCst),
+        rt.calls(Call::CopyToDevice),
         chunks,
         "copies of a {size}-byte read"
     );
     // One buffer serves a whole request, allocated once and reused by the next request.
-    assert_eq!(
-        rt.pinned_allocs.load(Ordering::SeqCst),
-        usize::from(size > 0)
-    );
+    assert_eq!(rt.calls(Call::AllocPinned), usize::from(size > 0));
     assert_pool_idle(&fb);
     drop(fb);
     assert_eq!(
@@ -208,37 +247,9 @@ fn a_read_stops_at_the_end_of_the_file() {
     assert_pool_idle(&fb);
 }
 
-/// `cachestat(2)` (Linux 6.5; the same number on every architecture): the dirty and
-/// under-writeback pages of `file`, or `None` where the kernel lacks it.
+/// The dirty and under-writeback pages of `file`, or `None` where the kernel cannot say.
 fn dirty_pages(file: &File) -> Option<(u64, u64)> {
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    const SYS_CACHESTAT: libc::c_long = 451;
-    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
-    let mut stat = Stat::default();
-    // SAFETY: both pointers are to live structs of the kernel's layout; flags must be 0.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut Stat,
-            0,
-        )
-    };
-    (r == 0).then_some((stat.nr_dirty, stat.nr_writeback))
+    hipfile_testkit::page_cache(file).map(|c| (c.dirty, c.writeback))
 }
 
 /// Durability is checked as the kernel reports it: after the write returns, the file has no
@@ -334,7 +345,7 @@ fn a_read_on_a_write_only_descriptor_is_ebadf() {
             errno: libc::EBADF
         }
     );
-    assert_eq!(rt.copies_to_device.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.calls(Call::CopyToDevice), 0);
     assert_pool_idle(&fb);
 }
 
@@ -346,10 +357,11 @@ fn a_failing_copy_to_the_device_fails_the_read_and_returns_every_buffer() {
     let data = pattern(size, 4);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
-        copy_to_device: Some(2),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .fault(Fault::on(Call::CopyToDevice).nth(2).fail(999))
+            .build(),
+    );
     let fb = fallback(&rt, SMALL_CHUNK, 2);
     let dst = device(&rt, size);
     let e = run(
@@ -369,11 +381,7 @@ fn a_failing_copy_to_the_device_fails_the_read_and_returns_every_buffer() {
         "{e:?}"
     );
     assert_eq!(e.hip_error(), Some(999));
-    assert_eq!(
-        rt.copies_to_device.load(Ordering::SeqCst),
-        3,
-        "it stops at the failure"
-    );
+    assert_eq!(rt.calls(Call::CopyToDevice), 3, "it stops at the failure");
     assert_pool_idle(&fb);
 
     // The pool is intact: the next request is served with the same buffer.
@@ -391,7 +399,7 @@ fn a_failing_copy_to_the_device_fails_the_read_and_returns_every_buffer() {
     .unwrap();
     assert_eq!(n, size as u64);
     assert!(rt.read_device(dst, size) == data);
-    assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 1);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
     assert_pool_idle(&fb);
 }
 
@@ -400,10 +408,11 @@ fn a_failing_copy_from_the_device_fails_the_write_before_it_writes() {
     let dir = TempDir::new("fallback-copy-fail-w");
     let path = dir.path().join("f");
     let file = read_write(&path);
-    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
-        copy_to_host: Some(0),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .fault(Fault::on(Call::CopyToHost).nth(0).fail(999))
+            .build(),
+    );
     let fb = fallback(&rt, SMALL_CHUNK, 1);
     let src = rt.device_with(&pattern(1000, 5));
     let e = run(&fb, &*rt, &file, Op::Write, src, 1000, 0, 0, 1000).unwrap_err();
@@ -418,10 +427,15 @@ fn a_failing_pinned_allocation_is_a_runtime_error_and_is_retried_next_time() {
     let path = dir.path().join("f");
     std::fs::write(&path, pattern(100, 6)).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::with_faults(Faults {
-        alloc_pinned: Some(0),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .fault(
+                Fault::on(Call::AllocPinned)
+                    .nth(0)
+                    .fail_with(2, "injected out of memory"),
+            )
+            .build(),
+    );
     let fb = fallback(&rt, SMALL_CHUNK, 1);
     let dst = device(&rt, 100);
     let e = run(&fb, &*rt, &file, Op::Read, dst, 100, 0, 0, 100).unwrap_err();
@@ -491,8 +505,11 @@ fn a_write_that_fails_part_way_returns_the_bytes_written() {
         file.set_len(0).unwrap();
         let rt = Arc::new(HostMemRuntime::new());
         let src = rt.device_with(&data);
-        rt.faults.lock().unwrap().copy_from =
-            Some(DevicePtr(src.0 + (chunk * SMALL_CHUNK + 5) as u64));
+        rt.faults().add(
+            Fault::on(Call::CopyToHost)
+                .touching(DevicePtr(src.0 + (chunk * SMALL_CHUNK + 5) as u64))
+                .fail(999),
+        );
         let fb = fallback(&rt, SMALL_CHUNK, 1);
         let got = run(
             &fb,
@@ -713,7 +730,7 @@ fn pipelined_round_trip(
 #[test]
 fn pipelined_round_trips_around_task_boundaries() {
     let dir = TempDir::new("fallback-pipe-round-trip");
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 4096);
     let path = dir.path().join("f");
     let file = read_write(&path);
@@ -737,11 +754,11 @@ fn pipelined_round_trips_around_task_boundaries() {
         "the pool frees its buffers when dropped"
     );
     assert_eq!(
-        rt.streams_created.load(Ordering::SeqCst),
-        rt.streams_destroyed.load(Ordering::SeqCst),
+        rt.calls(Call::StreamCreate),
+        rt.calls(Call::StreamDestroy),
         "every worker destroys its stream when the pool is dropped"
     );
-    assert!(rt.streams_created.load(Ordering::SeqCst) <= THREADS);
+    assert!(rt.calls(Call::StreamCreate) <= THREADS);
 }
 
 #[test]
@@ -753,7 +770,7 @@ fn a_pipelined_read_stops_at_the_end_of_the_file_inside_the_third_task() {
     let data = pattern(2 * TASK + 5000, 3);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 0);
     let size = 5 * TASK - 100; // 100..5 × 64 KiB: five tasks
     let dst = device(&rt, size);
@@ -819,11 +836,13 @@ fn a_failing_copy_in_a_middle_task_fails_the_request_and_the_pool_goes_on() {
     let file = read_write(&path);
     // Twenty copies per request (four chunks per task): fail the tenth, in the middle
     // whichever threads issue the copies.
-    let rt = Arc::new(HostMemRuntime::deferred(Faults {
-        copy_to_device: Some(9),
-        copy_to_host: Some(9),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .deferred()
+            .fault(Fault::on(Call::CopyToDevice).nth(9).fail(999))
+            .fault(Fault::on(Call::CopyToHost).nth(9).fail(999))
+            .build(),
+    );
     let fb = pipelined(&rt, 0);
     let dst = device(&rt, size);
     let e = run(
@@ -908,9 +927,13 @@ fn a_pipelined_write_that_fails_part_way_returns_the_prefix_written() {
         (0, Err(999)),
     ] {
         file.set_len(0).unwrap();
-        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let rt = Arc::new(HostMemRuntime::builder().deferred().build());
         let src = rt.device_with(&data);
-        rt.faults.lock().unwrap().copy_from = Some(DevicePtr(src.0 + at as u64 + 5));
+        rt.faults().add(
+            Fault::on(Call::CopyToHost)
+                .touching(DevicePtr(src.0 + at as u64 + 5))
+                .fail(999),
+        );
         let fb = pipelined(&rt, 0);
         let got = run(
             &fb,
@@ -946,10 +969,16 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
     let data = pattern(size, 16);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults {
-        stream_synchronize: Some(0),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .deferred()
+            .fault(
+                Fault::on(Call::StreamSynchronize)
+                    .nth(0)
+                    .fail_with(700, "injected illegal address"),
+            )
+            .build(),
+    );
     // One thread, so one task with both buffers of a pool of two 16 KiB buffers.
     let knobs = FallbackKnobs {
         io_threads: 1,
@@ -983,30 +1012,30 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
     );
     let pool = fb.staging().unwrap();
     assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 0, 0));
-    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 1);
+    assert_eq!(rt.calls(Call::StreamCreate), 1);
     assert_eq!(
-        rt.streams_destroyed.load(Ordering::SeqCst),
+        rt.calls(Call::StreamDestroy),
         0,
         "a stream with copies queued was destroyed"
     );
-    let given_up: Vec<usize> = rt.pinned_used.lock().unwrap().clone();
+    let given_up: Vec<usize> = rt.pinned_used();
     assert!(!given_up.is_empty());
 
     let n = read().unwrap();
     assert_eq!(n, size as u64);
     assert!(rt.read_device(dst, size) == data);
-    let used = rt.pinned_used.lock().unwrap();
+    let used = rt.pinned_used();
     assert!(
         used[given_up.len()..].iter().all(|p| !given_up.contains(p)),
         "a buffer given up was handed out again"
     );
     drop(used);
-    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 2);
-    assert_eq!(rt.pinned_allocs.load(Ordering::SeqCst), 4);
+    assert_eq!(rt.calls(Call::StreamCreate), 2);
+    assert_eq!(rt.calls(Call::AllocPinned), 4);
     assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 2, 2));
     drop(fb);
     assert_eq!(
-        rt.streams_destroyed.load(Ordering::SeqCst),
+        rt.calls(Call::StreamDestroy),
         1,
         "only the new stream is destroyed"
     );
@@ -1025,10 +1054,16 @@ fn a_worker_panic_fails_its_request_and_the_next_one_works() {
     let data = pattern(size, 17);
     std::fs::write(&path, &data).unwrap();
     let file = read_write(&path);
-    let rt = Arc::new(HostMemRuntime::deferred(Faults {
-        panic_copy_to_device: Some(9),
-        ..Faults::default()
-    }));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .deferred()
+            .fault(
+                Fault::on(Call::CopyToDevice)
+                    .nth(9)
+                    .panic("injected panic in copy 9 to the device"),
+            )
+            .build(),
+    );
     let fb = pipelined(&rt, 0);
     let dst = device(&rt, size);
     let read = || {
@@ -1084,7 +1119,7 @@ fn a_pipelined_read_error_fails_the_request() {
     let path = dir.path().join("f");
     std::fs::write(&path, pattern(4 * TASK, 3)).unwrap();
     let file = OpenOptions::new().write(true).open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 0);
     let dst = device(&rt, 4 * TASK);
     let size = 4 * TASK as u64;
@@ -1096,7 +1131,7 @@ fn a_pipelined_read_error_fails_the_request() {
             errno: libc::EBADF
         }
     );
-    assert_eq!(rt.copies_to_device.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.calls(Call::CopyToDevice), 0);
     assert_pool_idle(&fb);
 }
 
@@ -1107,7 +1142,7 @@ fn small_requests_stay_on_the_callers_thread() {
     let data = pattern(2 * MIB, 5);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD);
     let dst = device(&rt, 2 * MIB);
     for size in [1, 4096, TASK + 1, MIB] {
@@ -1131,7 +1166,7 @@ fn small_requests_stay_on_the_callers_thread() {
         0,
         "threads started for small requests"
     );
-    assert_eq!(rt.streams_created.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.calls(Call::StreamCreate), 0);
 
     let size = MIB + 1;
     let n = run(
@@ -1163,7 +1198,7 @@ fn eight_callers_share_the_io_threads() {
     let data = pattern(CALLERS * part, 8);
     std::fs::write(&path, &data).unwrap();
     let file = read_write(&path);
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 4096);
 
     std::thread::scope(|s| {
@@ -1235,7 +1270,7 @@ fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
     let file = read_write(&path);
     let size = 5_000_000;
     for (task_size, staging_memory) in [(64 << 30, 64 << 30), (u64::MAX, u64::MAX)] {
-        let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+        let rt = Arc::new(HostMemRuntime::builder().deferred().build());
         let fb = with_knobs(
             &rt,
             FallbackKnobs {
@@ -1260,7 +1295,7 @@ fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
             "{pool:?}"
         );
         assert_eq!(
-            rt.pinned_allocs.load(Ordering::SeqCst),
+            rt.calls(Call::AllocPinned),
             pool.allocated(),
             "pinned allocations beyond the pool's buffers"
         );
@@ -1273,7 +1308,7 @@ fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
 #[test]
 fn a_pipelined_write_is_on_disk_when_it_returns() {
     let dir = TempDir::new("fallback-pipe-durable");
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 0);
     let size = 7 * TASK + 17;
     let data = pattern(size, 9);
@@ -1323,11 +1358,11 @@ fn uncached_parts_of_large_reads_come_through_o_direct() {
     let data = pattern(size, 21);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = pipelined(&rt, 0);
     let dst = device(&rt, size + 13);
     let read = |fb: &Fallback, file_offset: usize, len: usize| {
-        let n = support::run_probed(
+        let n = run_probed(
             fb,
             &*rt,
             &file,
@@ -1397,7 +1432,7 @@ fn long_tasks_read_uncached_parts_buffered() {
     let data = pattern(size, 22);
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()));
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
     let fb = with_knobs(
         &rt,
         FallbackKnobs {
@@ -1409,7 +1444,7 @@ fn long_tasks_read_uncached_parts_buffered() {
     for (len, direct) in [(8 * MIB, true), (size, false)] {
         drop_cache(&file);
         let before = fb.direct_read_bytes();
-        let n = support::run_probed(
+        let n = run_probed(
             &fb,
             &*rt,
             &file,
@@ -1441,7 +1476,12 @@ fn buffers_on_several_devices_are_served_at_once() {
     let data = pattern(DEVICES as usize * part, 31);
     std::fs::write(&path, &data).unwrap();
     let file = read_write(&path);
-    let rt = Arc::new(HostMemRuntime::deferred(Faults::default()).with_devices(DEVICES));
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .deferred()
+            .devices(DEVICES)
+            .build(),
+    );
     let fb = pipelined(&rt, 64 * KIB as u64);
 
     std::thread::scope(|s| {
@@ -1484,7 +1524,7 @@ fn buffers_on_several_devices_are_served_at_once() {
     });
     for d in 0..DEVICES as usize {
         assert_eq!(
-            rt.bytes_to_device[d].load(Ordering::SeqCst),
+            rt.bytes_to_device(d),
             data.len() as u64 + 1000,
             "device {d}"
         );
@@ -1514,11 +1554,7 @@ fn buffers_on_several_devices_are_served_at_once() {
     });
     assert!(std::fs::read(&path).unwrap() == new);
     for d in 0..DEVICES as usize {
-        assert_eq!(
-            rt.bytes_from_device[d].load(Ordering::SeqCst),
-            part as u64,
-            "device {d}"
-        );
+        assert_eq!(rt.bytes_from_device(d), part as u64, "device {d}");
     }
     assert!(fb.tasks_dispatched() > 0);
     assert_pool_idle(&fb);

@@ -1,25 +1,46 @@
 //! The fastpath's I/O on real `O_DIRECT` descriptors (opened by the registration probe) in the
-//! system's temporary directory, with [`support::HostMemRuntime`] standing in for the GPU.
+//! system's temporary directory, with the testkit's `HostMemRuntime` standing in for the GPU:
+//! its `hipAmdFileRead`/`hipAmdFileWrite` `pread`/`pwrite` the descriptor, so the kernel
+//! enforces the direct-I/O rules as the kernel driver does on hardware.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-mod support;
-
-use hipfile_core::buffer::{BufferUse, check_buffer};
-use hipfile_core::{
-    Backend, BackendError, Config, DevicePtr, GpuRuntime, IoTarget, Op, Reason, Request,
-    Submission, Verdict,
-};
+use hipfile_core::{BackendError, Config, DevicePtr, GpuRuntime, IoTarget, Op, Reason, Verdict};
 use hipfile_fastpath::Fastpath;
 use hipfile_probe::{ProbedFile, probe_fd};
 use hipfile_testfs::{Skip, TempDir, require};
+use hipfile_testkit::fixtures::{Io, pattern, score_and_serve};
+use hipfile_testkit::{Call, Fault, HostMemRuntime};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use support::{HostMemRuntime, pattern};
+
+/// A test runtime that fails the test if the fastpath makes a call it never needs: it leaves
+/// the current device alone and moves no byte through the host.
+fn runtime() -> HostMemRuntime {
+    HostMemRuntime::builder()
+        .fault(
+            Fault::on_each(&[
+                Call::SetDevice,
+                Call::FreeDevice,
+                Call::AllocPinned,
+                Call::FreePinned,
+                Call::StreamCreate,
+                Call::EventCreate,
+                Call::CopyToDevice,
+                Call::CopyToHost,
+            ])
+            .panic("the fastpath made a call it never needs"),
+        )
+        .build()
+}
+
+/// How many file-I/O calls `rt` had.
+fn file_io_calls(rt: &HostMemRuntime) -> usize {
+    rt.calls(Call::AmdFileRead) + rt.calls(Call::AmdFileWrite)
+}
 
 /// A file in a fresh directory, registered as hipfile registers it (with its `O_DIRECT`
 /// descriptor).
@@ -87,29 +108,14 @@ fn run(
     file_offset: u64,
     size: u64,
 ) -> (Verdict, Result<u64, BackendError>) {
-    // SAFETY: the test's runtime keeps its allocations until it is dropped, after the call.
-    let checked = unsafe { check_buffer(rt, base, BufferUse::Register { len }) }.unwrap();
-    let buffer = *checked.facts();
-    let request = Request {
-        op,
-        size,
-        file_offset,
-        buffer_offset,
-    }
-    .validate_checked(&checked)
-    .unwrap();
-    let s = Submission {
-        request: &request,
-        file: &f.probed.facts,
-        buffer: &buffer,
-    };
-    (fp.score(&s), fp.io(&s, &f.target()))
+    let io = Io::new(op, base, len, buffer_offset, file_offset, size);
+    score_and_serve(fp, rt, &f.probed.facts, &f.target(), io)
 }
 
 #[test]
 fn aligned_reads_and_writes_move_the_bytes() {
     let f = require!(DirectFile::new("fastpath-aligned", &[]));
-    let rt = Arc::new(HostMemRuntime::new());
+    let rt = Arc::new(runtime());
     let fp = Fastpath::with_runtime(&config(), rt.clone());
     let size = 1 << 20;
     let data = pattern(size, 1);
@@ -156,14 +162,14 @@ fn aligned_reads_and_writes_move_the_bytes() {
     );
     assert!(back[..4096].iter().all(|&b| b == 0));
     // hipInit once for this thread, however many requests it makes.
-    assert_eq!(rt.thread_inits.load(Ordering::SeqCst), 1);
+    assert_eq!(rt.calls(Call::ThreadInit), 1);
 }
 
 #[test]
 fn a_read_past_the_end_returns_the_short_count() {
     let data = pattern(8192, 2);
     let f = require!(DirectFile::new("fastpath-short", &data));
-    let rt = Arc::new(HostMemRuntime::new());
+    let rt = Arc::new(runtime());
     let fp = Fastpath::with_runtime(&config(), rt.clone());
     let dst = rt.device_with(&vec![0; 16384]);
     let (_, read) = run(&fp, &*rt, &f, Op::Read, dst, 16384, 0, 4096, 16384);
@@ -176,7 +182,7 @@ fn a_read_past_the_end_returns_the_short_count() {
 #[test]
 fn misaligned_direct_io_is_einval_from_the_kernel() {
     let f = require!(DirectFile::new("fastpath-misaligned", &pattern(16384, 3)));
-    let rt = Arc::new(HostMemRuntime::new());
+    let rt = Arc::new(runtime());
     let fp = Fastpath::with_runtime(&config(), rt.clone());
     let buf = rt.device_with(&vec![0; 16384]);
 
@@ -207,7 +213,7 @@ fn misaligned_direct_io_is_einval_from_the_kernel() {
 #[test]
 fn kernel_driver_errnos_stay_errnos_so_core_can_retry() {
     let f = require!(DirectFile::new("fastpath-enodev", &pattern(8192, 4)));
-    let rt = Arc::new(HostMemRuntime::new());
+    let rt = Arc::new(runtime());
     let fp = Fastpath::with_runtime(&config(), rt.clone());
     let buf = rt.device_with(&vec![0; 8192]);
     for (errno, op, call) in [
@@ -215,7 +221,8 @@ fn kernel_driver_errnos_stay_errnos_so_core_can_retry() {
         (libc::EREMOTEIO, Op::Write, "hipAmdFileWrite"),
         (libc::EIO, Op::Read, "hipAmdFileRead"),
     ] {
-        *rt.file_io_errno.lock().unwrap() = Some(errno);
+        rt.faults().clear();
+        rt.faults().add(Fault::on_each(&Call::FILE_IO).errno(errno));
         let (verdict, r) = run(&fp, &*rt, &f, op, buf, 8192, 0, 0, 8192);
         assert!(verdict.accepted(), "{verdict:?}");
         let e = r.unwrap_err();
@@ -227,20 +234,20 @@ fn kernel_driver_errnos_stay_errnos_so_core_can_retry() {
 #[test]
 fn size_zero_calls_nothing() {
     let f = require!(DirectFile::new("fastpath-zero", &[]));
-    let rt = Arc::new(HostMemRuntime::new());
+    let rt = Arc::new(runtime());
     let fp = Fastpath::with_runtime(&config(), rt.clone());
     let buf = rt.device_with(&[0; 4096]);
     for op in [Op::Read, Op::Write] {
         assert_eq!(run(&fp, &*rt, &f, op, buf, 4096, 0, 0, 0).1.unwrap(), 0);
     }
-    assert_eq!(rt.file_io_calls.load(Ordering::SeqCst), 0);
-    assert_eq!(rt.thread_inits.load(Ordering::SeqCst), 0);
+    assert_eq!(file_io_calls(&rt), 0);
+    assert_eq!(rt.calls(Call::ThreadInit), 0);
 }
 
 #[test]
 fn a_fastpath_without_a_runtime_only_scores() {
     let f = require!(DirectFile::new("fastpath-scoring-only", &pattern(4096, 5)));
-    let rt = HostMemRuntime::new();
+    let rt = runtime();
     let fp = Fastpath::new(&config(), true);
     let buf = rt.device_with(&[0; 4096]);
     let (verdict, r) = run(&fp, &rt, &f, Op::Read, buf, 4096, 0, 0, 4096);
@@ -250,5 +257,5 @@ fn a_fastpath_without_a_runtime_only_scores() {
         matches!(&e, BackendError::Unsupported(m) if m.contains("without a GPU runtime")),
         "{e:?}"
     );
-    assert_eq!(rt.file_io_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(file_io_calls(&rt), 0);
 }

@@ -5,50 +5,20 @@
 
 use hipfile_core::runtime::{FileIoError, MockGpuRuntime};
 use hipfile_core::{
-    Backend, BackendError, BufferFacts, Config, DevicePtr, IoTarget, MemoryKind, Op, Reason,
-    Request, RuntimeError, Submission,
+    Backend, BackendError, BufferFacts, Config, DevicePtr, IoTarget, Op, Reason, Request,
+    RuntimeError, Submission,
 };
 use hipfile_fastpath::Fastpath;
-use hipfile_probe::{AlignSource, DirectIo, FileFacts, FileKind, Filesystem};
+use hipfile_probe::DirectIo;
+use hipfile_testkit::fixtures::{BASE, dev_null, device_buffer, xfs_file};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const BASE: u64 = 0x7f00_0000_0000;
-
-fn facts() -> FileFacts {
-    FileFacts {
-        kind: FileKind::Regular,
-        mode: 0o100644,
-        dev: (7, 0),
-        rdev: (0, 0),
-        size: 1 << 20,
-        status_flags: 0,
-        filesystem: Some(Filesystem {
-            fs_type: "xfs".into(),
-            mount_point: PathBuf::from("/mnt"),
-            source: "/dev/loop0".into(),
-            super_options: vec![],
-            ext4_journal: None,
-        }),
-        statfs_magic: 0x5846_5342,
-        direct: DirectIo::Available {
-            mem_align: 4096,
-            offset_align: 4096,
-            source: AlignSource::Statx,
-        },
-    }
-}
-
+/// The buffer every request here is on: 1 MiB of device memory at [`BASE`].
 fn buffer() -> BufferFacts {
-    BufferFacts {
-        base: DevicePtr(BASE),
-        len: 1 << 20,
-        memory: MemoryKind::Device,
-        device: 0,
-    }
+    device_buffer(BASE, 1 << 20)
 }
 
 /// A runtime that has AMD file I/O; the test adds the rest of its expectations.
@@ -79,7 +49,7 @@ fn serve(
     }
     .validate_checked(&checked)
     .unwrap();
-    let mut file = facts();
+    let mut file = xfs_file();
     if fd.is_none() {
         file.direct = DirectIo::Unavailable(hipfile_probe::NoDirectReason::OpenRejected);
     }
@@ -94,10 +64,6 @@ fn serve(
         buffered: null.as_fd(),
     };
     fp.io(&s, &target)
-}
-
-fn dev_null() -> File {
-    File::open("/dev/null").unwrap()
 }
 
 #[test]
@@ -260,7 +226,7 @@ fn the_runtime_says_whether_it_has_amd_file_io() {
     }
     .validate(&buffer)
     .unwrap();
-    let file = facts();
+    let file = xfs_file();
     let v = fp.score(&Submission {
         request: &request,
         file: &file,
@@ -273,7 +239,7 @@ fn the_runtime_says_whether_it_has_amd_file_io() {
 /// Facts that nobody checked (a made-up length, say) can be scored, but the fastpath moves
 /// no bytes for a request validated against them: the runtime is never called.
 #[test]
-fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
+fn no_bytes_move_for_a_request_validated_against_made_up_xfs_file() {
     let mut rt = runtime();
     rt.expect_amd_file_read().never();
     rt.expect_amd_file_write().never();
@@ -292,7 +258,7 @@ fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
         .unwrap();
         let s = Submission {
             request: &request,
-            file: &facts(),
+            file: &xfs_file(),
             buffer: &made_up,
         };
         assert!(fp.score(&s).accepted());

@@ -10,6 +10,7 @@
 
 use hipfile::{BackendKind, ConfigBuilder, Driver, Error, FileHandle, Platform};
 use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, require};
+use hipfile_testkit::{Call, Fault, Gate, Injected};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -355,37 +356,9 @@ fn faults_follow_the_retry_rules() {
 /// `RLIMIT_FSIZE` of [`child_fsize_limit`]: a multiple of neither 4096 nor any chunk.
 const FSIZE_LIMIT: u64 = (3 << 20) + 12345;
 
-/// `cachestat(2)` (Linux 6.5; the same number on every architecture): the dirty and
-/// under-writeback pages of `file`, or `None` where the kernel lacks it.
+/// The dirty and under-writeback pages of `file`, or `None` where the kernel cannot say.
 fn unwritten_pages(file: &File) -> Option<u64> {
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    const SYS_CACHESTAT: libc::c_long = 451;
-    let range = Range { off: 0, len: 0 }; // 0: to the end of the file
-    let mut stat = Stat::default();
-    // SAFETY: both pointers are to live structs of the kernel's layout; flags must be 0.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            std::os::fd::AsRawFd::as_raw_fd(file),
-            &range as *const Range,
-            &mut stat as *mut Stat,
-            0,
-        )
-    };
-    (r == 0).then_some(stat.nr_dirty + stat.nr_writeback)
+    hipfile_testkit::page_cache(file).map(|c| c.unwritten())
 }
 
 /// A child under a file-size limit of [`FSIZE_LIMIT`] with `SIGXFSZ` ignored (the parent
@@ -1159,202 +1132,17 @@ fn a_closed_descriptor_is_ebadf_said_once() {
     assert_eq!(text.matches("Bad file descriptor").count(), 1, "{text}");
 }
 
-/// The emulated runtime, with one request parked inside its first synchronous copy to the
-/// device once armed, until released: a request held in flight for as long as a test needs.
-struct Parking {
-    inner: std::sync::Arc<dyn hipfile::core::GpuRuntime>,
-    armed: std::sync::atomic::AtomicBool,
-    parked: std::sync::Mutex<bool>,
-    released: std::sync::Mutex<bool>,
-    wake: std::sync::Condvar,
-}
-
-impl Parking {
-    fn park_here(&self) {
-        if !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        *self.parked.lock().unwrap() = true;
-        self.wake.notify_all();
-        let mut released = self.released.lock().unwrap();
-        while !*released {
-            released = self.wake.wait(released).unwrap();
-        }
-    }
-
-    /// Waits until a request is parked, or `gone` says the one expected to park ended.
-    fn wait_parked(&self, gone: impl Fn() -> bool) {
-        let mut parked = self.parked.lock().unwrap();
-        while !*parked {
-            assert!(!gone(), "the request to hold ended without parking");
-            let (p, _) = self
-                .wake
-                .wait_timeout(parked, std::time::Duration::from_millis(10))
-                .unwrap();
-            parked = p;
-        }
-    }
-
-    fn release(&self) {
-        *self.released.lock().unwrap() = true;
-        self.wake.notify_all();
-    }
-}
-
-// SAFETY: every method is the emulated runtime's (whose promises hold), only delayed.
-#[allow(unsafe_code)]
-unsafe impl hipfile::core::GpuRuntime for Parking {
-    fn thread_init(&self) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.thread_init()
-    }
-    fn device_count(&self) -> Result<i32, hipfile::core::RuntimeError> {
-        self.inner.device_count()
-    }
-    fn current_device(&self) -> Result<i32, hipfile::core::RuntimeError> {
-        self.inner.current_device()
-    }
-    fn set_device(&self, device: i32) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.set_device(device)
-    }
-    fn pointer_info(
-        &self,
-        ptr: hipfile::DevicePtr,
-    ) -> Result<hipfile::core::PointerInfo, hipfile::core::RuntimeError> {
-        self.inner.pointer_info(ptr)
-    }
-    fn address_range(
-        &self,
-        ptr: hipfile::DevicePtr,
-    ) -> Result<(hipfile::DevicePtr, u64), hipfile::core::RuntimeError> {
-        self.inner.address_range(ptr)
-    }
-    fn has_amd_file_io(&self) -> bool {
-        self.inner.has_amd_file_io()
-    }
-    fn alloc_device(&self, len: usize) -> Result<hipfile::DevicePtr, hipfile::core::RuntimeError> {
-        self.inner.alloc_device(len)
-    }
-    unsafe fn free_device(
-        &self,
-        ptr: hipfile::DevicePtr,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.free_device(ptr) }
-    }
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, hipfile::core::RuntimeError> {
-        self.inner.alloc_pinned(len)
-    }
-    unsafe fn free_pinned(&self, ptr: *mut u8) -> Result<(), hipfile::core::RuntimeError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.free_pinned(ptr) }
-    }
-    fn stream_create(
-        &self,
-    ) -> Result<hipfile::core::runtime::StreamHandle, hipfile::core::RuntimeError> {
-        self.inner.stream_create()
-    }
-    fn stream_destroy(
-        &self,
-        stream: hipfile::core::runtime::StreamHandle,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.stream_destroy(stream)
-    }
-    fn stream_synchronize(
-        &self,
-        stream: hipfile::core::runtime::StreamHandle,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.stream_synchronize(stream)
-    }
-    fn event_create(
-        &self,
-    ) -> Result<hipfile::core::runtime::EventHandle, hipfile::core::RuntimeError> {
-        self.inner.event_create()
-    }
-    fn event_record(
-        &self,
-        event: hipfile::core::runtime::EventHandle,
-        stream: hipfile::core::runtime::StreamHandle,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.event_record(event, stream)
-    }
-    fn event_synchronize(
-        &self,
-        event: hipfile::core::runtime::EventHandle,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.event_synchronize(event)
-    }
-    fn event_destroy(
-        &self,
-        event: hipfile::core::runtime::EventHandle,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        self.inner.event_destroy(event)
-    }
-    unsafe fn copy_to_device(
-        &self,
-        dst: hipfile::DevicePtr,
-        src: *const u8,
-        len: usize,
-        stream: Option<hipfile::core::runtime::StreamHandle>,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        if stream.is_none() {
-            self.park_here();
-        }
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.copy_to_device(dst, src, len, stream) }
-    }
-    unsafe fn copy_to_host(
-        &self,
-        dst: *mut u8,
-        src: hipfile::DevicePtr,
-        len: usize,
-        stream: Option<hipfile::core::runtime::StreamHandle>,
-    ) -> Result<(), hipfile::core::RuntimeError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.copy_to_host(dst, src, len, stream) }
-    }
-    unsafe fn amd_file_read(
-        &self,
-        fd: std::os::fd::RawFd,
-        dst: hipfile::DevicePtr,
-        size: u64,
-        offset: i64,
-    ) -> Result<u64, hipfile::core::runtime::FileIoError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.amd_file_read(fd, dst, size, offset) }
-    }
-    unsafe fn amd_file_write(
-        &self,
-        fd: std::os::fd::RawFd,
-        src: hipfile::DevicePtr,
-        size: u64,
-        offset: i64,
-    ) -> Result<u64, hipfile::core::runtime::FileIoError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.amd_file_write(fd, src, size, offset) }
-    }
-}
-
-struct ReleaseOnDrop<'a>(&'a Parking);
-
-impl Drop for ReleaseOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
 /// A refused deregistration changes nothing: with one request held in flight, every
 /// deregistration from two threads is refused as in use, and the small reads that other
 /// threads make meanwhile all succeed.
 #[test]
 fn a_refused_deregistration_changes_nothing() {
     let base = driver(ConfigBuilder::new()).unwrap();
-    let parking = std::sync::Arc::new(Parking {
-        inner: base.gpu().clone(),
-        armed: std::sync::atomic::AtomicBool::new(false),
-        parked: std::sync::Mutex::new(false),
-        released: std::sync::Mutex::new(false),
-        wake: std::sync::Condvar::new(),
-    });
+    // The emulated runtime, with one request parked inside its first synchronous copy to the
+    // device once armed, until released: a request held in flight for as long as the test
+    // needs.
+    let parking = std::sync::Arc::new(Injected::new(base.gpu().clone()));
+    let gate = Gate::new();
     let d = Driver::with_runtime(
         base.config().clone(),
         parking.clone(),
@@ -1372,16 +1160,19 @@ fn a_refused_deregistration_changes_nothing() {
     std::thread::scope(|s| {
         let held = s.spawn(|| {
             let buf = d.alloc(4096).unwrap();
-            parking
-                .armed
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            parking.faults().add(
+                Fault::on(Call::CopyToDevice)
+                    .synchronous()
+                    .once()
+                    .park(&gate),
+            );
             // Unaligned, so the fallback serves it and copies to the device synchronously.
             fh.read(&buf, 4000, 0, 0).map(|o| o.bytes)
         });
         // Released however this scope ends, so that a failed assertion fails the test
         // instead of leaving the held request parked for ever.
-        let _release = ReleaseOnDrop(&parking);
-        parking.wait_parked(|| held.is_finished());
+        let _release = gate.release_on_drop();
+        gate.wait_parked(|| held.is_finished());
         let readers: Vec<_> = (0..READERS)
             .map(|_| {
                 s.spawn(|| {
@@ -1418,7 +1209,7 @@ fn a_refused_deregistration_changes_nothing() {
                 "a deregistration was not refused as in use"
             );
         }
-        parking.release();
+        gate.release();
         assert_eq!(held.join().unwrap().unwrap(), 4000);
     });
     // Nothing in flight now: the handle deregisters once, then is not registered.
