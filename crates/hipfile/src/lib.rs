@@ -40,7 +40,7 @@ pub use driver::Driver;
 pub use file::{FileHandle, IoOutcome};
 pub use hipfile_core::{
     BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision, DevicePtr, Error,
-    ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, Verdict,
+    ErrorCode, HipFileCode, MemoryKind, Op, Reason, Request, SizeError, Verdict, parse_size,
 };
 pub use hipfile_runtime::{Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use stats::{DeviceStats, StatsSnapshot};
