@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 #[command(
     args_override_self = true,
     long_about = "\
+Explain which backend would serve a request on each file, and why
+
 For each PATH, hipfile opens the file (never creating or changing it), probes it, and asks
 both backends whether they would serve the request described by the options: the fastpath
 (storage <-> GPU memory with no host copy, score 100) and the fallback (POSIX I/O through
@@ -357,6 +359,8 @@ mod tests {
         let e = crate::tests::parse(&["help", "check"]).expect_err("help");
         let text = e.render().to_string();
         for want in [
+            "Explain which backend",
+            "For each PATH, hipfile opens the file",
             "Usage: hipfile check",
             "--buffer-align",
             "KiB",

@@ -40,6 +40,8 @@ pub const MAX_CHUNK: u64 = hipfile::core::MAX_IO_SIZE;
 #[command(
     args_override_self = true,
     long_about = "\
+Copy a file through GPU memory
+
 Reads SRC into one GPU buffer a chunk at a time and writes each chunk from the buffer to
 DST, as an application using hipfile would. Each request is served by the fastpath
 (storage <-> GPU memory with no host copy) when the file, the request and the runtime

@@ -47,14 +47,13 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The commands.
+/// The commands. Their help comes from their argument structs: a doc comment here would
+/// replace each one's long help with its one-line summary.
 #[derive(Debug, Subcommand)]
+#[allow(missing_docs)]
 pub enum Command {
-    /// Explain which backend would serve a request on each file, and why
     Check(check::CheckArgs),
-    /// Copy a file through GPU memory
     Cp(cp::CpArgs),
-    /// Measure read or write bandwidth through GPU memory, and the limits
     Bench(bench::BenchArgs),
 }
 

@@ -1069,6 +1069,7 @@ fn help_and_version() {
         "{}",
         run.stdout
     );
+    assert!(run.stdout.contains("For each PATH"), "{}", run.stdout);
     let run = hipfile(&["--version"], &[]);
     assert_eq!(run.status, 0);
     assert_eq!(

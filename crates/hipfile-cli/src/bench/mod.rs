@@ -57,6 +57,8 @@ const PAGE: usize = 4096;
 #[command(
     args_override_self = true,
     long_about = "\
+Measure read or write bandwidth through GPU memory, and the limits
+
 Opens the GPU runtime and checks the devices asked for, then creates the test file when it
 does not exist (written with plain pwrite of a pattern), then runs the case --runs times:
 --threads threads each move their own part of the file in requests of --io-size bytes
