@@ -142,7 +142,7 @@ pub struct BenchArgs {
     /// Empty the page cache of the file before each run
     #[arg(long, conflicts_with = "hot")]
     pub cold: bool,
-    /// Read the file once before each run [default]
+    /// Read the file once before each run (the default)
     #[arg(long)]
     pub hot: bool,
     /// auto: the configuration decides; fallback: force compatibility mode; fastpath:
