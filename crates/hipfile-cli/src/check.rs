@@ -1,14 +1,83 @@
 //! `hipfile check`: opens each path without changing it, probes it, asks the backends, and
 //! prints what they said.
 
-use crate::args::CheckArgs;
+use crate::Failure;
+use crate::options;
 use crate::report::{Context, Report, table};
-use hipfile::{BufferFacts, Config, DevicePtr, Op, Request, RuntimeReport};
+use crate::runtime::RuntimeChoice;
+use clap::Args;
+use hipfile::{BufferFacts, Config, DevicePtr, MemoryKind, Op, Request, RuntimeReport};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Explain which backend would serve a request on each file, and why
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+#[command(
+    args_override_self = true,
+    long_about = "\
+Explain which backend would serve a request on each file, and why
+
+For each PATH, hipfile opens the file (never creating or changing it), probes it, and asks
+both backends whether they would serve the request described by the options: the fastpath
+(storage <-> GPU memory with no host copy, score 100) and the fallback (POSIX I/O through
+host staging buffers, score 1). A backend that refuses scores -1 and gives every reason
+that applies. Without a GPU runtime, or with one that reports no usable device, no backend
+would serve anything whatever the scores, nor on a directory or a FIFO, which hipfile
+refuses to register: the selection is then none, with the reason, and the runtime's error
+follows the table.",
+    after_long_help = "\
+Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
+power of 1024: K, KB or KiB (1024), M, MB or MiB (1024^2), G, GB or GiB (1024^3), T, TB or
+TiB (1024^4); for example 4K, 1MiB. The environment's sizes take the same grammar.
+
+The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MODE and
+HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile.
+
+Exit status: 0 when a backend would serve the request on every PATH, 1 when none would on
+some PATH (no backend accepts it, or no runtime or device serves anything), 2 on bad
+arguments, a PATH that cannot be opened or probed, or an emulated runtime that is not found."
+)]
+pub struct CheckArgs {
+    /// One JSON object per PATH, each on its own line
+    #[arg(long)]
+    pub json: bool,
+    /// Direction of the request
+    #[arg(long, value_name = "OP", default_value = "read", value_parser = options::op())]
+    pub op: Op,
+    /// Bytes to transfer
+    #[arg(long, value_name = "N", default_value = "1MiB", value_parser = options::bytes)]
+    pub size: u64,
+    /// Byte offset in the file
+    #[arg(long = "offset", value_name = "N", default_value = "0", value_parser = options::bytes)]
+    pub file_offset: u64,
+    /// Byte offset into the GPU buffer
+    #[arg(long, value_name = "N", default_value = "0", value_parser = options::bytes)]
+    pub buffer_offset: u64,
+    /// The buffer's address is a multiple of N (N >= 1; need not be a power of two)
+    #[arg(long, value_name = "N", default_value = "4096", value_parser = buffer_align)]
+    pub buffer_align: u64,
+    /// Kind of memory the buffer is
+    #[arg(long, value_name = "MEMORY", default_value = "device", value_parser = options::memory())]
+    pub memory: MemoryKind,
+    /// The GPU runtime to ask: the one found on this machine, or the emulated runtime
+    /// libhipfile_emu.so in this program's directory or its deps/ subdirectory (test and
+    /// development only)
+    #[arg(long, value_name = "RUNTIME", value_enum, default_value_t)]
+    pub runtime: RuntimeChoice,
+    /// The files to check, in order
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+fn buffer_align(text: &str) -> Result<u64, String> {
+    match options::bytes(text)? {
+        0 => Err("expected a number of bytes, at least 1".into()),
+        n => Ok(n),
+    }
+}
 
 /// A backend would serve the request on every path.
 pub const EXIT_SERVED: u8 = 0;
@@ -24,21 +93,11 @@ pub const EXIT_ERROR: u8 = 2;
 const BUFFER_AREA: u64 = 0x7f00_0000_0000;
 
 /// Runs `check` and returns the exit status.
-pub fn run(args: &CheckArgs) -> u8 {
-    let config = match crate::runtime::settings(args.runtime) {
-        Ok(settings) => settings.build_from_env(),
-        Err(message) => {
-            eprintln!("hipfile: {message}");
-            return EXIT_ERROR;
-        }
-    };
-    let (request, buffer) = match request(args) {
-        Ok(r) => r,
-        Err(message) => {
-            eprintln!("hipfile: {message}");
-            return EXIT_ERROR;
-        }
-    };
+pub fn run(args: &CheckArgs) -> Result<u8, Failure> {
+    let config = crate::runtime::settings(args.runtime)
+        .map_err(|e| Failure::msg(EXIT_ERROR, e))?
+        .build_from_env();
+    let (request, buffer) = request(args).map_err(|m| Failure::msg(EXIT_ERROR, m))?;
     let runtime = hipfile::inspect_runtime(&config);
     let ctx = Context::new(&config, runtime, request, args.memory);
 
@@ -46,6 +105,8 @@ pub fn run(args: &CheckArgs) -> u8 {
     let mut reports = Vec::new();
     let mut stdout = io::stdout().lock();
     for path in &args.paths {
+        // One PATH that cannot be looked at does not stop the others: said here, counted in
+        // the status.
         let report = match examine(&config, &ctx.runtime, path, &request, &buffer) {
             Ok(r) => r,
             Err(message) => {
@@ -58,36 +119,24 @@ pub fn run(args: &CheckArgs) -> u8 {
             status = EXIT_NO_BACKEND;
         }
         if args.json {
-            // Each line goes out as soon as it is known, so that a slow path does not hold
-            // back the others.
             let line = report.to_json(&ctx);
-            if let Err(e) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
-                return output_failed(&e);
-            }
+            writeln!(stdout, "{line}")
+                .and_then(|()| stdout.flush())
+                .map_err(|e| Failure::output(EXIT_ERROR, e))?;
         } else {
             reports.push(report);
         }
     }
     if !args.json && !reports.is_empty() {
         let text = table(&ctx, &reports);
-        if let Err(e) = stdout
+        stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())
-        {
-            return output_failed(&e);
-        }
+            .map_err(|e| Failure::output(EXIT_ERROR, e))?;
     }
-    status
+    Ok(status)
 }
 
-fn output_failed(e: &io::Error) -> u8 {
-    if e.kind() != io::ErrorKind::BrokenPipe {
-        eprintln!("hipfile: cannot write the output: {e}");
-    }
-    EXIT_ERROR
-}
-
-/// The request and the synthetic buffer the options describe, validated.
 fn request(args: &CheckArgs) -> Result<(Request, BufferFacts), String> {
     let len = args
         .buffer_offset
@@ -177,10 +226,147 @@ mod tests {
     use hipfile::MemoryKind;
     use std::path::PathBuf;
 
+    /// `hipfile check ARGS`, parsed.
+    fn check(args: &[&str]) -> CheckArgs {
+        let all: Vec<&str> = ["check"].iter().chain(args).copied().collect();
+        match crate::tests::parse(&all) {
+            Ok(crate::Command::Check(c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
     fn args() -> CheckArgs {
-        CheckArgs {
-            paths: vec![PathBuf::from("x")],
-            ..CheckArgs::default()
+        check(&["x"])
+    }
+
+    #[test]
+    fn defaults_are_a_1mib_device_read_at_offset_0() {
+        let c = args();
+        assert_eq!(
+            (c.size, c.file_offset, c.buffer_offset, c.buffer_align),
+            (1 << 20, 0, 0, 4096)
+        );
+        assert_eq!(
+            (c.op, c.memory, c.json, c.runtime),
+            (Op::Read, MemoryKind::Device, false, RuntimeChoice::Auto)
+        );
+        assert_eq!(c.paths, [PathBuf::from("x")]);
+    }
+
+    #[test]
+    fn every_option_with_separate_or_inline_values() {
+        let c = check(&[
+            "--json",
+            "a",
+            "--op",
+            "write",
+            "--size=4K",
+            "--offset",
+            "512",
+            "--buffer-offset=1",
+            "--buffer-align",
+            "3",
+            "--memory",
+            "managed",
+            "--runtime=emulated",
+            "b",
+        ]);
+        assert!(c.json);
+        assert_eq!(c.op, Op::Write);
+        assert_eq!(
+            (c.size, c.file_offset, c.buffer_offset, c.buffer_align),
+            (4096, 512, 1, 3)
+        );
+        assert_eq!(
+            (c.memory, c.runtime),
+            (MemoryKind::Managed, RuntimeChoice::Emulated)
+        );
+        assert_eq!(c.paths, [PathBuf::from("a"), PathBuf::from("b")]);
+        assert_eq!(check(&["--memory=host", "x"]).memory, MemoryKind::Host);
+        assert_eq!(check(&["--size", "4MB", "x"]).size, 4_194_304);
+        assert_eq!(check(&["--size", "4MiB", "x"]).size, 4_194_304);
+    }
+
+    #[test]
+    fn double_dash_ends_options() {
+        let c = check(&["--", "--json", "-"]);
+        assert!(!c.json);
+        assert_eq!(c.paths, [PathBuf::from("--json"), PathBuf::from("-")]);
+    }
+
+    #[test]
+    fn non_utf8_paths_are_kept() {
+        use clap::Parser;
+        use std::os::unix::ffi::OsStringExt;
+        let raw = std::ffi::OsString::from_vec(vec![b'a', 0xff, b'b']);
+        let cli = crate::Cli::try_parse_from(["hipfile".into(), "check".into(), raw.clone()]);
+        let Ok(crate::Cli {
+            command: crate::Command::Check(c),
+        }) = cli
+        else {
+            panic!("{cli:?}")
+        };
+        assert_eq!(c.paths, [PathBuf::from(raw)]);
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_option() {
+        use crate::tests::error;
+        for (args, want) in [
+            (&["check", "--frobnicate", "x"][..], &["--frobnicate"][..]),
+            (
+                &["check", "--size", "abc", "x"],
+                &["--size", "\"abc\"", "not a whole number"],
+            ),
+            (
+                &["check", "--size", "1.5M", "x"],
+                &["--size", "unknown suffix"],
+            ),
+            (
+                &["check", "--size", "99999999999999999999", "x"],
+                &["too large"],
+            ),
+            (
+                &["check", "--memory", "gpu", "x"],
+                &["--memory", "gpu", "device, host, managed"],
+            ),
+            (
+                &["check", "--op", "copy", "x"],
+                &["--op", "copy", "read, write"],
+            ),
+            (
+                &["check", "--runtime", "cuda", "x"],
+                &["--runtime", "cuda", "auto, emulated"],
+            ),
+            (&["check", "x", "--offset"], &["--offset"]),
+            (
+                &["check", "--buffer-align", "0", "x"],
+                &["--buffer-align", "at least 1"],
+            ),
+            (&["check", "--json=yes", "x"], &["--json"]),
+            (&["check", "--json"], &["PATH"]),
+            (&["check"], &["PATH"]),
+        ] {
+            let e = error(args);
+            for w in want {
+                assert!(e.contains(w), "{args:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn help_check_shows_checks_long_help() {
+        let e = crate::tests::parse(&["help", "check"]).expect_err("help");
+        let text = e.render().to_string();
+        for want in [
+            "Explain which backend",
+            "For each PATH, hipfile opens the file",
+            "Usage: hipfile check",
+            "--buffer-align",
+            "KiB",
+            "Exit status",
+        ] {
+            assert!(text.contains(want), "{want}: {text}");
         }
     }
 

@@ -12,18 +12,103 @@
 //! fastpath can take every one of them, the last included; the copy is cut to the bytes
 //! read afterwards.
 
-use crate::args::{CHUNK_UNIT, CpArgs};
-use crate::json::Value;
-use crate::runtime::register_failed;
-use hipfile::{BackendKind, ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome};
+use crate::Failure;
+use crate::options;
+use crate::runtime::{RuntimeChoice, register_failed};
+use crate::tally::Tally;
+use clap::Args;
+use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome};
 use rustix::fs::{FileType, Mode, OFlags, SeekFrom};
 use rustix::io::Errno;
+use serde::Serialize;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The unit `--chunk` is a multiple of.
+pub const CHUNK_UNIT: u64 = 4096;
+
+/// The largest `--chunk`: one request moves at most this many bytes (the kernel's
+/// `MAX_RW_COUNT`, a multiple of 4096).
+pub const MAX_CHUNK: u64 = hipfile::core::MAX_IO_SIZE;
+
+/// Copy a file through GPU memory
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+#[command(
+    args_override_self = true,
+    long_about = "\
+Copy a file through GPU memory
+
+Reads SRC into one GPU buffer a chunk at a time and writes each chunk from the buffer to
+DST, as an application using hipfile would. Each request is served by the fastpath
+(storage <-> GPU memory with no host copy) when the file, the request and the runtime
+allow it, and by the fallback (POSIX I/O through host staging buffers) otherwise; run
+'hipfile check' on SRC and DST to see why. A fastpath request that fails with ENODEV or
+EREMOTEIO is retried once on the fallback, as for any program using hipfile.
+
+SRC is a regular file or a block device, opened read-only, and read to its end whatever
+size it claims (a procfs file claims 0 bytes). The copy is written to a new file in DST's
+directory, .NAME.hipfile-cp.PID.N.tmp, flushed to storage, and only then renamed over DST,
+so that DST is at every moment either what it was or the whole copy. DST must be a regular
+file or a new name, and must not be SRC. A new DST gets mode 0644, less the umask; an
+existing one is replaced by a new file with its mode (and its owner and group where cp may
+set them): other hard links to it keep the old contents. A symbolic link DST stays, and
+the file it names is replaced. cp needs permission to create files in DST's directory.
+Each chunk is written rounded up to DST's direct-I/O alignment, so that the fastpath can
+take it, and the copy is then cut to the bytes read.",
+    after_long_help = "\
+Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
+power of 1024: K, KB or KiB (1024), M, MB or MiB (1024^2), G, GB or GiB (1024^3), T, TB or
+TiB (1024^4); for example 64K.
+
+The configuration comes from HIPFILE_ALLOW_COMPAT_MODE, HIPFILE_FORCE_COMPAT_MODE and
+HIPFILE_UNSUPPORTED_FILE_SYSTEMS, as for any program using hipfile. On a terminal, the
+progress of a copy that takes more than a second is shown on stderr.
+
+Exit status: 0 when DST is a complete copy of SRC; 1 when the copy failed: SRC or DST
+cannot be opened (a missing SRC included), the driver cannot be opened, a file or the
+buffer cannot be registered, a read or write fails, or the sizes do not match; 2 on bad
+arguments or an emulated runtime that is not found. When the copy fails, its temporary
+file is removed and DST is left as it was (or absent); a copy that is killed can leave
+only its temporary file behind."
+)]
+pub struct CpArgs {
+    /// Print the result as one JSON object: bytes, seconds, gbps, and for read and write
+    /// each: fastpath_bytes, fallback_bytes, retries (bytes of the file, so that each side
+    /// adds up to bytes: the padding written up to DST's alignment, cut off at the end, is
+    /// not counted)
+    #[arg(long)]
+    pub json: bool,
+    /// Size of the GPU buffer, a multiple of 4096; never larger than SRC rounded up to 4096
+    #[arg(long, value_name = "N", default_value = "64MiB", value_parser = chunk)]
+    pub chunk: u64,
+    /// The GPU runtime to use: the one found on this machine, or the emulated runtime
+    /// libhipfile_emu.so in this program's directory or its deps/ subdirectory (test and
+    /// development only)
+    #[arg(long, value_name = "RUNTIME", value_enum, default_value_t)]
+    pub runtime: RuntimeChoice,
+    /// The file to copy
+    #[arg(value_name = "SRC")]
+    pub src: PathBuf,
+    /// The copy
+    #[arg(value_name = "DST")]
+    pub dst: PathBuf,
+}
+
+/// `--chunk`: a byte count, a non-zero multiple of [`CHUNK_UNIT`], at most [`MAX_CHUNK`].
+fn chunk(text: &str) -> Result<u64, String> {
+    let n = options::bytes(text)?;
+    if n == 0 || n % CHUNK_UNIT != 0 || n > MAX_CHUNK {
+        return Err(format!(
+            "{text:?} is not valid; expected a number of bytes, a multiple of 4096 from 4096 \
+             to {MAX_CHUNK}"
+        ));
+    }
+    Ok(n)
+}
 
 /// The destination is a complete copy of the source.
 pub const EXIT_COPIED: u8 = 0;
@@ -38,44 +123,6 @@ const DEFAULT_ALIGN: u64 = 4096;
 /// How often the progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// What one direction of the copy moved, counted from each request's outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Moved {
-    /// Bytes the fastpath moved.
-    pub fastpath_bytes: u64,
-    /// Bytes the fallback moved, retried requests included.
-    pub fallback_bytes: u64,
-    /// Requests the fallback served after the fastpath failed.
-    pub retries: u64,
-}
-
-impl Moved {
-    fn count(&mut self, outcome: &IoOutcome) {
-        match outcome.backend {
-            BackendKind::Fastpath => self.fastpath_bytes += outcome.bytes,
-            BackendKind::Fallback => self.fallback_bytes += outcome.bytes,
-        }
-        if outcome.retried {
-            self.retries += 1;
-        }
-    }
-
-    fn to_json(self) -> Value {
-        Value::Object(vec![
-            ("fastpath_bytes", Value::UInt(self.fastpath_bytes)),
-            ("fallback_bytes", Value::UInt(self.fallback_bytes)),
-            ("retries", Value::UInt(self.retries)),
-        ])
-    }
-
-    fn text(self) -> String {
-        format!(
-            "fastpath {}, fallback {}, retries {}",
-            self.fastpath_bytes, self.fallback_bytes, self.retries
-        )
-    }
-}
-
 /// A finished copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
@@ -84,10 +131,10 @@ pub struct Summary {
     /// From the first read to the destination's flush.
     pub seconds: f64,
     /// What the reads moved.
-    pub read: Moved,
+    pub read: Tally,
     /// What the writes moved of the file's bytes; the padding to the alignment, cut off at
     /// the end, is not counted.
-    pub write: Moved,
+    pub write: Tally,
 }
 
 impl Summary {
@@ -100,16 +147,26 @@ impl Summary {
         }
     }
 
-    /// The `--json` object (no newline).
+    /// The `--json` object (no newline): `bytes`, `seconds`, `gbps`, `read`, `write`.
     pub fn to_json(self) -> String {
-        Value::Object(vec![
-            ("bytes", Value::UInt(self.bytes)),
-            ("seconds", Value::Float(self.seconds)),
-            ("gbps", Value::Float(self.gbps())),
-            ("read", self.read.to_json()),
-            ("write", self.write.to_json()),
-        ])
-        .to_json()
+        /// The summary with its rate, in the order the output has always had.
+        #[derive(Serialize)]
+        struct Json {
+            bytes: u64,
+            seconds: f64,
+            gbps: f64,
+            read: Tally,
+            write: Tally,
+        }
+        let json = Json {
+            bytes: self.bytes,
+            seconds: self.seconds,
+            gbps: self.gbps(),
+            read: self.read,
+            write: self.write,
+        };
+        // Plain numbers and strings: serializing cannot fail.
+        serde_json::to_string(&json).unwrap_or_default()
     }
 
     /// The one line of text (no newline).
@@ -126,74 +183,46 @@ impl Summary {
 }
 
 /// Runs `cp` and returns the exit status.
-pub fn run(args: &CpArgs) -> u8 {
-    let settings = match crate::runtime::settings(args.runtime) {
+pub fn run(args: &CpArgs) -> Result<u8, Failure> {
+    let failed = |message: String| Failure::msg(EXIT_FAILED, message);
+    let settings =
+        crate::runtime::settings(args.runtime).map_err(|m| Failure::msg(EXIT_USAGE, m))?;
+    let (src_fd, src_size) = open_source(&args.src).map_err(failed)?;
+    refuse_same_file(&src_fd, &args.src, &args.dst).map_err(failed)?;
+    let dest = Destination::find(&args.dst).map_err(failed)?;
+    let setup = Setup::new(args, settings, &src_fd, src_size).map_err(failed)?;
+    let temp = TempFile::create(&dest, &args.dst).map_err(failed)?;
+    let copied = setup
+        .copy_into(&src_fd, src_size, &temp.fd, &args.src, &args.dst)
+        .and_then(|summary| temp.take_place_of(&dest, &args.dst).map(|()| summary));
+    let summary = match copied {
         Ok(s) => s,
         Err(message) => {
-            eprintln!("hipfile: {message}");
-            return EXIT_USAGE;
-        }
-    };
-    let (src_fd, src_size) = match open_source(&args.src) {
-        Ok(s) => s,
-        Err(message) => return failed(&message),
-    };
-    if let Err(message) = refuse_same_file(&src_fd, &args.src, &args.dst) {
-        return failed(&message);
-    }
-    let dest = match Destination::find(&args.dst) {
-        Ok(d) => d,
-        Err(message) => return failed(&message),
-    };
-    let setup = match Setup::new(args, settings, &src_fd, src_size) {
-        Ok(s) => s,
-        Err(message) => return failed(&message),
-    };
-    let temp = match TempFile::create(&dest, &args.dst) {
-        Ok(t) => t,
-        Err(message) => return failed(&message),
-    };
-    let summary = match setup.copy_into(&src_fd, src_size, &temp.fd, &args.src, &args.dst) {
-        Ok(s) => s,
-        Err(message) => {
+            // The reason first, then what became of DST.
             eprintln!("hipfile: {message}");
             temp.discard(&dest, &args.dst);
-            return EXIT_FAILED;
+            return Err(Failure {
+                status: EXIT_FAILED,
+                error: None,
+            });
         }
     };
-    if let Err(message) = temp.take_place_of(&dest, &args.dst) {
-        eprintln!("hipfile: {message}");
-        temp.discard(&dest, &args.dst);
-        return EXIT_FAILED;
-    }
-    if let Err(message) = sync_directory(&dest.dir) {
-        eprintln!(
-            "hipfile: {} holds the whole copy, but {message}: the copy may not survive a crash",
+    sync_directory(&dest.dir).map_err(|message| {
+        failed(format!(
+            "{} holds the whole copy, but {message}: the copy may not survive a crash",
             args.dst.display()
-        );
-        return EXIT_FAILED;
-    }
+        ))
+    })?;
     let line = if args.json {
         summary.to_json()
     } else {
         summary.text()
     };
     let mut stdout = io::stdout().lock();
-    match writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
-        Ok(()) => EXIT_COPIED,
-        Err(e) => {
-            // The copy is complete; only its report is lost.
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                eprintln!("hipfile: cannot write the output: {e}");
-            }
-            EXIT_FAILED
-        }
-    }
-}
-
-fn failed(message: &str) -> u8 {
-    eprintln!("hipfile: {message}");
-    EXIT_FAILED
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Failure::output(EXIT_FAILED, e))?;
+    Ok(EXIT_COPIED)
 }
 
 /// Opens the source read-only and finds the size it claims, which only sizes the buffer: the
@@ -483,10 +512,6 @@ pub fn padded_len(n: u64, align: u64, len: u64) -> u64 {
     round_up(n, align).min(len)
 }
 
-fn file_offset(offset: u64) -> Result<i64, String> {
-    i64::try_from(offset).map_err(|_| format!("offset {offset} is beyond the largest file offset"))
-}
-
 /// The driver, the registered source and the registered GPU buffer: all that can fail before
 /// anything is written.
 struct Setup {
@@ -538,7 +563,7 @@ impl Setup {
             .driver
             .register_file(dst_fd)
             .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
-        let job = CopyJob {
+        let mut job = CopyJob {
             src: self.src,
             dst,
             buf: self.buf,
@@ -562,7 +587,7 @@ impl CopyJob<'_> {
     /// Copies until a read returns no byte, then cuts the copy to the bytes read and flushes
     /// it. `src_size` (what the source claimed) only sizes the progress line.
     fn run(
-        &self,
+        &mut self,
         len: u64,
         src_fd: &OwnedFd,
         src_size: u64,
@@ -575,21 +600,19 @@ impl CopyJob<'_> {
                 .unwrap_or(usize::MAX)
                 .min(len as usize)
         ];
-        let mut read = Moved::default();
-        let mut write = Moved::default();
+        let mut read = Tally::default();
+        let mut write = Tally::default();
         let mut progress = Progress::new(src_size);
         let start = Instant::now();
         let mut offset = 0u64;
         loop {
-            let outcome = self
-                .src
-                .read(&self.buf, len, file_offset(offset)?, 0)
-                .map_err(|e| {
-                    format!(
-                        "cannot read {} ({len} bytes at offset {offset}): {e}",
-                        self.src_path.display()
-                    )
-                })?;
+            // The buffer is `len` bytes long: each read asks for all of it.
+            let outcome = self.src.read_at(&mut self.buf, offset).map_err(|e| {
+                format!(
+                    "cannot read {} ({len} bytes at offset {offset}): {e}",
+                    self.src_path.display()
+                )
+            })?;
             read.count(&outcome);
             let n = outcome.bytes;
             if n == 0 {
@@ -661,7 +684,7 @@ impl CopyJob<'_> {
         data: u64,
         size: u64,
         offset: u64,
-        moved: &mut Moved,
+        moved: &mut Tally,
     ) -> Result<(), String> {
         let mut done = 0u64;
         while done < size {
@@ -673,9 +696,14 @@ impl CopyJob<'_> {
                     size - done
                 )
             };
+            // Both ends are inside the buffer, whose length is a usize.
+            let part = self
+                .buf
+                .slice(done as usize..size as usize)
+                .map_err(|e| cannot(e.to_string()))?;
             let outcome = self
                 .dst
-                .write(&self.buf, size - done, file_offset(at)?, file_offset(done)?)
+                .write_at(&part, at)
                 .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
             moved.count(&IoOutcome {
                 bytes: outcome.bytes.min(data.saturating_sub(done)),
@@ -832,40 +860,16 @@ mod tests {
     }
 
     #[test]
-    fn outcomes_are_counted_per_backend() {
-        let mut m = Moved::default();
-        for (bytes, backend, retried) in [
-            (4096, BackendKind::Fastpath, false),
-            (100, BackendKind::Fallback, true),
-            (8, BackendKind::Fallback, false),
-        ] {
-            m.count(&IoOutcome {
-                bytes,
-                backend,
-                retried,
-            });
-        }
-        assert_eq!(
-            m,
-            Moved {
-                fastpath_bytes: 4096,
-                fallback_bytes: 108,
-                retries: 1
-            }
-        );
-    }
-
-    #[test]
     fn summary_json_has_exactly_the_documented_keys() {
         let s = Summary {
             bytes: 2_000_000_000,
             seconds: 0.5,
-            read: Moved {
+            read: Tally {
                 fastpath_bytes: 2_000_000_000,
                 fallback_bytes: 0,
                 retries: 0,
             },
-            write: Moved {
+            write: Tally {
                 fastpath_bytes: 1_999_995_904,
                 fallback_bytes: 4096,
                 retries: 1,
@@ -889,5 +893,74 @@ mod tests {
         );
         let none = Summary { seconds: 0.0, ..s };
         assert_eq!(none.gbps(), 0.0);
+    }
+
+    /// `hipfile cp ARGS`, parsed.
+    fn cp(args: &[&str]) -> CpArgs {
+        let all: Vec<&str> = ["cp"].iter().chain(args).copied().collect();
+        match crate::tests::parse(&all) {
+            Ok(crate::Command::Cp(c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cp_takes_src_dst_and_options_anywhere() {
+        let c = cp(&["a", "b"]);
+        assert_eq!(
+            c,
+            CpArgs {
+                json: false,
+                runtime: RuntimeChoice::Auto,
+                chunk: 64 << 20,
+                src: PathBuf::from("a"),
+                dst: PathBuf::from("b"),
+            }
+        );
+        let c = cp(&["--json", "a", "--chunk", "64K", "b", "--runtime=emulated"]);
+        assert!(c.json);
+        assert_eq!(c.chunk, 65536);
+        assert_eq!(c.runtime, RuntimeChoice::Emulated);
+        assert_eq!((c.src, c.dst), (PathBuf::from("a"), PathBuf::from("b")));
+        let c = cp(&["--chunk=4096", "--", "-a", "--json"]);
+        assert!(!c.json);
+        assert_eq!(c.chunk, 4096);
+        assert_eq!(
+            (c.src, c.dst),
+            (PathBuf::from("-a"), PathBuf::from("--json"))
+        );
+        assert_eq!(cp(&["--chunk", "2147479552", "a", "b"]).chunk, MAX_CHUNK);
+        assert_eq!(cp(&["--chunk", "4MB", "a", "b"]).chunk, 4_194_304);
+        assert_eq!(cp(&["--chunk", "4MiB", "a", "b"]).chunk, 4_194_304);
+    }
+
+    #[test]
+    fn cp_refusals_name_the_option() {
+        use crate::tests::error;
+        for chunk in ["0", "1000", "4097", "2147483648", "4G"] {
+            let e = error(&["cp", "--chunk", chunk, "a", "b"]);
+            assert!(
+                e.contains("--chunk") && e.contains("multiple of 4096"),
+                "{chunk}: {e}"
+            );
+        }
+        for (args, want) in [
+            (
+                &["cp", "--chunk", "x", "a", "b"][..],
+                &["--chunk", "\"x\""][..],
+            ),
+            (&["cp", "a", "b", "--chunk"], &["--chunk"]),
+            (&["cp"], &["<SRC>", "<DST>"]),
+            (&["cp", "a"], &["<DST>"]),
+            (&["cp", "a", "b", "c"], &["'c'"]),
+            (&["cp", "--op", "read", "a", "b"], &["--op"]),
+            (&["cp", "--json=1", "a", "b"], &["--json"]),
+            (&["cp", "--runtime", "x", "a", "b"], &["auto, emulated"]),
+        ] {
+            let e = error(args);
+            for w in want {
+                assert!(e.contains(w), "{args:?}: {e}");
+            }
+        }
     }
 }

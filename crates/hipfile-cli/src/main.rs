@@ -10,44 +10,192 @@
 //! - `hipfile bench` times whole-file reads or writes through GPU buffers, with the raw
 //!   bandwidths and latencies they compare against measured in the same run.
 //!
-//! The tool adds argument parsing, output and, for `cp` and `bench`, the I/O loops; every
-//! I/O decision is the library's.
+//! The tool adds argument parsing (clap: each command's arguments live in its module, the
+//! command enum here), output and, for `cp` and `bench`, the I/O loops; every I/O decision is
+//! the library's. Errors travel as [`Failure`]s: an `anyhow` chain and the exit status it
+//! ends the program with, printed once, here.
 
 #![forbid(unsafe_code)]
 
-mod args;
 mod bench;
 mod check;
 mod cp;
-mod json;
+mod options;
 mod report;
 mod runtime;
+mod tally;
 
-use args::Command;
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-fn main() -> ExitCode {
-    let status = match args::parse(std::env::args_os().skip(1)) {
-        Ok(Command::Help) => print(args::MAIN_HELP),
-        Ok(Command::CheckHelp) => print(args::CHECK_HELP),
-        Ok(Command::Version) => print(&format!("hipfile {}\n", env!("CARGO_PKG_VERSION"))),
-        Ok(Command::Check(a)) => check::run(&a),
-        Ok(Command::CpHelp) => print(args::CP_HELP),
-        Ok(Command::Cp(a)) => cp::run(&a),
-        Ok(Command::BenchHelp) => print(args::BENCH_HELP),
-        Ok(Command::Bench(a)) => bench::run(&a),
-        Err(e) => {
-            eprintln!("hipfile: {e}");
-            check::EXIT_ERROR
-        }
-    };
-    ExitCode::from(status)
+/// The exit status of bad arguments, as clap's own.
+pub const EXIT_USAGE: u8 = 2;
+
+/// hipfile: GPU direct storage tools
+#[derive(Debug, Parser)]
+#[command(
+    name = "hipfile",
+    version,
+    subcommand_required = true,
+    after_help = "Run 'hipfile check --help', 'hipfile cp --help' or 'hipfile bench --help' \
+                  (or 'hipfile help COMMAND') for the options of each command."
+)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-fn print(text: &str) -> u8 {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Ok(()) => check::EXIT_SERVED,
-        Err(_) => check::EXIT_ERROR,
+/// The commands. Their help comes from their argument structs: a doc comment here would
+/// replace each one's long help with its one-line summary.
+#[derive(Debug, Subcommand)]
+#[allow(missing_docs)]
+pub enum Command {
+    Check(check::CheckArgs),
+    Cp(cp::CpArgs),
+    Bench(bench::BenchArgs),
+}
+
+/// An error that ends the program: what went wrong, as a chain, and the exit status.
+#[derive(Debug)]
+pub struct Failure {
+    /// The status `main` exits with.
+    pub status: u8,
+    /// What went wrong, printed by `main` with its causes; `None` when there is nothing to
+    /// tell.
+    pub error: Option<anyhow::Error>,
+}
+
+impl Failure {
+    /// A failure that exits with `status`.
+    pub fn new(status: u8, error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            status,
+            error: Some(error.into()),
+        }
+    }
+
+    /// A failure that exits with `status`, from a message.
+    pub fn msg(status: u8, message: impl std::fmt::Display) -> Failure {
+        Failure::new(status, anyhow::anyhow!("{message}"))
+    }
+
+    /// A failed write of the output. A closed pipe (`hipfile check ... | head`) is the
+    /// reader's choice, not news: the status says it and nothing is printed.
+    pub fn output(status: u8, e: std::io::Error) -> Failure {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Failure {
+                status,
+                error: None,
+            };
+        }
+        Failure::new(
+            status,
+            anyhow::Error::new(e).context("cannot write the output"),
+        )
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(usage_error(&e, &args)),
+    };
+    let result = match &cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Cp(a) => cp::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(failure) => {
+            if let Some(e) = &failure.error {
+                eprintln!("hipfile: {e:#}");
+            }
+            ExitCode::from(failure.status)
+        }
+    }
+}
+
+/// Prints clap's answer (help and the version on stdout, errors on stderr) and returns the
+/// exit status. An error also names the help of the command it is about, so that the way on
+/// is one copy and paste away.
+fn usage_error(e: &clap::Error, args: &[OsString]) -> u8 {
+    if e.print().is_err() {
+        return EXIT_USAGE;
+    }
+    if !e.use_stderr() {
+        return 0;
+    }
+    let command = args
+        .iter()
+        .skip(1)
+        .find_map(|a| match a.to_str() {
+            Some(name @ ("check" | "cp" | "bench")) => Some(name),
+            _ => None,
+        })
+        .map_or_else(
+            || "hipfile --help".to_owned(),
+            |c| format!("hipfile {c} --help"),
+        );
+    eprintln!("Run '{command}' for usage.");
+    EXIT_USAGE
+}
+
+/// Parsing helpers that the commands' own tests share.
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// Parses `args` (without the program's name).
+    pub fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("hipfile").chain(args.iter().copied()))
+            .map(|c| c.command)
+    }
+
+    /// The error `args` are refused with, rendered.
+    pub fn error(args: &[&str]) -> String {
+        match parse(args) {
+            Err(e) => e.render().to_string(),
+            Ok(c) => panic!("{args:?} parsed as {c:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_and_version_are_not_errors() {
+        for args in [
+            &["--help"][..],
+            &["-h"],
+            &["help"],
+            &["help", "check"],
+            &["check", "--help"],
+            &["check", "x", "-h"],
+            &["cp", "--help"],
+            &["bench", "--help"],
+        ] {
+            let e = parse(args).expect_err("help");
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{args:?}");
+            assert!(!e.use_stderr(), "{args:?}");
+        }
+        let e = parse(&["--version"]).expect_err("version");
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+        let e = parse(&["-V"]).expect_err("version");
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+    }
+
+    #[test]
+    fn a_command_is_required_and_must_be_known() {
+        let e = error(&[]);
+        assert!(e.contains("subcommand"), "{e}");
+        let e = error(&["chek"]);
+        assert!(e.contains("'chek'"), "{e}");
     }
 }

@@ -1,11 +1,11 @@
 //! What `hipfile check` says about one path: the probe's facts and both backends' verdicts,
 //! gathered into a [`Report`], then written as a JSON line or as a row of a table.
 
-use crate::json::Value;
 use hipfile::probe::{FileFacts, Unusable};
 use hipfile::{
     BackendKind, Config, Decision, MemoryKind, Platform, Request, RuntimeReport, Verdict,
 };
+use serde_json::{Value, json};
 use std::path::Path;
 
 /// Why no request would be served whatever the backends' verdicts: what an application
@@ -67,10 +67,7 @@ impl Blocked {
     }
 
     fn to_json(self) -> Value {
-        Value::Object(vec![
-            ("code", Value::str(self.code())),
-            ("message", Value::Str(self.message())),
-        ])
+        json!({"code": self.code(), "message": self.message()})
     }
 }
 
@@ -113,40 +110,34 @@ impl Context {
     }
 
     fn config_json(&self) -> Value {
-        Value::Object(vec![
-            ("allow_compat_mode", Value::Bool(self.allow_compat_mode)),
-            ("force_compat_mode", Value::Bool(self.force_compat_mode)),
-            (
-                "unsupported_file_systems",
-                Value::Bool(self.unsupported_file_systems),
-            ),
-        ])
+        json!({
+            "allow_compat_mode": self.allow_compat_mode,
+            "force_compat_mode": self.force_compat_mode,
+            "unsupported_file_systems": self.unsupported_file_systems,
+        })
     }
 
     fn runtime_json(&self) -> Value {
         let r = &self.runtime;
-        Value::Object(vec![
-            ("platform", Value::str(r.platform.as_str())),
-            (
-                "library",
-                Value::opt_str(r.library.as_ref().map(|p| p.to_string_lossy())),
-            ),
-            ("version", Value::opt_str(r.version.as_deref())),
-            ("amd_file_io", Value::Bool(r.amd_file_io)),
-            ("devices", Value::UInt(u64::from(r.devices))),
-            ("error", Value::opt_str(r.error.as_deref())),
-        ])
+        json!({
+            "platform": r.platform.as_str(),
+            "library": r.library.as_ref().map(|p| p.to_string_lossy()),
+            "version": r.version,
+            "amd_file_io": r.amd_file_io,
+            "devices": r.devices,
+            "error": r.error,
+        })
     }
 
     fn request_json(&self) -> Value {
         let q = &self.request;
-        Value::Object(vec![
-            ("op", Value::str(q.op.as_str())),
-            ("size", Value::UInt(q.size)),
-            ("file_offset", Value::UInt(q.file_offset)),
-            ("buffer_offset", Value::UInt(q.buffer_offset)),
-            ("memory", Value::str(self.memory.as_str())),
-        ])
+        json!({
+            "op": q.op.as_str(),
+            "size": q.size,
+            "file_offset": q.file_offset,
+            "buffer_offset": q.buffer_offset,
+            "memory": self.memory.as_str(),
+        })
     }
 
     /// The runtime's error after the table, if there is one: a `runtime error:` line, then each
@@ -237,18 +228,7 @@ impl Score {
     }
 
     fn to_json(&self) -> Value {
-        Value::Object(vec![
-            ("score", Value::Int(i64::from(self.score))),
-            (
-                "rejected_because",
-                Value::Array(
-                    self.rejected_because
-                        .iter()
-                        .map(|c| Value::str(*c))
-                        .collect(),
-                ),
-            ),
-        ])
+        json!({"score": self.score, "rejected_because": self.rejected_because})
     }
 
     fn cell(&self) -> String {
@@ -320,38 +300,26 @@ impl Report {
 
     /// The report as one JSON object (no newline).
     pub fn to_json(&self, ctx: &Context) -> String {
-        Value::Object(vec![
-            ("path", Value::str(self.path.as_str())),
-            (
-                "file",
-                Value::Object(vec![
-                    ("kind", Value::str(self.kind)),
-                    ("filesystem", Value::opt_str(self.filesystem.as_deref())),
-                    ("ext4_journal", Value::opt_str(self.ext4_journal)),
-                    ("o_direct", Value::Bool(self.o_direct)),
-                    ("dio_mem_align", Value::UInt(u64::from(self.dio_mem_align))),
-                    (
-                        "dio_offset_align",
-                        Value::UInt(u64::from(self.dio_offset_align)),
-                    ),
-                    (
-                        "unusable",
-                        Value::opt_str(self.unusable.map(Unusable::code)),
-                    ),
-                ]),
-            ),
-            ("config", ctx.config_json()),
-            ("runtime", ctx.runtime_json()),
-            ("request", ctx.request_json()),
-            ("fastpath", self.fastpath.to_json()),
-            ("fallback", self.fallback.to_json()),
-            ("selected", Value::opt_str(self.selected)),
-            (
-                "blocked",
-                self.blocked.map_or(Value::Null, Blocked::to_json),
-            ),
-        ])
-        .to_json()
+        json!({
+            "path": self.path,
+            "file": {
+                "kind": self.kind,
+                "filesystem": self.filesystem,
+                "ext4_journal": self.ext4_journal,
+                "o_direct": self.o_direct,
+                "dio_mem_align": self.dio_mem_align,
+                "dio_offset_align": self.dio_offset_align,
+                "unusable": self.unusable.map(Unusable::code),
+            },
+            "config": ctx.config_json(),
+            "runtime": ctx.runtime_json(),
+            "request": ctx.request_json(),
+            "fastpath": self.fastpath.to_json(),
+            "fallback": self.fallback.to_json(),
+            "selected": self.selected,
+            "blocked": self.blocked.map(Blocked::to_json),
+        })
+        .to_string()
     }
 
     fn cells(&self) -> [String; 7] {

@@ -3,9 +3,18 @@
 //! `emulated` names the emulated runtime that is installed beside this program. Also the
 //! driver's opening and the files' registration, with messages that say each thing once.
 
-use crate::args::RuntimeChoice;
 use hipfile::{ConfigBuilder, Driver, Error};
 use std::path::{Path, PathBuf};
+
+/// Which GPU runtime a command loads (`--runtime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RuntimeChoice {
+    /// The runtime the configuration finds on this machine.
+    #[default]
+    Auto,
+    /// The emulated runtime beside this program.
+    Emulated,
+}
 
 /// The file name of the emulated runtime.
 pub const EMULATED_LIBRARY: &str = "libhipfile_emu.so";

@@ -394,8 +394,21 @@ fn cold_runs_drop_the_cache() {
     assert!(f64_of(&v["limits"]["pread_direct_gbps"]) > 0.0, "{v}");
     let (fast, slow) = served(&v);
     assert_eq!(fast + slow, 3 * SIZE, "{v}");
-    let v = bench_json(&file, &["--cold", "--hot"]);
-    assert_eq!(v["cache"], "hot", "the last of --cold and --hot wins");
+}
+
+#[test]
+fn cold_and_hot_together_are_refused() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench(&file, &["--cold", "--hot"]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--cold") && run.stderr.contains("--hot"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+    assert!(!file.exists(), "bad arguments create nothing");
 }
 
 #[test]
@@ -492,7 +505,7 @@ fn bad_arguments_exit_2() {
         &["--runs", "0"],
         &["--io-size", "0"],
         &["--size", "0"],
-        &["--size", "1T"],
+        &["--size", "1P"],
         &["--backend", "gpu"],
         &["--devices", ""],
         &["--devices", "1,1"],

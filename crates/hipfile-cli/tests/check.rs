@@ -975,19 +975,25 @@ fn bad_arguments_exit_2_and_say_what_was_wrong() {
         (&["check", "--size", "abc", p], &["--size", "abc"]),
         (
             &["check", "--memory", "gpu", p],
-            &["--memory", "gpu", "device, host or managed"],
+            &["--memory", "gpu", "device, host, managed"],
         ),
         (
             &["check", "--op", "copy", p],
-            &["--op", "copy", "read or write"],
+            &["--op", "copy", "read, write"],
         ),
-        (&["check", p, "--offset"], &["--offset needs a value"]),
+        (
+            &["check", p, "--offset"],
+            &["--offset", "value is required"],
+        ),
         (&["check", "--buffer-align", "0", p], &["--buffer-align"]),
         (
             &["check", "--runtime", "cuda", p],
-            &["--runtime", "cuda", "auto or emulated"],
+            &["--runtime", "cuda", "auto, emulated"],
         ),
-        (&["check", p, "--runtime"], &["--runtime needs a value"]),
+        (
+            &["check", p, "--runtime"],
+            &["--runtime", "value is required"],
+        ),
         (&["check"], &["PATH"]),
         (&["check", "--json"], &["PATH"]),
         (&[], &["command"]),
@@ -1054,6 +1060,16 @@ fn help_and_version() {
     ] {
         assert!(run.stdout.contains(option), "check --help lacks {option}");
     }
+    // clap's help command shows a command's whole help, as --help does.
+    let run = hipfile(&["help", "check"], &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, hipfile(&["check", "--help"], &[]).stdout);
+    assert!(
+        run.stdout.contains("Usage: hipfile check"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("For each PATH"), "{}", run.stdout);
     let run = hipfile(&["--version"], &[]);
     assert_eq!(run.status, 0);
     assert_eq!(

@@ -653,9 +653,9 @@ fn bad_arguments_exit_2_and_say_what_was_wrong() {
     let dst = dir.path().join("dst");
     let d = dst.to_str().unwrap();
     let cases: &[(&[&str], &[&str])] = &[
-        (&["cp"], &["SRC and DST", "hipfile cp --help"]),
+        (&["cp"], &["<SRC>", "<DST>", "hipfile cp --help"]),
         (&["cp", s], &["DST"]),
-        (&["cp", s, d, "extra"], &["\"extra\"", "too many"]),
+        (&["cp", s, d, "extra"], &["'extra'", "unexpected argument"]),
         (
             &["cp", "--chunk", "1000", s, d],
             &["--chunk", "multiple of 4096"],
@@ -665,10 +665,10 @@ fn bad_arguments_exit_2_and_say_what_was_wrong() {
             &["--chunk", "multiple of 4096"],
         ),
         (&["cp", "--chunk", "lots", s, d], &["--chunk", "\"lots\""]),
-        (&["cp", s, d, "--chunk"], &["--chunk needs a value"]),
+        (&["cp", s, d, "--chunk"], &["--chunk", "value is required"]),
         (
             &["cp", "--runtime", "gpu", s, d],
-            &["--runtime", "auto or emulated"],
+            &["--runtime", "auto, emulated"],
         ),
         (
             &["cp", "--frobnicate", s, d],
@@ -695,7 +695,7 @@ fn help_names_every_option_and_the_exit_statuses() {
     let run = hipfile(&["cp", "--help"], &[]);
     assert_eq!(run.status, 0);
     for needle in [
-        "Usage: hipfile cp [OPTIONS] SRC DST",
+        "Usage: hipfile cp [OPTIONS] <SRC> <DST>",
         "--json",
         "--chunk",
         "--runtime",

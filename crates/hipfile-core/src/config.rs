@@ -142,25 +142,57 @@ impl Default for FallbackKnobs {
     }
 }
 
-/// Parses a byte count: digits with an optional binary suffix `K`, `M` or `G`
-/// (case-insensitive, optionally followed by `B` or `iB`), surrounding whitespace ignored.
-/// `None` for anything else or an overflow.
-pub fn parse_size(value: &str) -> Option<u64> {
-    let v = value.trim().to_ascii_lowercase();
-    let v = v
-        .strip_suffix("ib")
-        .or_else(|| v.strip_suffix('b'))
-        .unwrap_or(&v);
-    let (digits, shift) = match v.as_bytes().last()? {
-        b'k' => (&v[..v.len() - 1], 10),
-        b'm' => (&v[..v.len() - 1], 20),
-        b'g' => (&v[..v.len() - 1], 30),
-        _ => (v, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// Why a text is not a byte count ([`parse_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum SizeError {
+    /// Nothing but whitespace.
+    #[error("empty")]
+    Empty,
+    /// It does not start with an ASCII digit (a sign, a letter, a decimal point first).
+    #[error("not a whole number")]
+    NotAWholeNumber,
+    /// Digits followed by something that is not one of the suffixes.
+    #[error("unknown suffix")]
+    UnknownSuffix,
+    /// More than `u64::MAX` bytes.
+    #[error("too large")]
+    TooLarge,
+}
+
+/// Parses a byte count, the one grammar of the environment and the command line: ASCII
+/// digits, then optionally a suffix `K`, `KB`, `KiB`, `M`, `MB`, `MiB`, `G`, `GB`, `GiB`, `T`,
+/// `TB` or `TiB` in any case, each a power of 1024; surrounding whitespace is ignored.
+///
+/// `KB` means 1024 as in cuFile's and hipFile's own configuration, so that a value copied from
+/// theirs means the same here (docs/DECISIONS.md).
+///
+/// # Errors
+///
+/// [`SizeError`] says why the text is not a byte count.
+pub fn parse_size(value: &str) -> Result<u64, SizeError> {
+    let text = value.trim();
+    if text.is_empty() {
+        return Err(SizeError::Empty);
     }
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(SizeError::NotAWholeNumber);
+    }
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(SizeError::UnknownSuffix),
+    };
+    // Only digits remain, so the one way `parse` fails is an overflow.
+    let n: u64 = digits.parse().map_err(|_| SizeError::TooLarge)?;
+    n.checked_mul(1 << shift).ok_or(SizeError::TooLarge)
 }
 
 /// Which GPU platform to load.
@@ -253,6 +285,8 @@ pub enum ConfigWarning {
         used: String,
         /// The accepted spellings.
         expected: &'static str,
+        /// Why the value was refused, where the parser says more than "not valid".
+        reason: Option<String>,
     },
     /// `HIPFILE_FORCE_COMPAT_MODE` is true and `HIPFILE_ALLOW_COMPAT_MODE` is false: no
     /// request can be served.
@@ -262,9 +296,25 @@ pub enum ConfigWarning {
 impl fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigWarning::InvalidValue { variable, value, used, expected } => write!(
+            ConfigWarning::InvalidValue {
+                variable,
+                value,
+                used,
+                expected,
+                reason: None,
+            } => write!(
                 f,
                 "{variable}={value:?} is not valid (expected {expected}); using {used}"
+            ),
+            ConfigWarning::InvalidValue {
+                variable,
+                value,
+                used,
+                expected,
+                reason: Some(reason),
+            } => write!(
+                f,
+                "{variable}={value:?} is not valid ({reason}; expected {expected}); using {used}"
             ),
             ConfigWarning::NoBackend => f.write_str(
                 "HIPFILE_FORCE_COMPAT_MODE=true disables the fastpath and HIPFILE_ALLOW_COMPAT_MODE=false \
@@ -424,6 +474,7 @@ impl ConfigBuilder {
                         value: v,
                         used: default.to_string(),
                         expected: BOOL_SPELLINGS,
+                        reason: None,
                     });
                     default
                 }),
@@ -464,6 +515,7 @@ impl ConfigBuilder {
                         value: v,
                         used: defaults.stats_level.to_string(),
                         expected: "a non-negative integer",
+                        reason: None,
                     });
                     defaults.stats_level
                 }),
@@ -489,6 +541,7 @@ impl ConfigBuilder {
                             value: v,
                             used: "automatic (AMD, then NVIDIA)".into(),
                             expected: "amd or nvidia",
+                            reason: None,
                         });
                         PlatformChoice::Auto
                     }
@@ -496,21 +549,22 @@ impl ConfigBuilder {
             });
         let knobs = defaults.fallback;
         // A value that does not parse keeps the default; one that parses but lies outside
-        // `bounds` is replaced by the nearest bound. Both warn.
+        // `bounds` is replaced by the nearest bound. Both warn; the first with the parser's
+        // reason when it gives one.
         let mut number = |over: Option<u64>,
                           variable: &'static str,
                           default: u64,
-                          parse: fn(&str) -> Option<u64>,
+                          parse: fn(&str) -> Result<u64, Option<String>>,
                           bounds: (u64, u64),
                           expected: &'static str| {
             over.unwrap_or_else(|| match lookup(variable) {
                 None => default,
                 Some(v) => {
-                    let (used, valid) = match parse(&v) {
-                        None => (default, false),
-                        Some(n) => {
+                    let (used, valid, reason) = match parse(&v) {
+                        Err(reason) => (default, false, reason),
+                        Ok(n) => {
                             let clamped = n.clamp(bounds.0, bounds.1);
-                            (clamped, clamped == n)
+                            (clamped, clamped == n, None)
                         }
                     };
                     if !valid {
@@ -519,6 +573,7 @@ impl ConfigBuilder {
                             value: v,
                             used: used.to_string(),
                             expected,
+                            reason,
                         });
                     }
                     used
@@ -530,7 +585,9 @@ impl ConfigBuilder {
                 .parse::<u64>()
                 .ok()
                 .filter(|n| (1..=FallbackKnobs::MAX_IO_THREADS as u64).contains(n))
+                .ok_or(None)
         };
+        let size = |v: &str| parse_size(v).map_err(|e| Some(e.to_string()));
         let io_threads = number(
             self.io_threads.map(|n| n as u64),
             ENV_IO_THREADS,
@@ -543,28 +600,28 @@ impl ConfigBuilder {
             self.task_size,
             ENV_TASK_SIZE,
             knobs.task_size,
-            parse_size,
+            size,
             (FallbackKnobs::MIN_TASK_SIZE, FallbackKnobs::MAX_TASK_SIZE),
-            "a byte count from 4K to 1G, optionally with a K, M or G suffix",
+            "a byte count from 4K to 1G, optionally with a K, M, G or T suffix",
         );
         let staging_memory = number(
             self.staging_memory,
             ENV_STAGING_MEMORY,
             knobs.staging_memory,
-            parse_size,
+            size,
             (
                 FallbackKnobs::MIN_STAGING_MEMORY,
                 FallbackKnobs::MAX_STAGING_MEMORY,
             ),
-            "a byte count from 4K to 64G, optionally with a K, M or G suffix",
+            "a byte count from 4K to 64G, optionally with a K, M, G or T suffix",
         );
         let small_io_threshold = number(
             self.small_io_threshold,
             ENV_SMALL_IO_THRESHOLD,
             knobs.small_io_threshold,
-            parse_size,
+            size,
             (0, FallbackKnobs::MAX_SMALL_IO_THRESHOLD),
-            "a byte count up to 1G, optionally with a K, M or G suffix",
+            "a byte count up to 1G, optionally with a K, M, G or T suffix",
         );
         let config = Config {
             allow_compat_mode,
@@ -854,10 +911,102 @@ mod tests {
             ("3kb", 3 << 10),
             ("1G", 1 << 30),
         ] {
-            assert_eq!(parse_size(text), Some(n), "{text}");
+            assert_eq!(parse_size(text), Ok(n), "{text}");
         }
-        for bad in ["", "M", "-1", "1.5M", "1T", "lots", "99999999999999999999G"] {
-            assert_eq!(parse_size(bad), None, "{bad:?}");
+        for bad in ["", "M", "-1", "1.5M", "1P", "lots", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_every_suffix_as_a_power_of_1024() {
+        for (text, n) in [
+            ("0", 0),
+            ("123", 123),
+            ("4K", 4 << 10),
+            ("4kb", 4 << 10),
+            ("4KiB", 4 << 10),
+            ("4M", 4 << 20),
+            ("4MB", 4 << 20),
+            ("4MiB", 4 << 20),
+            ("4mib", 4 << 20),
+            ("2G", 2 << 30),
+            ("2GB", 2 << 30),
+            ("2gIb", 2 << 30),
+            ("3T", 3 << 40),
+            ("3TB", 3 << 40),
+            ("3TiB", 3 << 40),
+            (" \t4MB\n", 4 << 20),
+            ("18446744073709551615", u64::MAX),
+        ] {
+            assert_eq!(parse_size(text), Ok(n), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_say_why() {
+        for (text, why) in [
+            ("", SizeError::Empty),
+            ("  ", SizeError::Empty),
+            ("abc", SizeError::NotAWholeNumber),
+            ("-1", SizeError::NotAWholeNumber),
+            ("+1", SizeError::NotAWholeNumber),
+            ("K", SizeError::NotAWholeNumber),
+            ("1.5M", SizeError::UnknownSuffix),
+            ("1P", SizeError::UnknownSuffix),
+            ("1 K", SizeError::UnknownSuffix),
+            ("1KiBB", SizeError::UnknownSuffix),
+            ("1iB", SizeError::UnknownSuffix),
+            ("18446744073709551616", SizeError::TooLarge),
+            ("17179869184G", SizeError::TooLarge),
+            ("16777216T", SizeError::TooLarge),
+        ] {
+            assert_eq!(parse_size(text), Err(why), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_size_in_the_environment_warns_with_the_reason() {
+        let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_TASK_SIZE, "4QB")]));
+        assert_eq!(c.fallback.task_size, FallbackKnobs::DEFAULT_TASK_SIZE);
+        let text = w.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert!(
+            matches!(&text[..], [t] if t.contains("HIPFILE_TASK_SIZE") && t.contains("unknown suffix")),
+            "{text:?}"
+        );
+        // Not the default, so that reading it is seen.
+        for text in ["4MB", " 4MiB ", "4m"] {
+            let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_STAGING_MEMORY, text)]));
+            assert_eq!(
+                (c.fallback.staging_memory, w.len()),
+                (4_194_304, 0),
+                "{text:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Every count written with any suffix reads back as that count times its power.
+        #[test]
+        fn any_count_with_any_suffix_reads_back(
+            n in 0u64..(1 << 20),
+            unit in 0usize..12,
+            upper in proptest::bool::ANY,
+        ) {
+            let (suffix, shift) = [
+                ("k", 10), ("kb", 10), ("kib", 10), ("m", 20), ("mb", 20), ("mib", 20),
+                ("g", 30), ("gb", 30), ("gib", 30), ("t", 40), ("tb", 40), ("tib", 40),
+            ][unit];
+            let suffix = if upper { suffix.to_ascii_uppercase() } else { suffix.to_owned() };
+            proptest::prop_assert_eq!(parse_size(&format!("{n}{suffix}")), Ok(n << shift));
+        }
+
+        /// No text makes the parser panic, and whatever it accepts is its own digits.
+        #[test]
+        fn any_text_is_a_count_or_a_reason(text in "\\PC{0,12}") {
+            if let Ok(n) = parse_size(&text) {
+                proptest::prop_assert!(text.trim().starts_with(|c: char| c.is_ascii_digit()), "{} {}", text, n);
+            }
         }
     }
 
@@ -1010,6 +1159,7 @@ mod tests {
             value: "unique-value-for-this-test".into(),
             used: "0".into(),
             expected: "a non-negative integer",
+            reason: None,
         };
         assert!(warn_once(&w));
         assert!(!warn_once(&w));

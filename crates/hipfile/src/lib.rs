@@ -91,7 +91,7 @@ pub use hipfile_core::runtime::FileIoError;
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
     DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, Op,
-    PlatformChoice, Reason, Request, RuntimeError, Verdict,
+    PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};

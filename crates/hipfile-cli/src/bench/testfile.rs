@@ -1,0 +1,207 @@
+//! The test file: what becomes of it is decided before anything is written ([`plan_file`]),
+//! then it is opened, created or overwritten with the pattern ([`prepare_file`]); and the
+//! page-cache state each run starts in ([`set_cache`]). An existing file is changed only
+//! with `--overwrite`, and a file this run created but could not finish is removed.
+
+use super::{BenchArgs, Cache, PAGE, RAW_IO, WARM_THREADS, limits::raw_io};
+use hipfile::Op;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+/// The byte at `offset` of the test file: not zero anywhere in a page, so that nothing can
+/// be stored sparsely, and different from page to page.
+pub(super) fn pattern_byte(offset: u64) -> u8 {
+    let word = offset / 8;
+    (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8 | 1
+}
+
+pub(super) fn fill_pattern(buf: &mut [u8], offset: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(offset + i as u64);
+    }
+}
+
+/// What becomes of the test file, decided before anything is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FilePlan {
+    /// It does not exist: create it and write the pattern.
+    Create,
+    /// A read benchmark of a file of the right size: read it as it is, read-only.
+    Read,
+    /// `--overwrite`: write the pattern over it when its size differs; the runs may write it.
+    Overwrite,
+}
+
+/// Decides what to do with the test file, changing nothing. An existing file is changed only
+/// with `--overwrite`: it may hold data that is not bench's.
+pub(super) fn plan_file(args: &BenchArgs) -> Result<FilePlan, String> {
+    let shown = args.file.display();
+    let meta = match std::fs::metadata(&args.file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FilePlan::Create),
+        Err(e) => return Err(format!("cannot look at the test file {shown}: {e}")),
+    };
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "the test file {shown} is not a regular file; name a regular file, or a new one, \
+             with --file"
+        ));
+    }
+    let len = meta.len();
+    let keep = "nothing was changed; name a new file with --file, or pass --overwrite to let \
+                bench replace its contents";
+    match args.op {
+        Op::Read if len == args.size => Ok(FilePlan::Read),
+        _ if args.overwrite => Ok(FilePlan::Overwrite),
+        Op::Read => {
+            let as_is = if len > 0 {
+                format!(" (or read it as it is with --size {len})")
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "the test file {shown} exists with {len} bytes, not the {} of --size, and \
+                 bench would write its pattern over it: {keep}{as_is}",
+                args.size
+            ))
+        }
+        Op::Write => Err(format!(
+            "the test file {shown} exists, and a write benchmark writes over it: {keep}"
+        )),
+    }
+}
+
+/// Opens the test file as `plan` says, writing the pattern where it is needed. A file this
+/// call created but could not finish is removed.
+pub(super) fn prepare_file(path: &Path, size: u64, plan: FilePlan) -> Result<File, String> {
+    let shown = path.display();
+    match plan {
+        FilePlan::Read => {
+            // Read-only: whatever a read benchmark does, the file cannot be written.
+            let file =
+                File::open(path).map_err(|e| format!("cannot open the test file {shown}: {e}"))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| format!("cannot look at the test file {shown}: {e}"))?;
+            if !meta.file_type().is_file() || meta.len() != size {
+                return Err(format!(
+                    "the test file {shown} changed while bench started; run it again"
+                ));
+            }
+            eprintln!("hipfile: reusing the test file {shown} as it is ({size} bytes, read-only)");
+            Ok(file)
+        }
+        FilePlan::Create => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(path)
+                .map_err(|e| format!("cannot create the test file {shown}: {e}"))?;
+            eprintln!("hipfile: writing the test file {shown} ({size} bytes)");
+            if let Err(message) = write_pattern(&file, path, size) {
+                return Err(format!("{message}; {}", remove_created(&file, path)));
+            }
+            Ok(file)
+        }
+        FilePlan::Overwrite => {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|e| format!("cannot open the test file {shown} for writing: {e}"))?;
+            let meta = file
+                .metadata()
+                .map_err(|e| format!("cannot look at the test file {shown}: {e}"))?;
+            if !meta.file_type().is_file() {
+                return Err(format!("the test file {shown} is not a regular file"));
+            }
+            if meta.len() == size {
+                eprintln!(
+                    "hipfile: --overwrite: writing over the test file {shown} ({size} bytes)"
+                );
+                return Ok(file);
+            }
+            eprintln!(
+                "hipfile: --overwrite: writing the pattern over the test file {shown} ({size} bytes)"
+            );
+            write_pattern(&file, path, size)
+                .map_err(|message| format!("{message}; {shown} is left incomplete"))?;
+            Ok(file)
+        }
+    }
+}
+
+/// Writes the pattern over the whole of `file` and cuts it to `size`.
+pub(super) fn write_pattern(file: &File, path: &Path, size: u64) -> Result<(), String> {
+    let shown = path.display();
+    let mut buf = vec![0u8; usize::try_from(RAW_IO.min(size)).unwrap_or(PAGE)];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(buf.len() as u64) as usize;
+        fill_pattern(&mut buf[..n], offset);
+        file.write_all_at(&buf[..n], offset)
+            .map_err(|e| format!("cannot write the test file {shown} at {offset}: {e}"))?;
+        offset += n as u64;
+    }
+    file.set_len(size)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| format!("cannot finish the test file {shown}: {e}"))
+}
+
+/// Removes the test file this run created at `path` (and only if `path` still names it);
+/// says what was done.
+pub(super) fn remove_created(file: &File, path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let ours = match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    };
+    if !ours {
+        return format!("{shown} is no longer the file bench created, so it was left alone");
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => format!("removed the incomplete test file {shown}"),
+        Err(e) => format!("the incomplete test file {shown} could not be removed: {e}"),
+    }
+}
+
+/// Empties (`Cold`) or fills (`Hot`) the page cache of `file`.
+pub(super) fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), String> {
+    match cache {
+        Cache::Cold => {
+            // Dirty pages cannot be dropped: write them first.
+            file.sync_data()
+                .map_err(|e| format!("cannot flush the test file: {e}"))?;
+            rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed).map_err(|e| {
+                format!(
+                    "posix_fadvise(DONTNEED) on the test file failed: {}",
+                    io::Error::from(e)
+                )
+            })?;
+            if rustix::process::geteuid().is_root() {
+                // Best effort: the fadvise above is what is relied on.
+                let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+            }
+            Ok(())
+        }
+        Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS, false).map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pattern_has_no_zero_byte() {
+        let mut b = vec![0u8; 8192];
+        fill_pattern(&mut b, 4096);
+        assert!(b.iter().all(|&x| x != 0));
+        assert_ne!(b[..4096], b[4096..]);
+    }
+}

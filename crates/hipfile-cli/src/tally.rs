@@ -1,0 +1,73 @@
+//! [`Tally`]: the bytes each backend moved, and the requests retried, counted from the
+//! library's outcomes. `cp` reports it for its reads and its writes, `bench` for its runs.
+
+use hipfile::{BackendKind, IoOutcome};
+use serde::Serialize;
+
+/// Bytes moved by each backend, and requests the library retried on the fallback.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    /// Bytes the fastpath moved.
+    pub fastpath_bytes: u64,
+    /// Bytes the fallback moved.
+    pub fallback_bytes: u64,
+    /// Requests that failed on the fastpath and were served by the fallback.
+    pub retries: u64,
+}
+
+impl Tally {
+    /// Counts one outcome.
+    pub fn count(&mut self, outcome: &IoOutcome) {
+        match outcome.backend {
+            BackendKind::Fastpath => self.fastpath_bytes += outcome.bytes,
+            BackendKind::Fallback => self.fallback_bytes += outcome.bytes,
+        }
+        if outcome.retried {
+            self.retries += 1;
+        }
+    }
+
+    /// Adds another tally, of other requests.
+    pub fn add(&mut self, other: Tally) {
+        self.fastpath_bytes += other.fastpath_bytes;
+        self.fallback_bytes += other.fallback_bytes;
+        self.retries += other.retries;
+    }
+
+    /// One line: `fastpath N, fallback N, retries N`.
+    pub fn text(self) -> String {
+        format!(
+            "fastpath {}, fallback {}, retries {}",
+            self.fastpath_bytes, self.fallback_bytes, self.retries
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_each_backend_and_the_retries() {
+        let mut t = Tally::default();
+        let fast = IoOutcome {
+            bytes: 10,
+            backend: BackendKind::Fastpath,
+            retried: false,
+        };
+        t.count(&fast);
+        t.count(&IoOutcome {
+            bytes: 5,
+            backend: BackendKind::Fallback,
+            retried: true,
+        });
+        assert_eq!((t.fastpath_bytes, t.fallback_bytes, t.retries), (10, 5, 1));
+        let mut u = t;
+        u.add(t);
+        assert_eq!((u.fastpath_bytes, u.fallback_bytes, u.retries), (20, 10, 2));
+        assert_eq!(
+            serde_json::to_string(&t).ok().as_deref(),
+            Some(r#"{"fastpath_bytes":10,"fallback_bytes":5,"retries":1}"#)
+        );
+    }
+}
