@@ -54,7 +54,7 @@ fn large_settings_pin_only_what_a_request_uses() {
     };
     let size = 5_000_000;
     let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-    let src = d.alloc(size).unwrap();
+    let mut src = d.alloc(size).unwrap();
     src.copy_from_host(0, &data).unwrap();
     let dst = d.alloc(size).unwrap();
     for (op, buf) in [(Op::Write, &src), (Op::Read, &dst)] {

@@ -17,7 +17,7 @@ use crate::options;
 use crate::runtime::{RuntimeChoice, register_failed};
 use crate::tally::Tally;
 use clap::Args;
-use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle, IoOutcome};
+use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle};
 use rustix::fs::{FileType, Mode, OFlags, SeekFrom};
 use rustix::io::Errno;
 use serde::Serialize;
@@ -705,10 +705,8 @@ impl CopyJob<'_> {
                 .dst
                 .write_at(&part, at)
                 .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
-            moved.count(&IoOutcome {
-                bytes: outcome.bytes.min(data.saturating_sub(done)),
-                ..outcome
-            });
+            // The padding to DST's alignment is not the file's data.
+            moved.count_bytes(&outcome, outcome.bytes.min(data.saturating_sub(done)));
             if outcome.bytes == 0 {
                 return Err(cannot("no byte was written".into()));
             }

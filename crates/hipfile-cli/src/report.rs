@@ -458,13 +458,15 @@ mod tests {
     };
 
     fn ctx(config: &Config, memory: MemoryKind) -> Context {
-        let runtime = RuntimeReport {
-            platform: Platform::None,
-            library: None,
-            version: None,
-            amd_file_io: false,
-            devices: 0,
-            error: Some("no \"library\"\nfound".into()),
+        let runtime = {
+            let mut v = RuntimeReport::default();
+            v.platform = Platform::None;
+            v.library = None;
+            v.version = None;
+            v.amd_file_io = false;
+            v.devices = 0;
+            v.error = Some("no \"library\"\nfound".into());
+            v
         };
         let request = Request {
             op: Op::Read,
@@ -477,13 +479,15 @@ mod tests {
 
     /// A runtime without AMD file I/O that sees `devices` devices.
     fn loaded(devices: u32) -> RuntimeReport {
-        RuntimeReport {
-            platform: Platform::Nvidia,
-            library: Some(PathBuf::from("/usr/lib/libcudart.so")),
-            version: Some("12.4".into()),
-            amd_file_io: false,
-            devices,
-            error: (devices == 0).then(|| "cudaGetDeviceCount failed".into()),
+        {
+            let mut v = RuntimeReport::default();
+            v.platform = Platform::Nvidia;
+            v.library = Some(PathBuf::from("/usr/lib/libcudart.so"));
+            v.version = Some("12.4".into());
+            v.amd_file_io = false;
+            v.devices = devices;
+            v.error = (devices == 0).then(|| "cudaGetDeviceCount failed".into());
+            v
         }
     }
 
@@ -589,13 +593,15 @@ mod tests {
     fn header_names_a_loaded_runtime_and_its_devices() {
         let config = Config::default();
         let mut c = ctx(&config, MemoryKind::Device);
-        c.runtime = RuntimeReport {
-            platform: Platform::Emulated,
-            library: Some(PathBuf::from("/t/libhipfile_emu.so")),
-            version: Some("7.2.0".into()),
-            amd_file_io: true,
-            devices: 2,
-            error: None,
+        c.runtime = {
+            let mut v = RuntimeReport::default();
+            v.platform = Platform::Emulated;
+            v.library = Some(PathBuf::from("/t/libhipfile_emu.so"));
+            v.version = Some("7.2.0".into());
+            v.amd_file_io = true;
+            v.devices = 2;
+            v.error = None;
+            v
         };
         assert!(
             c.header().starts_with(

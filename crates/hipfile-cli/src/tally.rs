@@ -18,11 +18,20 @@ pub struct Tally {
 impl Tally {
     /// Counts one outcome.
     pub fn count(&mut self, outcome: &IoOutcome) {
-        match outcome.backend {
-            BackendKind::Fastpath => self.fastpath_bytes += outcome.bytes,
-            BackendKind::Fallback => self.fallback_bytes += outcome.bytes,
+        self.count_bytes(outcome, outcome.bytes);
+    }
+
+    /// Counts one outcome as `bytes` of data (fewer than it moved when the rest was padding).
+    pub fn count_bytes(&mut self, outcome: &IoOutcome, bytes: u64) {
+        self.record(outcome.backend, bytes, outcome.retried);
+    }
+
+    fn record(&mut self, backend: BackendKind, bytes: u64, retried: bool) {
+        match backend {
+            BackendKind::Fastpath => self.fastpath_bytes += bytes,
+            BackendKind::Fallback => self.fallback_bytes += bytes,
         }
-        if outcome.retried {
+        if retried {
             self.retries += 1;
         }
     }
@@ -50,17 +59,8 @@ mod tests {
     #[test]
     fn counts_each_backend_and_the_retries() {
         let mut t = Tally::default();
-        let fast = IoOutcome {
-            bytes: 10,
-            backend: BackendKind::Fastpath,
-            retried: false,
-        };
-        t.count(&fast);
-        t.count(&IoOutcome {
-            bytes: 5,
-            backend: BackendKind::Fallback,
-            retried: true,
-        });
+        t.record(BackendKind::Fastpath, 10, false);
+        t.record(BackendKind::Fallback, 5, true);
         assert_eq!((t.fastpath_bytes, t.fallback_bytes, t.retries), (10, 5, 1));
         let mut u = t;
         u.add(t);

@@ -136,11 +136,7 @@ mod tests {
                 "errno {errno}"
             );
         }
-        let hip = BackendError::Runtime(RuntimeError {
-            call: "h",
-            code: 100,
-            message: "no device".into(),
-        });
+        let hip = BackendError::Runtime(RuntimeError::new("h", 100, "no device"));
         assert!(!hip.is_retryable());
         assert!(!BackendError::Unsupported("x".into()).is_retryable());
     }

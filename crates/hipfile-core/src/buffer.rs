@@ -254,11 +254,11 @@ mod tests {
     fn runtime_failures_are_reported() {
         let mut rt = MockGpuRuntime::new();
         rt.expect_pointer_info().returning(|_| {
-            Err(RuntimeError {
-                call: "hipPointerGetAttributes",
-                code: 1,
-                message: "invalid argument".into(),
-            })
+            Err(RuntimeError::new(
+                "hipPointerGetAttributes",
+                1,
+                "invalid argument",
+            ))
         });
         let e = inspect_buffer(&rt, DevicePtr(0x1000), BufferUse::Unregistered).unwrap_err();
         assert_eq!(

@@ -53,6 +53,7 @@ pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
 /// nearest bound is used; [`ConfigBuilder`]'s setters clamp to the same bounds. The fields
 /// themselves are plain numbers: code that fills them in directly gets what it wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct FallbackKnobs {
     /// I/O worker threads, created on the first large request and kept until the driver
     /// closes. Default: the machine's available parallelism clamped to
@@ -210,6 +211,7 @@ pub enum PlatformChoice {
 
 /// The settled configuration of one driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// Whether the fallback backend may serve requests (and retries).
     pub allow_compat_mode: bool,

@@ -54,6 +54,7 @@ pub struct EventHandle(pub usize);
 /// A failed runtime call: which call, the runtime's numeric error and its text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{call} failed: {message} ({code})")]
+#[non_exhaustive]
 pub struct RuntimeError {
     /// The runtime function that failed, e.g. `hipMemcpyAsync`.
     pub call: &'static str,
@@ -61,6 +62,17 @@ pub struct RuntimeError {
     pub code: i32,
     /// The runtime's description of it.
     pub message: String,
+}
+
+impl RuntimeError {
+    /// The failure of `call` with the runtime's error number `code` and its text.
+    pub fn new(call: &'static str, code: i32, message: impl Into<String>) -> RuntimeError {
+        RuntimeError {
+            call,
+            code,
+            message: message.into(),
+        }
+    }
 }
 
 /// A failed AMD file-I/O call (`hipAmdFileRead`/`hipAmdFileWrite`).

@@ -92,11 +92,11 @@ fn every_other_errno_fails_at_once() {
 #[test]
 fn runtime_errors_fail_at_once() {
     let f = fixture();
-    let err = BackendError::Runtime(hipfile_core::RuntimeError {
-        call: "hipAmdFileRead",
-        code: 100,
-        message: "no device".into(),
-    });
+    let err = BackendError::Runtime(hipfile_core::RuntimeError::new(
+        "hipAmdFileRead",
+        100,
+        "no device",
+    ));
     let fast = backend(BackendKind::Fastpath, FAST, Some(Err(err)));
     let slow = backend(BackendKind::Fallback, SLOW, None);
     let e = f.submit(&[&fast, &slow]).unwrap_err();

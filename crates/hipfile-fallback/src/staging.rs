@@ -234,11 +234,11 @@ impl StagingPool {
         let Some(buffer) =
             PinnedMemory::alloc(&self.runtime, len).map_err(BackendError::Runtime)?
         else {
-            return Err(BackendError::Runtime(RuntimeError {
-                call: "hipHostMalloc",
-                code: 2,
-                message: format!("the runtime returned a null pointer for {len} pinned bytes"),
-            }));
+            return Err(BackendError::Runtime(RuntimeError::new(
+                "hipHostMalloc",
+                2,
+                format!("the runtime returned a null pointer for {len} pinned bytes"),
+            )));
         };
         slot.succeeded = true;
         Ok(buffer)
@@ -567,12 +567,14 @@ mod tests {
 
     #[test]
     fn sizes_for_the_knobs_stay_within_the_staging_memory() {
-        let knobs = |io_threads, task_size, staging_memory| FallbackKnobs {
-            io_threads,
-            task_size,
-            staging_memory,
-            small_io_threshold: 1 << 20,
-            cold_direct_reads: true,
+        let knobs = |io_threads, task_size, staging_memory| {
+            let mut v = FallbackKnobs::default();
+            v.io_threads = io_threads;
+            v.task_size = task_size;
+            v.staging_memory = staging_memory;
+            v.small_io_threshold = 1 << 20;
+            v.cold_direct_reads = true;
+            v
         };
         let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 256 << 20));
         assert_eq!((c.chunk_size, c.max_buffers), (4 << 20, 64));
@@ -688,11 +690,7 @@ mod tests {
         let c = calls.clone();
         rt.expect_alloc_pinned().returning(move |_| {
             c.fetch_add(1, Ordering::SeqCst);
-            Err(RuntimeError {
-                call: "hipHostMalloc",
-                code: 2,
-                message: "out of memory".into(),
-            })
+            Err(RuntimeError::new("hipHostMalloc", 2, "out of memory"))
         });
         let pool = StagingPool::new(Arc::new(rt), config(1));
         for _ in 0..2 {

@@ -88,9 +88,10 @@ impl DirectFile {
 
 /// The configuration: any filesystem that does direct I/O will do for these tests.
 fn config() -> Config {
-    Config {
-        unsupported_file_systems: true,
-        ..Config::default()
+    {
+        let mut v = Config::default();
+        v.unsupported_file_systems = true;
+        v
     }
 }
 

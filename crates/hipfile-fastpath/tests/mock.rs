@@ -137,11 +137,11 @@ fn a_failed_thread_init_is_a_runtime_error_and_is_tried_again() {
     let c = calls.clone();
     rt.expect_thread_init().times(2).returning(move || {
         if c.fetch_add(1, Ordering::SeqCst) == 0 {
-            Err(RuntimeError {
-                call: "hipInit",
-                code: 100,
-                message: "no ROCm-capable device is detected".into(),
-            })
+            Err(RuntimeError::new(
+                "hipInit",
+                100,
+                "no ROCm-capable device is detected",
+            ))
         } else {
             Ok(())
         }
@@ -168,11 +168,11 @@ fn runtime_failures_keep_their_kind() {
     let mut rt = runtime();
     rt.expect_thread_init().returning(|| Ok(()));
     rt.expect_amd_file_read().times(1).returning(|_, _, _, _| {
-        Err(FileIoError::Runtime(RuntimeError {
-            call: "hipAmdFileRead",
-            code: 1,
-            message: "invalid argument".into(),
-        }))
+        Err(FileIoError::Runtime(RuntimeError::new(
+            "hipAmdFileRead",
+            1,
+            "invalid argument",
+        )))
     });
     rt.expect_amd_file_write()
         .times(1)

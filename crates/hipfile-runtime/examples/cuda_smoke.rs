@@ -247,13 +247,7 @@ fn main() -> ExitCode {
     let fresh = std::thread::scope(|s| {
         s.spawn(|| rt.address_range(interior))
             .join()
-            .unwrap_or_else(|_| {
-                Err(RuntimeError {
-                    call: "thread",
-                    code: -1,
-                    message: "panicked".into(),
-                })
-            })
+            .unwrap_or_else(|_| Err(RuntimeError::new("thread", -1, "panicked")))
     });
     report_range(&mut c, "address_range (new thread)", fresh, dev);
     let host_range = rt.address_range(DevicePtr(plain.as_ptr() as usize as u64));

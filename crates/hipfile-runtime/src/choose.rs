@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Which GPU runtime was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Platform {
     /// AMD's HIP runtime (`libamdhip64`).
@@ -22,6 +22,7 @@ pub enum Platform {
     /// NVIDIA's CUDA runtime (no AMD file I/O: the fallback serves).
     Nvidia,
     /// No runtime could be loaded.
+    #[default]
     None,
 }
 
@@ -37,8 +38,9 @@ impl Platform {
     }
 }
 
-/// The runtime as found on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The runtime as found on this machine. The default is the report of no runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RuntimeReport {
     /// Which runtime.
     pub platform: Platform,

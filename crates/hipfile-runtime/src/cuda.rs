@@ -113,11 +113,7 @@ impl CudaRuntime {
     }
 
     fn error(&self, call: &'static str, e: CudaError) -> RuntimeError {
-        RuntimeError {
-            call,
-            code: e.0,
-            message: self.cuda.error_string(e),
-        }
+        RuntimeError::new(call, e.0, self.cuda.error_string(e))
     }
 
     /// A driver failure: the `CUresult` number, the driver's text and the enumerator's name,
@@ -133,11 +129,7 @@ impl CudaRuntime {
             Some(name) => format!("{text} [CUresult {name}]"),
             None => format!("{text} [CUresult]"),
         };
-        RuntimeError {
-            call,
-            code: e.0,
-            message,
-        }
+        RuntimeError::new(call, e.0, message)
     }
 }
 

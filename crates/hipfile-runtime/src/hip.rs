@@ -92,11 +92,7 @@ impl HipRuntime {
     }
 
     fn error(&self, call: &'static str, e: HipError) -> RuntimeError {
-        RuntimeError {
-            call,
-            code: e.0,
-            message: self.hip.error_string(e),
-        }
+        RuntimeError::new(call, e.0, self.hip.error_string(e))
     }
 }
 

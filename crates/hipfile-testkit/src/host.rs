@@ -93,11 +93,7 @@ fn free(table: &Mutex<Table>, p: usize) -> bool {
 }
 
 fn rt_error(call: &'static str, code: i32, message: impl Into<String>) -> RuntimeError {
-    RuntimeError {
-        call,
-        code,
-        message: message.into(),
-    }
+    RuntimeError::new(call, code, message.into())
 }
 
 /// Work queued on streams, for a deferred runtime.

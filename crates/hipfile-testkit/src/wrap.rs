@@ -58,11 +58,9 @@ impl Injected {
     fn enter(&self, call: Call, site: Site) -> Result<(), RuntimeError> {
         match self.faults.hit(call, site) {
             None => Ok(()),
-            Some(Effect::Fail { code, message }) => Err(RuntimeError {
-                call: call.runtime_name(),
-                code,
-                message,
-            }),
+            Some(Effect::Fail { code, message }) => {
+                Err(RuntimeError::new(call.runtime_name(), code, message))
+            }
             Some(e) => unreachable!("{e:?} on {call:?}: `Faults::add` allows it on file I/O only"),
         }
     }
@@ -75,11 +73,11 @@ impl Injected {
         };
         match self.faults.hit(call, site) {
             None => Ok(size),
-            Some(Effect::Fail { code, message }) => Err(FileIoError::Runtime(RuntimeError {
-                call: call.runtime_name(),
+            Some(Effect::Fail { code, message }) => Err(FileIoError::Runtime(RuntimeError::new(
+                call.runtime_name(),
                 code,
                 message,
-            })),
+            ))),
             Some(Effect::Errno(e)) => Err(FileIoError::Errno(e)),
             Some(Effect::Unavailable) => Err(FileIoError::Unavailable),
             Some(Effect::Short(max)) => Ok(size.min(max)),

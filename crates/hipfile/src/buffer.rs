@@ -235,7 +235,7 @@ impl DeviceBuffer {
     /// # Errors
     ///
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
-    pub fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+    pub fn copy_from_host(&mut self, offset: usize, data: &[u8]) -> Result<(), Error> {
         self.memory.copy_from_host(offset, data)
     }
 
@@ -368,11 +368,11 @@ impl PinnedHostBuffer {
             });
         }
         let Some(memory) = PinnedMemory::alloc(driver.gpu(), len).map_err(Error::Runtime)? else {
-            return Err(Error::Runtime(hipfile_core::RuntimeError {
-                call: "pinned host allocation",
-                code: 0,
-                message: "the runtime returned a null pointer".into(),
-            }));
+            return Err(Error::Runtime(hipfile_core::RuntimeError::new(
+                "pinned host allocation",
+                0,
+                "the runtime returned a null pointer",
+            )));
         };
         Ok(PinnedHostBuffer { driver, memory })
     }

@@ -136,6 +136,7 @@ impl std::fmt::Debug for FileHandle {
 /// size clamp, a write that failed part way), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "the count may be short of the request's size"]
+#[non_exhaustive]
 pub struct IoOutcome {
     /// Bytes moved (short at end of file, or for a size above `0x7ffff000`).
     pub bytes: u64,
@@ -203,7 +204,7 @@ impl FileHandle {
     /// serving backend's failure (with its errno or runtime error), a deregistered handle.
     pub fn read(
         &self,
-        buffer: &DeviceBuffer,
+        buffer: &mut DeviceBuffer,
         size: u64,
         file_offset: i64,
         buffer_offset: i64,

@@ -60,9 +60,9 @@ fn read_and_check(
     offset: usize,
     buffer_offset: usize,
 ) -> BackendKind {
-    let buf = d.alloc(buffer_offset + size.max(1)).unwrap();
+    let mut buf = d.alloc(buffer_offset + size.max(1)).unwrap();
     let out = fh
-        .read(&buf, size as u64, offset as i64, buffer_offset as i64)
+        .read(&mut buf, size as u64, offset as i64, buffer_offset as i64)
         .unwrap();
     let expect_len = data.len().saturating_sub(offset).min(size);
     assert_eq!(out.bytes as usize, expect_len, "read of {size} at {offset}");
@@ -125,7 +125,7 @@ fn round_trips_on(fs: &MountedFs, aligned_backend: BackendKind) {
         .unwrap();
     let oh = d.register_file(&out).unwrap();
     let src = pattern(2 << 20, 99);
-    let buf = d.alloc(src.len()).unwrap();
+    let mut buf = d.alloc(src.len()).unwrap();
     buf.copy_from_host(0, &src).unwrap();
     let w = oh.write(&buf, 1 << 20, 0, 0).unwrap();
     assert_eq!((w.bytes, w.backend), (1 << 20, aligned_backend));
@@ -248,8 +248,8 @@ fn fault_child(expect: &str) {
     write_file(&path, &data);
     let file = open_rw(&path);
     let fh = d.register_file(&file).unwrap();
-    let buf = d.alloc(2 << 20).unwrap();
-    let r = fh.read(&buf, 1 << 20, 0, 0);
+    let mut buf = d.alloc(2 << 20).unwrap();
+    let r = fh.read(&mut buf, 1 << 20, 0, 0);
     let w = fh.write(&buf, 1 << 20, 1 << 20, 0);
     match expect {
         "retried" => {
@@ -382,7 +382,7 @@ fn child_fsize_limit() {
     let dir = TempDir::new("hipfile-fsize");
     let size = 8 << 20;
     let data = pattern(size, 21);
-    let buf = d.alloc(size).unwrap();
+    let mut buf = d.alloc(size).unwrap();
     buf.copy_from_host(0, &data).unwrap();
     let limit = FSIZE_LIMIT as usize;
 
@@ -497,10 +497,10 @@ fn abi_child(expect_amd_file_io: bool) {
     let host = vec![0u8; 4096];
     // SAFETY: the buffer is only handed to calls that refuse it; nothing writes through it.
     #[allow(unsafe_code)]
-    let hb = unsafe {
+    let mut hb = unsafe {
         hipfile::DeviceBuffer::from_raw(&d, hipfile::DevicePtr(host.as_ptr() as u64), host.len())
     };
-    let e = fh.read(&hb, 4096, 0, 0).unwrap_err();
+    let e = fh.read(&mut hb, 4096, 0, 0).unwrap_err();
     assert!(e.to_string().contains("buffer_not_device_memory"), "{e}");
     assert!(matches!(
         d.register_buffer(&hb),
@@ -596,8 +596,8 @@ fn child_implicit_open() {
     assert_eq!(fh.driver().runtime().platform, Platform::Emulated);
     let again = Driver::open().unwrap();
     assert!(again.same_as(fh.driver()), "one process-wide driver");
-    let buf = again.alloc(8192).unwrap();
-    assert_eq!(fh.read(&buf, 8192, 0, 0).unwrap().bytes, 8192);
+    let mut buf = again.alloc(8192).unwrap();
+    assert_eq!(fh.read(&mut buf, 8192, 0, 0).unwrap().bytes, 8192);
     // Another configuration cannot be forced on the open driver.
     assert!(matches!(
         Driver::open_with(ConfigBuilder::new().force_compat_mode(true)),
@@ -648,7 +648,7 @@ fn bad_input_is_a_clear_error() {
         d.register_file(&file),
         Err(Error::HandleAlreadyRegistered { .. })
     ));
-    let buf = d.alloc(4096).unwrap();
+    let mut buf = d.alloc(4096).unwrap();
     // Buffer offset past the end, size beyond the buffer, negative offsets.
     for (size, off, boff) in [
         (1u64, 0i64, 4096i64),
@@ -657,7 +657,7 @@ fn bad_input_is_a_clear_error() {
         (1, -1, 0),
         (1, 0, -1),
     ] {
-        let e = fh.read(&buf, size, off, boff).unwrap_err();
+        let e = fh.read(&mut buf, size, off, boff).unwrap_err();
         assert!(
             matches!(e, Error::InvalidValue { .. }),
             "{size} {off} {boff}: {e}"
@@ -679,16 +679,16 @@ fn bad_input_is_a_clear_error() {
     // SAFETY: the buffer is only used for a read that every backend refuses; the emulated
     // runtime reports plain host memory as unregistered.
     #[allow(unsafe_code)]
-    let hb = unsafe {
+    let mut hb = unsafe {
         hipfile::DeviceBuffer::from_raw(&d, hipfile::DevicePtr(host.as_ptr() as u64), host.len())
     };
-    let e = fh.read(&hb, 4096, 0, 0).unwrap_err();
+    let e = fh.read(&mut hb, 4096, 0, 0).unwrap_err();
     assert!(matches!(e, Error::NoBackend { .. }), "{e}");
     assert!(e.to_string().contains("buffer_not_device_memory"), "{e}");
     // A deregistered handle.
     fh.deregister().unwrap();
     assert!(matches!(
-        fh.read(&buf, 4096, 0, 0),
+        fh.read(&mut buf, 4096, 0, 0),
         Err(Error::HandleNotRegistered)
     ));
     // The descriptor can be registered again once deregistered.
@@ -697,7 +697,7 @@ fn bad_input_is_a_clear_error() {
     // A file opened write-only, then read.
     let wo = OpenOptions::new().write(true).open(&path).unwrap();
     let wh = d.register_file(&wo).unwrap();
-    let e = wh.read(&buf, 100, 1, 0).unwrap_err();
+    let e = wh.read(&mut buf, 100, 1, 0).unwrap_err();
     assert_eq!(e.errno(), Some(9), "EBADF expected: {e}");
 }
 
@@ -719,7 +719,7 @@ fn a_write_that_fills_the_filesystem_returns_what_fits() {
     let fh = d.register_file(&f).unwrap();
     let size = (16 << 20) - 1;
     let data = pattern(size, 8);
-    let buf = d.alloc(size).unwrap();
+    let mut buf = d.alloc(size).unwrap();
     buf.copy_from_host(0, &data).unwrap();
     // Unaligned so the fallback serves it.
     let w = fh.write(&buf, size as u64, 0, 0).unwrap();
@@ -743,8 +743,8 @@ fn a_file_truncated_during_reads_gives_short_counts_not_garbage() {
     let f = open_rw(&path);
     let fh = d.register_file(&f).unwrap();
     f.set_len(5000).unwrap();
-    let buf = d.alloc(1 << 20).unwrap();
-    let out = fh.read(&buf, 1 << 20, 0, 0).unwrap();
+    let mut buf = d.alloc(1 << 20).unwrap();
+    let out = fh.read(&mut buf, 1 << 20, 0, 0).unwrap();
     assert_eq!(out.bytes, 5000);
     let mut got = vec![0u8; 5000];
     buf.copy_to_host(0, &mut got).unwrap();
@@ -782,13 +782,13 @@ fn an_overflowing_task_size_warns_and_the_driver_serves() {
         .open(&path)
         .unwrap();
     let fh = d.register_file(&f).unwrap();
-    let buf = d.alloc(size + 3).unwrap();
+    let mut buf = d.alloc(size + 3).unwrap();
     buf.copy_from_host(3, &data).unwrap();
     let w = fh.write(&buf, size as u64, 7, 3).unwrap();
     assert_eq!((w.bytes, w.backend), (size as u64, BackendKind::Fallback));
     assert!(std::fs::read(&path).unwrap()[7..] == data[..]);
-    let back = d.alloc(size).unwrap();
-    let r = fh.read(&back, size as u64, 7, 0).unwrap();
+    let mut back = d.alloc(size).unwrap();
+    let r = fh.read(&mut back, size as u64, 7, 0).unwrap();
     assert_eq!((r.bytes, r.backend), (size as u64, BackendKind::Fallback));
     let mut got = vec![0u8; size];
     back.copy_to_host(0, &mut got).unwrap();
@@ -806,19 +806,22 @@ fn many_threads_read_and_write_disjoint_ranges() {
     write_file(&path, &data);
     let f = open_rw(&path);
     let fh = d.register_file(&f).unwrap();
-    let buf = d.alloc(chunk * threads).unwrap();
+    let mut buf = d.alloc(chunk * threads).unwrap();
     d.register_buffer(&buf).unwrap();
+    // One view of the registered buffer per thread: each thread's range is its own.
+    let views = buf.slice_mut(..).unwrap().chunks(chunk).unwrap();
     std::thread::scope(|s| {
-        for t in 0..threads {
-            let (fh, buf) = (&fh, &buf);
+        for (t, mut view) in views.into_iter().enumerate() {
+            let fh = &fh;
             s.spawn(move || {
                 for round in 0..4 {
                     // Alternate aligned (fastpath) and unaligned (fallback) requests.
                     let size = if round % 2 == 0 { chunk } else { chunk - 1 };
-                    let off = (t * chunk) as i64;
-                    let r = fh.read(buf, size as u64, off, off).unwrap();
+                    let off = (t * chunk) as u64;
+                    let mut part = view.slice_mut(..size).unwrap();
+                    let r = fh.read_at(&mut part, off).unwrap();
                     assert_eq!(r.bytes as usize, size);
-                    let w = fh.write(buf, size as u64, off, off).unwrap();
+                    let w = fh.write_at(&part, off).unwrap();
                     assert_eq!(w.bytes as usize, size);
                 }
             });
@@ -846,7 +849,7 @@ fn deregistration_while_in_flight_is_refused() {
     write_file(&path, &pattern(64 << 20, 1));
     let f = open_rw(&path);
     let fh = d.register_file(&f).unwrap();
-    let buf = d.alloc(64 << 20).unwrap();
+    let mut buf = d.alloc(64 << 20).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let started = std::sync::atomic::AtomicBool::new(false);
     let mut refused = 0;
@@ -855,7 +858,7 @@ fn deregistration_while_in_flight_is_refused() {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 started.store(true, std::sync::atomic::Ordering::SeqCst);
                 // Whole until deregistration succeeds, refused after it.
-                match fh.read(&buf, 64 << 20, 0, 0) {
+                match fh.read(&mut buf, 64 << 20, 0, 0) {
                     Ok(o) => assert_eq!(o.bytes, 64 << 20),
                     Err(Error::HandleNotRegistered) => {}
                     Err(e) => panic!("{e}"),
@@ -892,7 +895,7 @@ fn pinned_host_buffers_copy_to_and_from_the_device() {
     assert_eq!(host.len(), 3 * 4096 + 5);
     assert!(host.iter().all(|&b| b == 0), "not zeroed");
     host.copy_from_slice(&pattern(3 * 4096 + 5, 9));
-    let dev = d.alloc(4 * 4096).unwrap();
+    let mut dev = d.alloc(4 * 4096).unwrap();
     dev.copy_from_host(100, &host).unwrap();
     let mut back = d.alloc_pinned(3 * 4096 + 5).unwrap();
     dev.copy_to_host(100, &mut back).unwrap();
@@ -930,14 +933,14 @@ fn devices_child(force_fallback: bool) {
         for dev in 0..DEVICES {
             let (d, fh, data) = (&d, &fh, &data);
             s.spawn(move || {
-                let buf = d.alloc_on(dev, size).unwrap();
+                let mut buf = d.alloc_on(dev, size).unwrap();
                 d.register_buffer(&buf).unwrap();
-                let small = fh.read(&buf, 4096, 8192, 4096).unwrap();
+                let small = fh.read(&mut buf, 4096, 8192, 4096).unwrap();
                 assert_eq!(small.bytes, 4096);
                 let mut got = vec![0u8; 4096];
                 buf.copy_to_host(4096, &mut got).unwrap();
                 assert!(got[..] == data[8192..12288], "device {dev}");
-                let r = fh.read(&buf, size as u64, 0, 0).unwrap();
+                let r = fh.read(&mut buf, size as u64, 0, 0).unwrap();
                 assert_eq!(r.bytes, size as u64, "device {dev}");
                 let mut got = vec![0u8; size];
                 buf.copy_to_host(0, &mut got).unwrap();
@@ -1014,7 +1017,7 @@ fn writes_land_at_their_offset_on_an_append_descriptor(fs_path: &Path, aligned: 
         .unwrap();
     let fh = d.register_file(&file).unwrap();
     let src = pattern(8192, 77);
-    let buf = d.alloc(src.len()).unwrap();
+    let mut buf = d.alloc(src.len()).unwrap();
     buf.copy_from_host(0, &src).unwrap();
     let small = fh.write(&buf, 10, 100, 0).unwrap();
     assert_eq!((small.bytes, small.backend), (10, BackendKind::Fallback));
@@ -1099,10 +1102,10 @@ fn dev_null_is_served_by_the_fallback() {
     let null = open_rw(Path::new("/dev/null"));
     let fh = d.register_file(&null).unwrap();
     assert!(fh.facts().unusable().is_none());
-    let buf = d.alloc(1 << 20).unwrap();
+    let mut buf = d.alloc(1 << 20).unwrap();
     buf.copy_from_host(0, &pattern(1 << 20, 3)).unwrap();
     for (offset, size) in [(0, 4096), (12_345, 1 << 20)] {
-        let r = fh.read(&buf, size, offset, 0).unwrap();
+        let r = fh.read(&mut buf, size, offset, 0).unwrap();
         assert_eq!(
             (r.bytes, r.backend, r.retried),
             (0, BackendKind::Fallback, false)
@@ -1159,7 +1162,7 @@ fn a_refused_deregistration_changes_nothing() {
     let reading = std::sync::atomic::AtomicUsize::new(READERS);
     std::thread::scope(|s| {
         let held = s.spawn(|| {
-            let buf = d.alloc(4096).unwrap();
+            let mut buf = d.alloc(4096).unwrap();
             parking.faults().add(
                 Fault::on(Call::CopyToDevice)
                     .synchronous()
@@ -1167,7 +1170,7 @@ fn a_refused_deregistration_changes_nothing() {
                     .park(&gate),
             );
             // Unaligned, so the fallback serves it and copies to the device synchronously.
-            fh.read(&buf, 4000, 0, 0).map(|o| o.bytes)
+            fh.read(&mut buf, 4000, 0, 0).map(|o| o.bytes)
         });
         // Released however this scope ends, so that a failed assertion fails the test
         // instead of leaving the held request parked for ever.
@@ -1176,9 +1179,9 @@ fn a_refused_deregistration_changes_nothing() {
         let readers: Vec<_> = (0..READERS)
             .map(|_| {
                 s.spawn(|| {
-                    let buf = d.alloc(4096).unwrap();
+                    let mut buf = d.alloc(4096).unwrap();
                     let failed = (0..READS)
-                        .filter(|i| fh.read(&buf, 100, (*i % 1000) as i64, 0).is_err())
+                        .filter(|i| fh.read(&mut buf, 100, (*i % 1000) as i64, 0).is_err())
                         .count();
                     reading.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                     failed
@@ -1249,17 +1252,17 @@ fn registrations_do_not_outlive_their_buffers() {
 
     // A request through an alias of a registered buffer is validated against the alias's
     // own length, not the registration's.
-    let big = view(1 << 20);
+    let mut big = view(1 << 20);
     a.register_buffer(&big).unwrap();
     let dir = TempDir::new("hipfile-alias");
     let path = dir.path().join("a.bin");
     write_file(&path, &pattern(1 << 20, 2));
     let file = File::open(&path).unwrap();
     let fh = a.register_file(&file).unwrap();
-    let small = view(4096);
-    let e = fh.read(&small, 8192, 0, 0).unwrap_err();
+    let mut small = view(4096);
+    let e = fh.read(&mut small, 8192, 0, 0).unwrap_err();
     assert!(matches!(e, Error::InvalidValue { .. }), "{e:?}");
-    assert_eq!(fh.read(&big, 8192, 0, 0).unwrap().bytes, 8192);
+    assert_eq!(fh.read(&mut big, 8192, 0, 0).unwrap().bytes, 8192);
 }
 
 // ---- durability ----
@@ -1270,7 +1273,7 @@ fn registrations_do_not_outlive_their_buffers() {
 fn writes_survive_a_crash(mut fs: MountedFs) {
     let d = driver(ConfigBuilder::new()).unwrap();
     let data = pattern(8 << 20, 21);
-    let buf = d.alloc(data.len()).unwrap();
+    let mut buf = d.alloc(data.len()).unwrap();
     buf.copy_from_host(0, &data).unwrap();
     // The fastpath's write comes last: a later `fdatasync` on the same filesystem commits
     // its journal, and with it the metadata of earlier writes.
@@ -1326,8 +1329,8 @@ fn a_thread_with_its_own_descriptor_table_moves_its_own_files_bytes() {
     // Start the I/O threads here, in the process's table.
     {
         let fh = d.register_file(&main_file).unwrap();
-        let buf = d.alloc(8 << 20).unwrap();
-        assert_eq!(fh.read(&buf, 8 << 20, 0, 0).unwrap().bytes, 8 << 20);
+        let mut buf = d.alloc(8 << 20).unwrap();
+        assert_eq!(fh.read(&mut buf, 8 << 20, 0, 0).unwrap().bytes, 8 << 20);
     }
     let number = std::os::fd::AsRawFd::as_raw_fd(&main_file);
     std::thread::scope(|s| {
@@ -1344,9 +1347,9 @@ fn a_thread_with_its_own_descriptor_table_moves_its_own_files_bytes() {
                 unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(number) };
             rustix::io::dup2(&own, &mut slot).unwrap();
             let fh = d.register_file(&slot).unwrap();
-            let buf = d.alloc(8 << 20).unwrap();
+            let mut buf = d.alloc(8 << 20).unwrap();
             for (size, offset) in [(8 << 20, 0), (4096, 8192)] {
-                let out = fh.read(&buf, size, offset, 0).unwrap();
+                let out = fh.read(&mut buf, size, offset, 0).unwrap();
                 assert_eq!(out.bytes, size);
                 let mut got = vec![0u8; size as usize];
                 buf.copy_to_host(0, &mut got).unwrap();
@@ -1382,7 +1385,7 @@ fn the_access_mode_of_the_descriptor_is_said() {
     let path = dir.path().join("f.bin");
     let data = pattern(8192, 4);
     write_file(&path, &data);
-    let buf = d.alloc(8192).unwrap();
+    let mut buf = d.alloc(8192).unwrap();
     let ro = File::open(&path).unwrap();
     let rh = d.register_file(&ro).unwrap();
     for size in [8192, 100] {
@@ -1394,7 +1397,7 @@ fn the_access_mode_of_the_descriptor_is_said() {
     assert!(std::fs::read(&path).unwrap() == data);
     let wo = OpenOptions::new().write(true).open(&path).unwrap();
     let wh = d.register_file(&wo).unwrap();
-    let e = wh.read(&buf, 4096, 0, 0).unwrap_err();
+    let e = wh.read(&mut buf, 4096, 0, 0).unwrap_err();
     assert!(e.to_string().contains("write-only (O_WRONLY)"), "{e}");
     assert_eq!(e.errno(), Some(libc::EBADF));
 }

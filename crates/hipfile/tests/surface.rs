@@ -80,11 +80,11 @@ fn errors(
 
 #[test]
 fn every_error_with_a_cause_returns_it_as_its_source() {
-    let e = hipfile::Error::Runtime(hipfile::core::RuntimeError {
-        call: "hipMemcpy",
-        code: 1,
-        message: "invalid value".into(),
-    });
+    let e = hipfile::Error::Runtime(hipfile::core::RuntimeError::new(
+        "hipMemcpy",
+        1,
+        "invalid value",
+    ));
     assert!(std::error::Error::source(&e).is_some());
     let e = hipfile::Error::DriverOpen("no runtime".into());
     assert_eq!(

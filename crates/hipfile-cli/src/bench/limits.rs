@@ -93,7 +93,7 @@ impl FileLimits {
     }
 
     /// One run of each figure, after a run of the case.
-    pub(super) fn run(&mut self, case: &Case<'_>) -> Result<(), String> {
+    pub(super) fn run(&mut self, case: &mut Case<'_>) -> Result<(), String> {
         self.raw.push(case.raw_run(self.threads)?);
         if let Some(n) = self.direct_threads {
             self.direct.extend(case.raw_direct_run(n)?);
@@ -122,7 +122,7 @@ impl FileLimits {
 /// device, a `pwrite` and an `fdatasync` (writes).
 pub(super) fn raw_request(
     file: &File,
-    buf: &DeviceBuffer,
+    buf: &mut DeviceBuffer,
     op: Op,
     host: &mut [u8],
     at: u64,
@@ -269,7 +269,7 @@ impl Case<'_> {
     }
 
     pub(super) fn limits(
-        &self,
+        &mut self,
         driver: &Driver,
         file_limits: &FileLimits,
     ) -> Result<Limits, String> {
@@ -297,9 +297,10 @@ impl Case<'_> {
 
     /// Upstream hipFile's serial fallback over the whole file (see [`Limits::serial_gbps`])
     /// with the first device buffer; returns the seconds taken.
-    pub(super) fn serial(&self, op: Op) -> Result<f64, String> {
+    pub(super) fn serial(&mut self, op: Op) -> Result<f64, String> {
         let size = self.args.size;
-        let buf = &self.groups[0].bufs[0];
+        let file = self.file;
+        let buf = &mut self.groups[0].bufs[0];
         let chunk = RAW_IO.min(self.io).min(size) as usize;
         let mut host = HostBuf::new(chunk);
         if op == Op::Write {
@@ -309,7 +310,7 @@ impl Case<'_> {
         let mut at = 0u64;
         while at < size {
             let n = (size - at).min(chunk as u64) as usize;
-            raw_request(self.file, buf, op, &mut host.get_mut()[..n], at)?;
+            raw_request(file, buf, op, &mut host.get_mut()[..n], at)?;
             at += n as u64;
         }
         Ok(start.elapsed().as_secs_f64())
@@ -319,7 +320,7 @@ impl Case<'_> {
     /// of the first device in requests of the case's size with `threads` threads; returns the
     /// seconds taken.
     pub(super) fn copies(
-        &self,
+        &mut self,
         driver: &Driver,
         op: Op,
         threads: usize,
@@ -337,16 +338,24 @@ impl Case<'_> {
                 Host::Pageable(HostBuf::new(len))
             }));
         }
-        let bufs = &self.groups[0].bufs;
+        let io = self.io;
+        // Each thread copies through its own buffer; the locks are never contended.
+        let bufs: Vec<std::sync::Mutex<&mut DeviceBuffer>> = self.groups[0]
+            .bufs
+            .iter_mut()
+            .map(std::sync::Mutex::new)
+            .collect();
         let start = Instant::now();
         parallel(&parts, |i, from, to| {
             let mut host = hosts[i]
                 .lock()
                 .map_err(|_| "a host buffer is unusable".to_owned())?;
-            let buf = &bufs[i];
+            let mut buf = bufs[i]
+                .lock()
+                .map_err(|_| "a GPU buffer is unusable".to_owned())?;
             let mut at = from;
             while at < to {
-                let n = (to - at).min(self.io) as usize;
+                let n = (to - at).min(io) as usize;
                 match op {
                     Op::Read => buf.copy_from_host(0, &host.get()[..n]),
                     Op::Write => buf.copy_to_host(0, &mut host.get_mut()[..n]),
@@ -394,7 +403,7 @@ impl Case<'_> {
             let mut raw = Vec::with_capacity(offsets.len());
             for &at in &offsets {
                 let t = Instant::now();
-                raw_request(self.file, &buf, op, &mut host.get_mut()[..len], at)?;
+                raw_request(self.file, &mut buf, op, &mut host.get_mut()[..len], at)?;
                 raw.push(t.elapsed().as_secs_f64() * 1e6);
             }
             let mut lib = Vec::with_capacity(offsets.len());

@@ -110,7 +110,7 @@ impl Setup {
                 .unwrap_or_default();
             let mut bufs = Vec::with_capacity(parts.len());
             for &(start, _) in &parts {
-                let buf = alloc(&driver, device, len).map_err(|e| {
+                let mut buf = alloc(&driver, device, len).map_err(|e| {
                     format!("cannot allocate a GPU buffer of {len} bytes{on}: {e}{runtime_note}")
                 })?;
                 driver
@@ -183,7 +183,7 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         }
         served.add(s);
         if let Some(f) = file_limits.as_mut() {
-            f.run(&case)?;
+            f.run(&mut case)?;
         }
     }
     let device_runs = args.devices.is_some().then(|| {
