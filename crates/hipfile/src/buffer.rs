@@ -127,10 +127,16 @@ fn next_id() -> u64 {
 
 impl std::fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.memory.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceBuffer")
-            .field("ptr", &self.memory.ptr)
-            .field("len", &self.memory.len)
-            .field("owned", &self.memory.owned)
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("owned", &self.owned)
             .finish()
     }
 }

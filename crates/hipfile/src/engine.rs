@@ -55,16 +55,17 @@ struct Queue {
     closing: bool,
 }
 
-/// Where a request is in its life.
+/// Where an asynchronous or batch request is in its life (cuFile's batch states).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+#[non_exhaustive]
+pub enum IoState {
     /// Submitted; no thread has taken it yet.
-    Queued,
-    /// A request thread is serving it.
-    Running,
-    /// It ended with a result (taken or not).
+    Waiting,
+    /// Being served.
+    Pending,
+    /// It ended with a result (served or failed).
     Finished,
-    /// It was cancelled before it started.
+    /// It was cancelled before it started, and moved nothing.
     Canceled,
 }
 
@@ -77,7 +78,7 @@ pub(crate) struct Slot {
 }
 
 struct SlotState {
-    phase: Phase,
+    phase: IoState,
     job: Option<Job>,
     result: Option<Result<IoOutcome, Error>>,
     waker: Option<Waker>,
@@ -102,7 +103,7 @@ impl Engine {
         let slot = Arc::new(Slot {
             op,
             state: Mutex::new(SlotState {
-                phase: Phase::Queued,
+                phase: IoState::Waiting,
                 job: Some(job),
                 result: None,
                 waker: None,
@@ -222,19 +223,19 @@ impl Slot {
     fn run_with(&self, run: impl FnOnce(Job) -> Result<IoOutcome, Error>) {
         let job = {
             let mut state = lock(&self.state);
-            if state.phase != Phase::Queued {
+            if state.phase != IoState::Waiting {
                 return;
             }
-            state.phase = Phase::Running;
+            state.phase = IoState::Pending;
             state.job.take()
         };
         let Some(job) = job else { return };
         // The job, and everything it holds, is gone when `run` returns.
         let result = run(job);
-        self.end(Phase::Finished, Some(result));
+        self.end(IoState::Finished, Some(result));
     }
 
-    fn end(&self, phase: Phase, result: Option<Result<IoOutcome, Error>>) {
+    fn end(&self, phase: IoState, result: Option<Result<IoOutcome, Error>>) {
         let (waker, listener) = {
             let mut state = lock(&self.state);
             state.phase = phase;
@@ -255,25 +256,28 @@ impl Slot {
     pub(crate) fn cancel(&self) -> bool {
         let job = {
             let mut state = lock(&self.state);
-            if state.phase != Phase::Queued {
+            if state.phase != IoState::Waiting {
                 return false;
             }
             state.job.take()
         };
         drop(job);
-        self.end(Phase::Canceled, Some(Err(Error::Canceled { op: self.op })));
+        self.end(
+            IoState::Canceled,
+            Some(Err(Error::Canceled { op: self.op })),
+        );
         true
     }
 
     /// Where the request is.
-    pub(crate) fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> IoState {
         lock(&self.state).phase
     }
 
     /// Blocks until the request has ended.
     pub(crate) fn wait_ended(&self) {
         let mut state = lock(&self.state);
-        while matches!(state.phase, Phase::Queued | Phase::Running) {
+        while matches!(state.phase, IoState::Waiting | IoState::Pending) {
             state = self
                 .ended
                 .wait(state)
@@ -292,7 +296,7 @@ impl Slot {
     /// is woken when the request ends.
     pub(crate) fn poll_result(&self, waker: &Waker) -> Option<Result<IoOutcome, Error>> {
         let mut state = lock(&self.state);
-        if matches!(state.phase, Phase::Queued | Phase::Running) {
+        if matches!(state.phase, IoState::Waiting | IoState::Pending) {
             match &mut state.waker {
                 Some(w) if w.will_wake(waker) => {}
                 w => *w = Some(waker.clone()),

@@ -69,6 +69,7 @@
 
 #![deny(unsafe_code)]
 
+mod batch;
 mod buffer;
 mod driver;
 mod engine;
@@ -84,8 +85,10 @@ pub use hipfile_probe as probe;
 /// Unstable: the raw runtime bindings (`hipfile-sys`). See [the crate documentation](crate#unstable).
 pub use hipfile_sys as sys;
 
+pub use batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
 pub use buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use driver::Driver;
+pub use engine::IoState;
 pub use file::{FileHandle, IoOutcome};
 pub use hipfile_core::runtime::FileIoError;
 pub use hipfile_core::{

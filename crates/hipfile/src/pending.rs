@@ -9,7 +9,7 @@
 //! (`mem::forget`) never lets the memory be freed under a transfer: its buffer's bytes are
 //! then unspecified until the request ends, but nothing is freed or reused by hipfile.
 
-use crate::engine::{Phase, Slot};
+use crate::engine::{IoState, Slot};
 use crate::file::{FileHandle, IoOutcome};
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
@@ -87,7 +87,12 @@ impl Io<'_> {
 
     /// Whether the request has ended (its result is ready).
     pub fn is_finished(&self) -> bool {
-        matches!(self.slot.phase(), Phase::Finished | Phase::Canceled)
+        matches!(self.slot.phase(), IoState::Finished | IoState::Canceled)
+    }
+
+    /// Where the request is: waiting, being served, or ended.
+    pub fn state(&self) -> IoState {
+        self.slot.phase()
     }
 }
 
