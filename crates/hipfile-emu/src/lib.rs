@@ -47,6 +47,7 @@ pub mod fileio;
 pub mod hooks;
 pub mod memory;
 pub mod proc_address;
+pub mod queue;
 pub mod stream;
 
 pub use config::{Config, RocmVersion};
