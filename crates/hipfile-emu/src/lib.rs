@@ -26,10 +26,10 @@
 //! Who may depend on it: tests and tools only, and explicitly (by path or as a
 //! dev-dependency). No library crate of the workspace depends on it, and it depends on none.
 //!
-//! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`,
-//! `HIPFILE_EMU_DEVICES`, `HIPFILE_EMU_FAULT`. The rlib exposes the same functions as ordinary
-//! Rust functions, with the pure parts (fault parsing, pointer attributes under a given ABI,
-//! symbol lookup for a given version) separate from the global state, for unit tests.
+//! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`, `HIPFILE_EMU_DEVICES`,
+//! `HIPFILE_EMU_FAULT`, `HIPFILE_EMU_STREAMS`. The rlib exposes the same functions as ordinary Rust
+//! functions, with the pure parts (fault parsing, pointer attributes under a given ABI, symbol
+//! lookup for a given version) separate from the global state, for unit tests.
 //!
 //! # Safety
 //!
@@ -57,7 +57,7 @@ pub mod proc_address;
 pub mod queue;
 pub mod stream;
 
-pub use config::{Config, RocmVersion};
+pub use config::{Config, RocmVersion, StreamMode};
 pub use fault::{Fault, FaultPlan, Op, parse_faults};
 pub use fileio::{HipAmdFileHandle, HipAmdFileIoFn};
 pub use memory::{HipPointerAttribute, MemoryAbi, MemoryType};

@@ -16,6 +16,7 @@
 //! operation runs inside `catch_unwind`, so a panic becomes `hipErrorUnknown` rather than an
 //! unwind through the worker or a C caller.
 
+use crate::config::{self, StreamMode};
 use crate::error::{INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, UNKNOWN};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -80,13 +81,15 @@ impl Queue {
         WORKER_OF.with(Cell::get) == Arc::as_ptr(self) as usize
     }
 
-    /// Submits `job`. With `inline_ok`, and nothing queued or running, it runs now on the
-    /// calling thread; otherwise it is queued for the worker, which is started if needed.
+    /// Submits `job`. With `inline_ok`, nothing queued or running, and the configuration's
+    /// [`StreamMode::InlineWhenIdle`], it runs now on the calling thread; otherwise it is
+    /// queued for the worker, which is started if needed.
     ///
     /// # Errors
     ///
     /// `hipErrorOutOfMemory` when no worker thread can be started (nothing is queued).
     pub fn submit(self: &Arc<Self>, job: Job, inline_ok: bool) -> Result<Submitted, i32> {
+        let inline_ok = inline_ok && config::current().streams == StreamMode::InlineWhenIdle;
         let mut state = self.lock();
         if inline_ok && !state.busy && state.jobs.is_empty() {
             state.busy = true;

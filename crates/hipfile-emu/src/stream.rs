@@ -9,6 +9,8 @@
 //! running) runs inline, on the calling thread, before the call returns; host functions
 //! (`hipLaunchHostFunc`) and waits (`hipStreamWaitValue32/64`, `hipStreamWaitEvent`) always
 //! go to the worker, so a host function never runs on its caller's thread.
+//! `HIPFILE_EMU_STREAMS=queued` ([`crate::config`]) sends every operation to the worker, to
+//! find callers that read a copy's result without synchronising.
 //!
 //! `hipEventRecord` takes a ticket on the stream's queue: the event completes when the stream
 //! reaches it (`hipEventQuery` says `hipErrorNotReady` until then, `hipEventSynchronize`
