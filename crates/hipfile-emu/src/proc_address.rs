@@ -153,6 +153,14 @@ mod tests {
             lookup(b"hipGetProcAddress", v),
             Some(hipGetProcAddress as *mut c_void)
         );
+        assert_eq!(
+            lookup(b"hipStreamWaitValue32", v),
+            Some(stream::hipStreamWaitValue32 as *mut c_void)
+        );
+        assert_eq!(
+            lookup(b"hipHostGetDevicePointer", v),
+            Some(memory::hipHostGetDevicePointer as *mut c_void)
+        );
         assert_eq!(lookup(b"hipNoSuchThing", v), None);
         assert_eq!(
             lookup(b"hipfileEmuVersion", v),

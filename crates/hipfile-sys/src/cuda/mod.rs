@@ -1080,6 +1080,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn queries_read_not_ready_as_false() {
+        assert_eq!(ready(CudaError::SUCCESS), Ok(true));
+        assert_eq!(ready(CudaError::NOT_READY), Ok(false));
+        assert_eq!(
+            ready(CudaError::INVALID_VALUE),
+            Err(CudaError::INVALID_VALUE)
+        );
+    }
+
+    #[test]
+    fn stream_value_flags_are_cudas() {
+        assert_eq!(
+            [
+                cu_stream_value::WAIT_GEQ,
+                cu_stream_value::WAIT_EQ,
+                cu_stream_value::WAIT_AND,
+                cu_stream_value::WAIT_NOR,
+                cu_stream_value::WRITE_DEFAULT,
+            ],
+            [0, 1, 2, 3, 0]
+        );
+    }
+
+    #[test]
     fn cuda_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<Cuda>();

@@ -1267,6 +1267,16 @@ mod tests {
     }
 
     #[test]
+    fn queries_read_not_ready_as_false() {
+        assert_eq!(ready(HipError::SUCCESS), Ok(true));
+        assert_eq!(ready(HipError::NOT_READY), Ok(false));
+        assert_eq!(
+            ready(HipError::INVALID_HANDLE),
+            Err(HipError::INVALID_HANDLE)
+        );
+    }
+
+    #[test]
     fn hip_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<Hip>();
