@@ -382,6 +382,8 @@ unsafe impl GpuRuntime for CudaRuntime {
         word: *const AtomicU32,
         value: u32,
     ) -> Result<(), RuntimeError> {
+        // A driver call: it needs `cuInit` and a current context on this thread.
+        self.thread_init()?;
         let device = self
             .cuda
             .host_get_device_pointer(word.cast_mut().cast())
@@ -401,6 +403,8 @@ unsafe impl GpuRuntime for CudaRuntime {
         word: *const AtomicU32,
         value: u32,
     ) -> Result<(), RuntimeError> {
+        // As for `stream_wait_value32`.
+        self.thread_init()?;
         let device = self
             .cuda
             .host_get_device_pointer(word.cast_mut().cast())
