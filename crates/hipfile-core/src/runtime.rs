@@ -21,7 +21,8 @@
 //! them (or a test double) need not mention them: a host function queued on a stream
 //! ([`GpuRuntime::launch_host_func`]), a stream waiting for a 32-bit word of pinned host memory
 //! to reach a value and writing one ([`GpuRuntime::stream_wait_value32`],
-//! [`GpuRuntime::stream_write_value32`], present together when
+//! [`GpuRuntime::stream_write_value32`], at the word's device address from
+//! [`GpuRuntime::host_device_pointer`]; all present together when
 //! [`GpuRuntime::has_stream_wait_value`] says so), and non-blocking queries of streams and
 //! events. With them, work on a user's stream can be held back until hipfile's own threads
 //! have done theirs: a host function tells hipfile that the stream got there, the wait holds
@@ -39,10 +40,10 @@
 //! safe code read or write out of bounds. Implementers promise what
 //! [`GpuRuntime`]'s `# Safety` section lists.
 //!
-//! The stream memory operations take the host address of a word in memory from
-//! [`GpuRuntime::alloc_pinned`] (an implementation translates it to the address the device
-//! uses); the caller keeps that memory allocated until the stream has passed the operation,
-//! and touches the word only atomically meanwhile. A host function runs once, on a thread of
+//! The stream memory operations take the device address
+//! ([`GpuRuntime::host_device_pointer`]) of a word in memory from [`GpuRuntime::alloc_pinned`];
+//! the caller keeps that memory allocated until the stream has passed the operation, and
+//! touches the word only atomically meanwhile. A host function runs once, on a thread of
 //! the runtime, and must not call the runtime: real runtimes forbid it, and may deadlock.
 
 #![allow(unsafe_code)]
@@ -50,7 +51,6 @@
 pub use crate::types::DevicePtr;
 use crate::types::MemoryKind;
 use std::os::fd::RawFd;
-use std::sync::atomic::AtomicU32;
 
 /// What the runtime says about an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +234,7 @@ pub unsafe trait GpuRuntime: Send + Sync {
     ) -> Result<(), RuntimeError>;
 
     /// Whether [`launch_host_func`](Self::launch_host_func),
+    /// [`host_device_pointer`](Self::host_device_pointer),
     /// [`stream_wait_value32`](Self::stream_wait_value32) and
     /// [`stream_write_value32`](Self::stream_write_value32) are all available. The default
     /// says no.
@@ -250,6 +251,16 @@ pub unsafe trait GpuRuntime: Send + Sync {
         Err(RuntimeError::unsupported("launch_host_func"))
     }
 
+    /// The address the device uses for `host`, an address in memory from
+    /// [`alloc_pinned`](Self::alloc_pinned) (`hipHostGetDevicePointer`,
+    /// `cudaHostGetDevicePointer`): what the stream memory operations take. A lookup, valid
+    /// as long as the allocation; ask once per allocation, not per operation. The default
+    /// answers [`RuntimeError::unsupported`].
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let _ = host;
+        Err(RuntimeError::unsupported("host_device_pointer"))
+    }
+
     /// Queues on `stream` a wait until the 32-bit word at `word` is at least `value`
     /// (`hipStreamWaitValueGte`, `CU_STREAM_WAIT_VALUE_GEQ`; CUDA compares cyclically, so keep
     /// values small): the stream's later work waits; the call returns at once. The default
@@ -257,14 +268,15 @@ pub unsafe trait GpuRuntime: Send + Sync {
     ///
     /// # Safety
     ///
-    /// `word` is 4-byte aligned and lies in memory from [`alloc_pinned`](Self::alloc_pinned)
-    /// of this runtime, which stays allocated until the stream has passed the wait (the
-    /// stream synchronised, or an event recorded after the wait complete); meanwhile the
-    /// word is accessed only atomically.
+    /// `word` is the device address ([`host_device_pointer`](Self::host_device_pointer)) of a
+    /// 4-byte-aligned word in memory from [`alloc_pinned`](Self::alloc_pinned) of this
+    /// runtime, which stays allocated until the stream has passed the wait (the stream
+    /// synchronised, or an event recorded after the wait complete); meanwhile the host
+    /// accesses the word only atomically.
     unsafe fn stream_wait_value32(
         &self,
         stream: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
         let _ = (stream, word, value);
@@ -281,7 +293,7 @@ pub unsafe trait GpuRuntime: Send + Sync {
     unsafe fn stream_write_value32(
         &self,
         stream: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
         let _ = (stream, word, value);

@@ -26,7 +26,6 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
 
 thread_local! {
     /// The `cudaFree` of the runtime whose context [`CudaRuntime::thread_init`] last made
@@ -376,23 +375,27 @@ unsafe impl GpuRuntime for CudaRuntime {
         .map_err(|e| self.error("cudaLaunchHostFunc", e))
     }
 
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let device = self
+            .cuda
+            .host_get_device_pointer(host.cast_mut().cast())
+            .map_err(|e| self.error("cudaHostGetDevicePointer", e))?;
+        Ok(DevicePtr(device))
+    }
+
     unsafe fn stream_wait_value32(
         &self,
         s: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
         // A driver call: it needs `cuInit` and a current context on this thread.
         self.thread_init()?;
-        let device = self
-            .cuda
-            .host_get_device_pointer(word.cast_mut().cast())
-            .map_err(|e| self.error("cudaHostGetDevicePointer", e))?;
-        // SAFETY: the caller guarantees the word (pinned memory of this runtime, aligned,
-        // allocated until the stream passes the wait); `device` is its device address.
+        // SAFETY: the caller guarantees the word: the device address of pinned memory of
+        // this runtime, aligned, allocated until the stream passes the wait.
         unsafe {
             self.cuda
-                .stream_wait_value32(stream(s), device, value, cu_stream_value::WAIT_GEQ)
+                .stream_wait_value32(stream(s), word.0, value, cu_stream_value::WAIT_GEQ)
         }
         .map_err(|e| self.driver_error("cuStreamWaitValue32_v2", e))
     }
@@ -400,19 +403,15 @@ unsafe impl GpuRuntime for CudaRuntime {
     unsafe fn stream_write_value32(
         &self,
         s: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
         // As for `stream_wait_value32`.
         self.thread_init()?;
-        let device = self
-            .cuda
-            .host_get_device_pointer(word.cast_mut().cast())
-            .map_err(|e| self.error("cudaHostGetDevicePointer", e))?;
         // SAFETY: as for `stream_wait_value32`.
         unsafe {
             self.cuda
-                .stream_write_value32(stream(s), device, value, cu_stream_value::WRITE_DEFAULT)
+                .stream_write_value32(stream(s), word.0, value, cu_stream_value::WRITE_DEFAULT)
         }
         .map_err(|e| self.driver_error("cuStreamWriteValue32_v2", e))
     }

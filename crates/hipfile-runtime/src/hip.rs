@@ -21,7 +21,6 @@ use hipfile_sys::{
 use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
 
 /// What kind of HIP-ABI library was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,22 +357,26 @@ unsafe impl GpuRuntime for HipRuntime {
         .map_err(|e| self.error("hipLaunchHostFunc", e))
     }
 
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let device = self
+            .hip
+            .host_get_device_pointer(host.cast_mut().cast())
+            .map_err(|e| self.error("hipHostGetDevicePointer", e))?;
+        Ok(DevicePtr(device as usize as u64))
+    }
+
     unsafe fn stream_wait_value32(
         &self,
         s: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
-        let device = self
-            .hip
-            .host_get_device_pointer(word.cast_mut().cast())
-            .map_err(|e| self.error("hipHostGetDevicePointer", e))?;
-        // SAFETY: the caller guarantees the word (pinned memory of this runtime, aligned,
-        // allocated until the stream passes the wait); `device` is its device address.
+        // SAFETY: the caller guarantees the word: the device address of pinned memory of
+        // this runtime, aligned, allocated until the stream passes the wait.
         unsafe {
             self.hip.stream_wait_value32(
                 hipStream_t(s.0 as *mut c_void),
-                device,
+                ptr(word),
                 value,
                 stream_wait_value::GTE,
                 stream_wait_value::MASK_32,
@@ -385,17 +388,13 @@ unsafe impl GpuRuntime for HipRuntime {
     unsafe fn stream_write_value32(
         &self,
         s: StreamHandle,
-        word: *const AtomicU32,
+        word: DevicePtr,
         value: u32,
     ) -> Result<(), RuntimeError> {
-        let device = self
-            .hip
-            .host_get_device_pointer(word.cast_mut().cast())
-            .map_err(|e| self.error("hipHostGetDevicePointer", e))?;
         // SAFETY: as for `stream_wait_value32`.
         unsafe {
             self.hip
-                .stream_write_value32(hipStream_t(s.0 as *mut c_void), device, value, 0)
+                .stream_write_value32(hipStream_t(s.0 as *mut c_void), ptr(word), value, 0)
         }
         .map_err(|e| self.error("hipStreamWriteValue32", e))
     }

@@ -41,6 +41,7 @@ fn a_copy_behind_a_word_waits_for_the_engine() {
     let host = rt.alloc_pinned(LEN).unwrap();
     let word_memory = rt.alloc_pinned(4096).unwrap();
     let word = word_memory.cast::<AtomicU32>();
+    let word_on_device = rt.host_device_pointer(word_memory).unwrap();
     let stream = rt.stream_create().unwrap();
     let event = rt.event_create().unwrap();
 
@@ -52,7 +53,7 @@ fn a_copy_behind_a_word_waits_for_the_engine() {
     // stream is synchronised; it is accessed only atomically meanwhile. The copy's ranges
     // are LEN bytes of pinned and device memory, alive until the synchronisation.
     unsafe {
-        rt.stream_wait_value32(stream, word, 1).unwrap();
+        rt.stream_wait_value32(stream, word_on_device, 1).unwrap();
         rt.copy_to_host(host, device, LEN, Some(stream)).unwrap();
     }
     rt.event_record(event, stream).unwrap();
@@ -108,7 +109,7 @@ fn a_panicking_host_function_does_not_stop_the_stream() {
 fn a_write_on_the_stream_releases_a_wait_on_another() {
     let rt = require!(emulated());
     let word_memory = rt.alloc_pinned(4096).unwrap();
-    let word = word_memory.cast::<AtomicU32>();
+    let word = rt.host_device_pointer(word_memory).unwrap();
     let (waiting, writing) = (rt.stream_create().unwrap(), rt.stream_create().unwrap());
     let (tx, rx) = mpsc::channel();
     // SAFETY: the word is pinned memory of this runtime, freed after both streams are
@@ -130,13 +131,19 @@ fn a_write_on_the_stream_releases_a_wait_on_another() {
 }
 
 #[test]
-fn a_word_outside_pinned_memory_is_refused() {
+fn only_pinned_memory_has_a_device_pointer() {
     let rt = require!(emulated());
-    let stream = rt.stream_create().unwrap();
+    let pinned = rt.alloc_pinned(4096).unwrap();
+    // The emulation has one address space.
+    assert_eq!(
+        rt.host_device_pointer(pinned).unwrap().0,
+        pinned as usize as u64
+    );
     let local = AtomicU32::new(0);
-    // SAFETY: the runtime refuses the word before anything is queued.
-    let e = unsafe { rt.stream_wait_value32(stream, &local, 1) }.unwrap_err();
+    let e = rt
+        .host_device_pointer(std::ptr::from_ref(&local).cast())
+        .unwrap_err();
     assert_eq!(e.call, "hipHostGetDevicePointer");
-    assert!(rt.stream_query(stream).unwrap());
-    rt.stream_destroy(stream).unwrap();
+    // SAFETY: allocated above, unused.
+    unsafe { rt.free_pinned(pinned) }.unwrap();
 }
