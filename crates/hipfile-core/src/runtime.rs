@@ -16,6 +16,18 @@
 //! file-I/O failures as [`FileIoError`], keeping the kernel's errno apart from the runtime's
 //! error so that the retry rules can tell them apart.
 //!
+//! Stream-ordered operations are optional capabilities with default implementations that
+//! answer "unsupported" ([`RuntimeError::unsupported`]), so that an implementation without
+//! them (or a test double) need not mention them: a host function queued on a stream
+//! ([`GpuRuntime::launch_host_func`]), a stream waiting for a 32-bit word of pinned host memory
+//! to reach a value and writing one ([`GpuRuntime::stream_wait_value32`],
+//! [`GpuRuntime::stream_write_value32`], at the word's device address from
+//! [`GpuRuntime::host_device_pointer`]; all present together when
+//! [`GpuRuntime::has_stream_wait_value`] says so), and non-blocking queries of streams and
+//! events. With them, work on a user's stream can be held back until hipfile's own threads
+//! have done theirs: a host function tells hipfile that the stream got there, the wait holds
+//! the stream, and hipfile stores the value when the data is in place.
+//!
 //! # Safety
 //!
 //! The methods that write or read memory through raw addresses are `unsafe fn`: the caller
@@ -27,6 +39,12 @@
 //! allocation has the bytes asked for), so an implementation that answers wrongly would let
 //! safe code read or write out of bounds. Implementers promise what
 //! [`GpuRuntime`]'s `# Safety` section lists.
+//!
+//! The stream memory operations take the device address
+//! ([`GpuRuntime::host_device_pointer`]) of a word in memory from [`GpuRuntime::alloc_pinned`];
+//! the caller keeps that memory allocated until the stream has passed the operation, and
+//! touches the word only atomically meanwhile. A host function runs once, on a thread of
+//! the runtime, and must not call the runtime: real runtimes forbid it, and may deadlock.
 
 #![allow(unsafe_code)]
 
@@ -73,7 +91,20 @@ impl RuntimeError {
             message: message.into(),
         }
     }
+
+    /// The error of an optional capability the runtime lacks: code 801, which is
+    /// `hipErrorNotSupported` and `cudaErrorNotSupported` alike.
+    pub fn unsupported(call: &'static str) -> RuntimeError {
+        RuntimeError {
+            call,
+            code: 801,
+            message: "not supported by this runtime".to_owned(),
+        }
+    }
 }
+
+/// A host function queued on a stream by [`GpuRuntime::launch_host_func`].
+pub type HostFunc = Box<dyn FnOnce() + Send + 'static>;
 
 /// A failed AMD file-I/O call (`hipAmdFileRead`/`hipAmdFileWrite`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,6 +138,13 @@ pub enum FileIoError {
 /// - the copies and the AMD file-I/O calls touch only the ranges they are given, and an
 ///   asynchronous copy has finished once its stream or an event recorded after it on the
 ///   stream has been synchronised successfully;
+/// - work queued on a stream runs in the order it was queued: a host function, a wait or a
+///   write queued with the stream-ordered methods runs after the stream's earlier work and
+///   before its later work, and [`stream_query`](Self::stream_query) and
+///   [`event_query`](Self::event_query) answer `true` only once that work is done;
+/// - a host function given to [`launch_host_func`](Self::launch_host_func) runs at most once
+///   (exactly once if the call succeeded and the stream runs to that point), and is dropped
+///   if the call fails;
 /// - every method may be called from any thread at once.
 #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
 pub unsafe trait GpuRuntime: Send + Sync {
@@ -204,6 +242,87 @@ pub unsafe trait GpuRuntime: Send + Sync {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError>;
+
+    /// Whether [`launch_host_func`](Self::launch_host_func),
+    /// [`host_device_pointer`](Self::host_device_pointer),
+    /// [`stream_wait_value32`](Self::stream_wait_value32) and
+    /// [`stream_write_value32`](Self::stream_write_value32) are all available. The default
+    /// says no.
+    fn has_stream_wait_value(&self) -> bool {
+        false
+    }
+
+    /// Queues `f` on `stream`: it runs once, on a runtime thread, when the stream reaches it,
+    /// and the stream's later work waits for it to return. `f` must not call the runtime. A
+    /// panic in `f` is caught (and lost): it never unwinds into the runtime. The default
+    /// answers [`RuntimeError::unsupported`].
+    fn launch_host_func(&self, stream: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
+        let _ = (stream, f);
+        Err(RuntimeError::unsupported("launch_host_func"))
+    }
+
+    /// The address the device uses for `host`, an address in memory from
+    /// [`alloc_pinned`](Self::alloc_pinned) (`hipHostGetDevicePointer`,
+    /// `cudaHostGetDevicePointer`): what the stream memory operations take. A lookup, valid
+    /// as long as the allocation; ask once per allocation, not per operation. The default
+    /// answers [`RuntimeError::unsupported`].
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let _ = host;
+        Err(RuntimeError::unsupported("host_device_pointer"))
+    }
+
+    /// Queues on `stream` a wait until the 32-bit word at `word` is at least `value`
+    /// (`hipStreamWaitValueGte`, `CU_STREAM_WAIT_VALUE_GEQ`; CUDA compares cyclically, so keep
+    /// values small): the stream's later work waits; the call returns at once. The default
+    /// answers [`RuntimeError::unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// `word` is the device address ([`host_device_pointer`](Self::host_device_pointer)) of a
+    /// 4-byte-aligned word in memory from [`alloc_pinned`](Self::alloc_pinned) of this
+    /// runtime, which stays allocated until the stream has passed the wait (the stream
+    /// synchronised, or an event recorded after the wait complete); meanwhile the host
+    /// accesses the word only atomically.
+    unsafe fn stream_wait_value32(
+        &self,
+        stream: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        let _ = (stream, word, value);
+        Err(RuntimeError::unsupported("stream_wait_value32"))
+    }
+
+    /// Queues on `stream` a store of `value` into the 32-bit word at `word`, done when the
+    /// stream reaches it, after the stream's earlier writes. The default answers
+    /// [`RuntimeError::unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32), until the write is done.
+    unsafe fn stream_write_value32(
+        &self,
+        stream: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        let _ = (stream, word, value);
+        Err(RuntimeError::unsupported("stream_write_value32"))
+    }
+
+    /// Whether all work queued on `stream` is done, without waiting. The default answers
+    /// [`RuntimeError::unsupported`].
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool, RuntimeError> {
+        let _ = stream;
+        Err(RuntimeError::unsupported("stream_query"))
+    }
+
+    /// Whether `event` is complete (an event never recorded is), without waiting. The
+    /// default answers [`RuntimeError::unsupported`].
+    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
+        let _ = event;
+        Err(RuntimeError::unsupported("event_query"))
+    }
 
     /// `hipAmdFileRead`: reads `size` bytes at `offset` of the `O_DIRECT` descriptor `fd`
     /// straight into device memory. Returns the bytes copied, which may be short.

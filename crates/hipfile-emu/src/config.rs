@@ -10,6 +10,7 @@
 //! | `HIPFILE_EMU_ROCM_VERSION` | `7.2.0` | the ROCm version emulated: `MAJOR.MINOR[.PATCH]` |
 //! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 0 to 16 (0: a machine without a GPU) |
 //! | `HIPFILE_EMU_FAULT` | none | file-I/O faults to inject (see [`crate::fault`]) |
+//! | `HIPFILE_EMU_STREAMS` | `inline-when-idle` | `queued`: no stream operation runs inline ([`crate::stream`]) |
 //!
 //! The variables are read once, on the first call that needs them, and again by
 //! `hipfileEmuReset`. An invalid value is never ignored silently: it is reported on stderr
@@ -39,6 +40,35 @@ pub const ROCM_VERSION_VAR: &str = "HIPFILE_EMU_ROCM_VERSION";
 pub const DEVICES_VAR: &str = "HIPFILE_EMU_DEVICES";
 /// Lists the file-I/O faults to inject.
 pub const FAULT_VAR: &str = "HIPFILE_EMU_FAULT";
+
+/// Chooses whether operations on an idle stream may run inline.
+pub const STREAMS_VAR: &str = "HIPFILE_EMU_STREAMS";
+
+/// How stream operations run (see [`crate::stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// A copy or a value write on an idle stream runs inline, on the calling thread.
+    #[default]
+    InlineWhenIdle,
+    /// Every operation goes to the stream's worker: the most asynchronous the runtime can
+    /// be, to find code that forgets to synchronise.
+    Queued,
+}
+
+impl StreamMode {
+    /// Parses `inline-when-idle` or `queued`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what is accepted.
+    pub fn parse(text: &str) -> Result<StreamMode, String> {
+        match text.trim() {
+            "inline-when-idle" => Ok(StreamMode::InlineWhenIdle),
+            "queued" => Ok(StreamMode::Queued),
+            other => Err(format!("`{other}` is not `inline-when-idle` or `queued`")),
+        }
+    }
+}
 
 /// The most devices the runtime emulates.
 pub const MAX_DEVICES: i32 = 16;
@@ -121,6 +151,8 @@ pub struct Config {
     pub devices: i32,
     /// The faults to inject, with their counts so far.
     pub faults: FaultPlan,
+    /// How stream operations run.
+    pub streams: StreamMode,
     /// Each invalid setting, in words; empty when the configuration is valid.
     pub problems: Vec<String>,
     /// What `hipGetErrorString(hipErrorNotInitialized)` says while the configuration is
@@ -175,6 +207,7 @@ impl Config {
             version,
             devices,
             faults,
+            streams: StreamMode::default(),
             init_error: init_error(&problems),
             problems,
         }
@@ -193,8 +226,14 @@ impl Config {
         let version = value(ROCM_VERSION_VAR);
         let devices = value(DEVICES_VAR);
         let fault = value(FAULT_VAR);
+        let streams = value(STREAMS_VAR);
         let mut config =
             Config::from_values(version.as_deref(), devices.as_deref(), fault.as_deref());
+        match set(streams.as_deref()).map(StreamMode::parse) {
+            None => {}
+            Some(Ok(mode)) => config.streams = mode,
+            Some(Err(why)) => problems.push(format!("{STREAMS_VAR}: {why}")),
+        }
         if !problems.is_empty() {
             config.problems.append(&mut problems);
             config.init_error = init_error(&config.problems);
@@ -293,6 +332,21 @@ pub fn reload() -> Arc<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_modes_parse() {
+        assert_eq!(
+            StreamMode::parse("queued"),
+            Ok(StreamMode::Queued),
+            "the asynchronous mode"
+        );
+        assert_eq!(
+            StreamMode::parse(" inline-when-idle "),
+            Ok(StreamMode::InlineWhenIdle)
+        );
+        assert!(StreamMode::parse("async").unwrap_err().contains("queued"));
+        assert_eq!(Config::default().streams, StreamMode::InlineWhenIdle);
+    }
 
     #[test]
     fn versions_parse_and_encode() {

@@ -6,9 +6,14 @@
 //! descriptor straight into it, so the kernel enforces the direct-I/O rules; faults can be
 //! injected per operation; the emulated ROCm version selects the memory-type ABI.
 //!
-//! What it does not do: run kernels, do real DMA or peer-to-peer transfers, run anything
-//! asynchronously (every copy, callback and event completes before its call returns), provide
-//! managed memory, or stand in for HIP on NVIDIA. It is never chosen silently: hipfile uses it
+//! Streams are ordered and asynchronous ([`stream`], [`queue`]): each has a worker thread
+//! that runs its operations in order; host functions and waits on memory words
+//! (`hipStreamWaitValue32/64`) always run there, while a copy on an idle stream runs inline
+//! before its call returns, as it always did.
+//!
+//! What it does not do: run kernels, do real DMA or peer-to-peer transfers, synchronise the
+//! legacy null stream with other streams, provide managed memory, or stand in for HIP on
+//! NVIDIA. It is never chosen silently: hipfile uses it
 //! only when it is given its path, and recognises it by `hipfileEmuVersion` to report
 //! `platform: emulated`.
 //!
@@ -21,10 +26,10 @@
 //! Who may depend on it: tests and tools only, and explicitly (by path or as a
 //! dev-dependency). No library crate of the workspace depends on it, and it depends on none.
 //!
-//! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`,
-//! `HIPFILE_EMU_DEVICES`, `HIPFILE_EMU_FAULT`. The rlib exposes the same functions as ordinary
-//! Rust functions, with the pure parts (fault parsing, pointer attributes under a given ABI,
-//! symbol lookup for a given version) separate from the global state, for unit tests.
+//! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`, `HIPFILE_EMU_DEVICES`,
+//! `HIPFILE_EMU_FAULT`, `HIPFILE_EMU_STREAMS`. The rlib exposes the same functions as ordinary Rust
+//! functions, with the pure parts (fault parsing, pointer attributes under a given ABI, symbol
+//! lookup for a given version) separate from the global state, for unit tests.
 //!
 //! # Safety
 //!
@@ -32,8 +37,10 @@
 //! are recovered, arithmetic is checked), each checks its out-pointers for null, and memory is
 //! written only through the caller's out-pointers, inside allocations the table knows (checked
 //! before every copy and transfer), or in host ranges the caller passes outside every known
-//! entry. Nothing is freed unless the table says this runtime allocated it. The modules that
-//! hold unsafe code say more: [`memory`], [`fileio`].
+//! entry. Nothing is freed unless the table says this runtime allocated it. Operations that
+//! run on a stream's worker, later, are checked again when they run, and run inside
+//! `catch_unwind`. The modules that hold unsafe code say more: [`memory`], [`fileio`],
+//! [`stream`].
 
 // The exported functions carry the C names of the HIP API.
 #![allow(non_snake_case)]
@@ -47,9 +54,10 @@ pub mod fileio;
 pub mod hooks;
 pub mod memory;
 pub mod proc_address;
+pub mod queue;
 pub mod stream;
 
-pub use config::{Config, RocmVersion};
+pub use config::{Config, RocmVersion, StreamMode};
 pub use fault::{Fault, FaultPlan, Op, parse_faults};
 pub use fileio::{HipAmdFileHandle, HipAmdFileIoFn};
 pub use memory::{HipPointerAttribute, MemoryAbi, MemoryType};

@@ -24,6 +24,11 @@
 //! one) of another device than the stream's. A real runtime would do such a copy through peer
 //! access, at a lower speed; the emulation refuses it so that misrouted copies show in tests.
 //!
+//! Copies are ordered on their streams ([`crate::stream`]): `hipMemcpyAsync` is checked when
+//! it is called and again when it runs, under the gate, so memory released while a copy waits
+//! in a queue makes that copy fail instead of touching freed memory. Releasing does not wait
+//! for the streams (unlike HIP's `hipFree`, which synchronises the device).
+//!
 //! The bytes copied into and out of each device's memory (by `hipMemcpy`, `hipMemcpyAsync`
 //! and the emulated `hipAmdFileRead`/`hipAmdFileWrite`) are counted per device
 //! ([`device_copy_bytes`], `hipfileEmuDeviceCopyBytes`); `hipfileEmuReset` zeroes them.
@@ -34,7 +39,8 @@ use crate::error::{
     HOST_MEMORY_ALREADY_REGISTERED, HOST_MEMORY_NOT_REGISTERED, INVALID_DEVICE,
     INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_FOUND, OUT_OF_MEMORY, SUCCESS, UNKNOWN, code_of,
 };
-use crate::stream::{HipStream, stream_device};
+use crate::queue::{SendPtr, code_of_submission};
+use crate::stream::{HipStream, null_queue, queue_of};
 use std::alloc::{self, Layout};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
@@ -738,10 +744,14 @@ unsafe fn copy(
 /// checks only that). Size 0 is a no-op. The devices of the two sides may differ (unified
 /// addressing routes the copy by its pointers).
 ///
+/// Ordered on the null stream, as in HIP: it runs after the work queued there (at once, on
+/// the calling thread, when there is none) and returns when the copy is done.
+///
 /// # Errors
 ///
 /// `hipErrorInvalidMemcpyDirection` for an unknown kind; `hipErrorInvalidValue` for a null
-/// pointer or a range the checks refuse (nothing is copied).
+/// pointer or a range the checks refuse (nothing is copied), or when called from a host
+/// function of the null stream (which would wait for itself).
 ///
 /// # Safety
 ///
@@ -754,14 +764,20 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> i32 {
-    // SAFETY: the caller's promise is `copy`'s.
-    code_of(unsafe { copy(dst, src, size, kind, None) })
+    let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
+    code_of(null_queue().run_ordered(move || {
+        // SAFETY: the caller's promise is `copy`'s, and holds until this call returns, which
+        // waits for the copy.
+        unsafe { copy(dst.get(), src.get(), size, kind, None) }
+    }))
 }
 
 /// `hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, hipMemcpyKind kind,
-/// hipStream_t stream)` — [`hipMemcpy`] on a stream. The copy is done before the call
-/// returns: streams here have no queue, so stream order holds trivially. On a non-null
-/// stream, every device-memory operand must be memory of the stream's device (see the module
+/// hipStream_t stream)` — [`hipMemcpy`] in `stream`'s order: done when the stream reaches it
+/// (at once, on the calling thread, when the stream is idle). The arguments are checked when
+/// it is called, and again when it runs: memory released in between makes the copy fail
+/// with `hipErrorInvalidValue` at the stream's next synchronisation. On a non-null stream,
+/// every device-memory operand must be memory of the stream's device (see the module
 /// documentation); the null stream copies between any devices.
 ///
 /// # Errors
@@ -772,7 +788,8 @@ pub unsafe extern "C" fn hipMemcpy(
 ///
 /// # Safety
 ///
-/// As [`hipMemcpy`].
+/// As [`hipMemcpy`], until the copy is done (the stream synchronised, or an event recorded
+/// after it complete).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipMemcpyAsync(
     dst: *mut c_void,
@@ -781,12 +798,82 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     stream: HipStream,
 ) -> i32 {
-    let stream_device = match stream_device(stream) {
-        Ok(device) => device,
+    let (stream_device, queue) = match queue_of(stream) {
+        Ok(found) => found,
         Err(e) => return e,
     };
-    // SAFETY: the caller's promise is `copy`'s.
-    code_of(unsafe { copy(dst, src, size, kind, stream_device) })
+    if let Err(e) = check_async_copy(dst as usize, src as usize, size, kind, stream_device) {
+        return e;
+    }
+    let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
+    let job = move || {
+        // SAFETY: the caller's promise is `copy`'s, and holds until the copy is done.
+        unsafe { copy(dst.get(), src.get(), size, kind, stream_device) }
+    };
+    code_of_submission(queue.submit(Box::new(job), true))
+}
+
+/// The checks of [`copy`], without the copy: made when a copy is queued, so that its caller
+/// learns of a bad argument at once.
+fn check_async_copy(
+    dst: usize,
+    src: usize,
+    len: usize,
+    kind: c_int,
+    stream_device: Option<c_int>,
+) -> Result<(), i32> {
+    if !(0..=4).contains(&kind) {
+        return Err(INVALID_MEMCPY_DIRECTION);
+    }
+    if len == 0 {
+        return Ok(());
+    }
+    let _gate = transfer_gate();
+    let route = check_copy(dst, src, len, kind)?;
+    if stream_device.is_some_and(|device| !route.stays_on(device)) {
+        return Err(INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// Whether `addr..addr+len` lies inside one entry of the table, of any kind: where the
+/// stream memory operations may read and write a word.
+pub(crate) fn known_range(addr: usize, len: usize) -> bool {
+    containing(&table(), addr).is_some_and(|a| a.holds(addr, len))
+}
+
+/// `hipError_t hipHostGetDevicePointer(void** devPtr, void* hostPtr, unsigned int flags)` —
+/// the device address of pinned or registered host memory: the same address here, where
+/// device and host share one address space.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null pointer, flags other than 0, or an address outside every
+/// `hipHostMalloc` allocation and `hipHostRegister` range.
+///
+/// # Safety
+///
+/// `dev_ptr` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipHostGetDevicePointer(
+    dev_ptr: *mut *mut c_void,
+    host_ptr: *mut c_void,
+    flags: c_uint,
+) -> i32 {
+    if dev_ptr.is_null() || host_ptr.is_null() || flags != 0 {
+        return INVALID_VALUE;
+    }
+    match lookup(host_ptr as usize) {
+        Some(Allocation {
+            kind: Kind::Pinned | Kind::Registered,
+            ..
+        }) => {
+            // SAFETY: non-null and writable by the caller's promise.
+            unsafe { dev_ptr.write(host_ptr) };
+            SUCCESS
+        }
+        _ => INVALID_VALUE,
+    }
 }
 
 #[cfg(test)]

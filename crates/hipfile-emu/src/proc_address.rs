@@ -55,6 +55,14 @@ pub fn lookup(name: &[u8], version: RocmVersion) -> Option<*mut c_void> {
         b"hipEventRecord" => stream::hipEventRecord as *const (),
         b"hipEventSynchronize" => stream::hipEventSynchronize as *const (),
         b"hipEventDestroy" => stream::hipEventDestroy as *const (),
+        b"hipEventQuery" => stream::hipEventQuery as *const (),
+        b"hipStreamQuery" => stream::hipStreamQuery as *const (),
+        b"hipStreamWaitEvent" => stream::hipStreamWaitEvent as *const (),
+        b"hipStreamWaitValue32" => stream::hipStreamWaitValue32 as *const (),
+        b"hipStreamWaitValue64" => stream::hipStreamWaitValue64 as *const (),
+        b"hipStreamWriteValue32" => stream::hipStreamWriteValue32 as *const (),
+        b"hipStreamWriteValue64" => stream::hipStreamWriteValue64 as *const (),
+        b"hipHostGetDevicePointer" => memory::hipHostGetDevicePointer as *const (),
         _ => return None,
     };
     Some(address.cast_mut().cast())
@@ -144,6 +152,14 @@ mod tests {
         assert_eq!(
             lookup(b"hipGetProcAddress", v),
             Some(hipGetProcAddress as *mut c_void)
+        );
+        assert_eq!(
+            lookup(b"hipStreamWaitValue32", v),
+            Some(stream::hipStreamWaitValue32 as *mut c_void)
+        );
+        assert_eq!(
+            lookup(b"hipHostGetDevicePointer", v),
+            Some(memory::hipHostGetDevicePointer as *mut c_void)
         );
         assert_eq!(lookup(b"hipNoSuchThing", v), None);
         assert_eq!(

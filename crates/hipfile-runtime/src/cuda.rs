@@ -14,11 +14,13 @@
 
 #![allow(unsafe_code)]
 
-use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use crate::hip::{host_func_trampoline, launch_boxed};
+use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
-    CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, cudaEvent_t,
-    cudaStream_t, decode_cuda_memory_type, host_malloc_flags, memcpy_kind, stream_flags,
+    CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, cu_stream_value,
+    cudaEvent_t, cudaStream_t, decode_cuda_memory_type, host_malloc_flags, memcpy_kind,
+    stream_flags,
 };
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -347,6 +349,73 @@ unsafe impl GpuRuntime for CudaRuntime {
             }
             .map_err(|e| self.error("cudaMemcpyAsync", e)),
         }
+    }
+
+    fn has_stream_wait_value(&self) -> bool {
+        self.cuda.has_stream_wait_value()
+    }
+
+    fn launch_host_func(&self, s: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
+        launch_boxed(f, |data| {
+            // SAFETY: handles only come from `stream_create`; the trampoline's contract is
+            // `launch_boxed`'s: `data` is a leaked `Box<HostFunc>` used once.
+            unsafe {
+                self.cuda
+                    .launch_host_func(stream(s), Some(host_func_trampoline), data)
+            }
+        })
+        .map_err(|e| self.error("cudaLaunchHostFunc", e))
+    }
+
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let device = self
+            .cuda
+            .host_get_device_pointer(host.cast_mut().cast())
+            .map_err(|e| self.error("cudaHostGetDevicePointer", e))?;
+        Ok(DevicePtr(device))
+    }
+
+    unsafe fn stream_wait_value32(
+        &self,
+        s: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // A driver call: it needs `cuInit` and a current context on this thread.
+        self.thread_init()?;
+        // SAFETY: the caller guarantees the word: the device address of pinned memory of
+        // this runtime, aligned, allocated until the stream passes the wait.
+        unsafe {
+            self.cuda
+                .stream_wait_value32(stream(s), word.0, value, cu_stream_value::WAIT_GEQ)
+        }
+        .map_err(|e| self.driver_error("cuStreamWaitValue32_v2", e))
+    }
+
+    unsafe fn stream_write_value32(
+        &self,
+        s: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // As for `stream_wait_value32`.
+        self.thread_init()?;
+        // SAFETY: as for `stream_wait_value32`.
+        unsafe {
+            self.cuda
+                .stream_write_value32(stream(s), word.0, value, cu_stream_value::WRITE_DEFAULT)
+        }
+        .map_err(|e| self.driver_error("cuStreamWriteValue32_v2", e))
+    }
+
+    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
+        unsafe { self.cuda.stream_query(stream(s)) }.map_err(|e| self.error("cudaStreamQuery", e))
+    }
+
+    fn event_query(&self, e: EventHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
+        unsafe { self.cuda.event_query(event(e)) }.map_err(|e| self.error("cudaEventQuery", e))
     }
 
     unsafe fn amd_file_read(

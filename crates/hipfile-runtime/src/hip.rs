@@ -5,14 +5,18 @@
 //! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime`
 //! method already upholds (the same ranges, the same ownership), or hands the runtime
 //! pointers to valid locals.
+//!
+//! A host function crosses the C ABI as a leaked `Box<HostFunc>` and comes back once, in
+//! [`host_func_trampoline`], which owns it again and catches any panic: nothing unwinds into
+//! the runtime's thread. When the launch fails the box is reclaimed at once.
 
 #![allow(unsafe_code)]
 
-use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
     AmdFileIoError, Hip, HipError, LoadError, LoadOptions, MemoryType, hipAmdFileHandle_t,
-    hipEvent_t, hipStream_t, host_malloc_flags, memcpy_kind, stream_flags,
+    hipEvent_t, hipStream_t, host_malloc_flags, memcpy_kind, stream_flags, stream_wait_value,
 };
 use std::ffi::c_void;
 use std::os::fd::RawFd;
@@ -110,6 +114,36 @@ fn kind_of(t: MemoryType) -> MemoryKind {
 
 fn ptr(p: DevicePtr) -> *mut c_void {
     p.0 as usize as *mut c_void
+}
+
+/// The C side of [`GpuRuntime::launch_host_func`]: runs and frees the boxed closure that
+/// `user_data` carries, catching a panic (which must not unwind into the runtime).
+///
+/// # Safety
+///
+/// `user_data` is a `Box<HostFunc>` leaked with `Box::into_raw`, and this is its only use.
+pub(crate) unsafe extern "C" fn host_func_trampoline(user_data: *mut c_void) {
+    // SAFETY: the caller's promise: a leaked `Box<HostFunc>`, reclaimed once, here.
+    let f = unsafe { Box::from_raw(user_data.cast::<HostFunc>()) };
+    // A panic has nowhere to go: the closure's owner learns of it through what the closure
+    // failed to do.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+}
+
+/// Leaks `f` for [`host_func_trampoline`], calls `launch` with the pointer, and reclaims the
+/// closure if `launch` fails (the runtime then never calls the trampoline).
+pub(crate) fn launch_boxed<E>(
+    f: HostFunc,
+    launch: impl FnOnce(*mut c_void) -> Result<(), E>,
+) -> Result<(), E> {
+    let raw = Box::into_raw(Box::new(f));
+    let result = launch(raw.cast());
+    if result.is_err() {
+        // SAFETY: the launch failed, so the runtime holds no reference to `raw`, which came
+        // from `Box::into_raw` above.
+        drop(unsafe { Box::from_raw(raw) });
+    }
+    result
 }
 
 fn file_io(e: AmdFileIoError, rt: &HipRuntime, call: &'static str) -> FileIoError {
@@ -298,6 +332,79 @@ unsafe impl GpuRuntime for HipRuntime {
             }
         }
         .map_err(|e| self.error("hipMemcpy", e))
+    }
+
+    fn has_stream_wait_value(&self) -> bool {
+        self.hip.has_launch_host_func() && self.hip.has_stream_wait_value()
+    }
+
+    fn launch_host_func(&self, s: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
+        launch_boxed(f, |data| {
+            // SAFETY: handles only come from `stream_create`; the trampoline's contract is
+            // `launch_boxed`'s: `data` is a leaked `Box<HostFunc>` used once.
+            unsafe {
+                self.hip.launch_host_func(
+                    hipStream_t(s.0 as *mut c_void),
+                    Some(host_func_trampoline),
+                    data,
+                )
+            }
+        })
+        .map_err(|e| self.error("hipLaunchHostFunc", e))
+    }
+
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        let device = self
+            .hip
+            .host_get_device_pointer(host.cast_mut().cast())
+            .map_err(|e| self.error("hipHostGetDevicePointer", e))?;
+        Ok(DevicePtr(device as usize as u64))
+    }
+
+    unsafe fn stream_wait_value32(
+        &self,
+        s: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees the word: the device address of pinned memory of
+        // this runtime, aligned, allocated until the stream passes the wait.
+        unsafe {
+            self.hip.stream_wait_value32(
+                hipStream_t(s.0 as *mut c_void),
+                ptr(word),
+                value,
+                stream_wait_value::GTE,
+                stream_wait_value::MASK_32,
+            )
+        }
+        .map_err(|e| self.error("hipStreamWaitValue32", e))
+    }
+
+    unsafe fn stream_write_value32(
+        &self,
+        s: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: as for `stream_wait_value32`.
+        unsafe {
+            self.hip
+                .stream_write_value32(hipStream_t(s.0 as *mut c_void), ptr(word), value, 0)
+        }
+        .map_err(|e| self.error("hipStreamWriteValue32", e))
+    }
+
+    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
+        unsafe { self.hip.stream_query(hipStream_t(s.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipStreamQuery", e))
+    }
+
+    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
+        unsafe { self.hip.event_query(hipEvent_t(event.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipEventQuery", e))
     }
 
     unsafe fn amd_file_read(

@@ -26,15 +26,15 @@ pub mod loader;
 
 pub use cuda::{
     CUDA_DRIVER_LIBRARY, CUDART_SONAMES, CUdeviceptr, CUresult, CuError, Cuda, CudaDriverFns,
-    CudaError, CudaLoadOptions, CudaVersion, CudartFns, DEFAULT_CUDART_LIBRARY, cuda_candidates,
-    cudaError_t, cudaEvent_t, cudaHostFn_t, cudaMemcpyKind, cudaMemoryType, cudaPointerAttributes,
-    cudaStream_t, decode_cuda_memory_type, decode_cuda_version,
+    CudaError, CudaLoadOptions, CudaVersion, CudartFns, DEFAULT_CUDART_LIBRARY, cu_stream_value,
+    cuda_candidates, cudaError_t, cudaEvent_t, cudaHostFn_t, cudaMemcpyKind, cudaMemoryType,
+    cudaPointerAttributes, cudaStream_t, decode_cuda_memory_type, decode_cuda_version,
 };
 pub use hip::{
     AmdFileFns, AmdFileIoError, Hip, HipError, HipFns, LoadOptions, MemoryType, RuntimeVersion,
     amd_file_io_result, candidates, decode_memory_type, decode_version, encode_memory_type,
     hipAmdFileHandle_t, hipError_t, hipEvent_t, hipHostFn_t, hipMemcpyKind, hipMemoryType,
     hipPointerAttribute_t, hipStream_t, host_malloc_flags, host_register_flags, memcpy_kind,
-    proc_address_status, stream_flags,
+    proc_address_status, stream_flags, stream_wait_value,
 };
 pub use loader::{Candidate, CandidateOrigin, LibraryKind, LoadAttempt, LoadError, LoadFailure};

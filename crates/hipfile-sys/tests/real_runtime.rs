@@ -163,6 +163,12 @@ fn optional_symbols_of_rocm_5_2() {
         };
         assert_eq!(r, Err(HipError::NOT_SUPPORTED));
     }
+    // The stream memory operations and queries are there (since HIP 4.2 and 4.4), although
+    // the host functions that go with them in hipfile's pattern are not.
+    assert!(hip.has_stream_wait_value());
+    let fns = hip.fns();
+    assert!(fns.hipStreamWaitValue64.is_some() && fns.hipStreamWriteValue64.is_some());
+    assert!(fns.hipStreamQuery.is_some() && fns.hipEventQuery.is_some());
     let handle = hipfile_sys::hipAmdFileHandle_t::from_fd(-1);
     // SAFETY: the capability is absent, so nothing is called.
     let r = unsafe { hip.amd_file_read(handle, std::ptr::null_mut(), 4096, 0) };

@@ -4,7 +4,8 @@
 //!
 //! HIP on NVIDIA is a set of inline wrappers over CUDA, so there is no HIP library to load
 //! there: this module maps the few runtime calls hipfile needs, plus one driver call the
-//! runtime API lacks (`cuMemGetAddressRange_v2`, which needs `cuInit(0)`).
+//! runtime API lacks (`cuMemGetAddressRange_v2`, which needs `cuInit(0)`), and the driver's
+//! stream memory operations (`cuStreamWaitValue32_v2` and kin, optional).
 //!
 //! The two APIs have separate code spaces, kept apart by type: runtime calls return
 //! `cudaError_t` ([`CudaError`]), driver calls `CUresult` ([`CuError`]); see [`error`].
@@ -43,14 +44,14 @@ pub use search::{
     CUDA_DRIVER_LIBRARY, CUDART_SONAMES, CudaLoadOptions, DEFAULT_CUDART_LIBRARY, cuda_candidates,
 };
 pub use types::{
-    CUdeviceptr, cudaEvent_t, cudaHostFn_t, cudaMemcpyKind, cudaMemoryType, cudaPointerAttributes,
-    cudaStream_t, decode_cuda_memory_type,
+    CUdeviceptr, cu_stream_value, cudaEvent_t, cudaHostFn_t, cudaMemcpyKind, cudaMemoryType,
+    cudaPointerAttributes, cudaStream_t, decode_cuda_memory_type,
 };
 pub use version::{CudaVersion, decode_cuda_version};
 
 use crate::loader::{
     self, Candidate, CandidateOrigin, LibraryKind, LoadAttempt, LoadError, LoadFailure, c_string,
-    loaded_file, required,
+    loaded_file, optional, required,
 };
 use libloading::os::unix::Library;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -122,6 +123,30 @@ pub type PFN_cuInit = unsafe extern "C" fn(flags: c_uint) -> CUresult;
 /// `CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr)`.
 pub type PFN_cuMemGetAddressRange_v2 =
     unsafe extern "C" fn(base: *mut CUdeviceptr, size: *mut usize, ptr: CUdeviceptr) -> CUresult;
+/// `cudaError_t cudaStreamQuery(cudaStream_t stream)`.
+pub type PFN_cudaStreamQuery = unsafe extern "C" fn(stream: cudaStream_t) -> cudaError_t;
+/// `cudaError_t cudaEventQuery(cudaEvent_t event)`.
+pub type PFN_cudaEventQuery = unsafe extern "C" fn(event: cudaEvent_t) -> cudaError_t;
+/// `cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags)`.
+pub type PFN_cudaHostGetDevicePointer =
+    unsafe extern "C" fn(device: *mut *mut c_void, host: *mut c_void, flags: c_uint) -> cudaError_t;
+/// `CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+/// unsigned int flags)`, also the shape of `cuStreamWriteValue32_v2`. `CUstream` is the
+/// same handle as `cudaStream_t`.
+pub type PFN_cuStreamValue32 = unsafe extern "C" fn(
+    stream: cudaStream_t,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult;
+/// `CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+/// unsigned int flags)`, also the shape of `cuStreamWriteValue64_v2`.
+pub type PFN_cuStreamValue64 = unsafe extern "C" fn(
+    stream: cudaStream_t,
+    addr: CUdeviceptr,
+    value: u64,
+    flags: c_uint,
+) -> CUresult;
 /// `CUresult cuGetErrorString(CUresult error, const char** pStr)`.
 pub type PFN_cuGetErrorString =
     unsafe extern "C" fn(error: CUresult, text: *mut *const c_char) -> CUresult;
@@ -129,7 +154,8 @@ pub type PFN_cuGetErrorString =
 /// The raw CUDA runtime function table: one field per entry point, named as in C. Call them
 /// directly for FFI of your own; [`Cuda`]'s methods wrap the same pointers.
 ///
-/// Every entry is required: all are in CUDA 12 and 13.
+/// The entries that are not `Option`s are required: all are in CUDA 12 and 13. The optional
+/// ones are there too, but hipfile does not need them to work.
 #[allow(non_snake_case)]
 #[derive(Clone, Copy)]
 pub struct CudartFns {
@@ -181,6 +207,12 @@ pub struct CudartFns {
     pub cudaEventSynchronize: PFN_cudaEventSynchronize,
     /// `cudaEventDestroy`.
     pub cudaEventDestroy: PFN_cudaEventSynchronize,
+    /// `cudaStreamQuery`.
+    pub cudaStreamQuery: Option<PFN_cudaStreamQuery>,
+    /// `cudaEventQuery`.
+    pub cudaEventQuery: Option<PFN_cudaEventQuery>,
+    /// `cudaHostGetDevicePointer`.
+    pub cudaHostGetDevicePointer: Option<PFN_cudaHostGetDevicePointer>,
 }
 
 impl fmt::Debug for CudartFns {
@@ -200,6 +232,14 @@ pub struct CudaDriverFns {
     pub cuMemGetAddressRange_v2: PFN_cuMemGetAddressRange_v2,
     /// `cuGetErrorString`.
     pub cuGetErrorString: PFN_cuGetErrorString,
+    /// `cuStreamWaitValue32_v2` (optional, as the three below: first in CUDA 11.7).
+    pub cuStreamWaitValue32_v2: Option<PFN_cuStreamValue32>,
+    /// `cuStreamWaitValue64_v2`.
+    pub cuStreamWaitValue64_v2: Option<PFN_cuStreamValue64>,
+    /// `cuStreamWriteValue32_v2`.
+    pub cuStreamWriteValue32_v2: Option<PFN_cuStreamValue32>,
+    /// `cuStreamWriteValue64_v2`.
+    pub cuStreamWriteValue64_v2: Option<PFN_cuStreamValue64>,
 }
 
 impl fmt::Debug for CudaDriverFns {
@@ -274,6 +314,9 @@ fn open_cudart(candidate: &Candidate) -> Result<(Library, CudartFns), LoadFailur
         cudaEventRecord: required!(library, cudaEventRecord),
         cudaEventSynchronize: required!(library, cudaEventSynchronize),
         cudaEventDestroy: required!(library, cudaEventDestroy),
+        cudaStreamQuery: optional!(library, cudaStreamQuery),
+        cudaEventQuery: optional!(library, cudaEventQuery),
+        cudaHostGetDevicePointer: optional!(library, cudaHostGetDevicePointer),
     };
     Ok((library, fns))
 }
@@ -286,8 +329,20 @@ fn open_driver(path: &Path) -> Result<(Library, CudaDriverFns), LoadFailure> {
         cuInit: required!(library, cuInit),
         cuMemGetAddressRange_v2: required!(library, cuMemGetAddressRange_v2),
         cuGetErrorString: required!(library, cuGetErrorString),
+        cuStreamWaitValue32_v2: optional!(library, cuStreamWaitValue32_v2),
+        cuStreamWaitValue64_v2: optional!(library, cuStreamWaitValue64_v2),
+        cuStreamWriteValue32_v2: optional!(library, cuStreamWriteValue32_v2),
+        cuStreamWriteValue64_v2: optional!(library, cuStreamWriteValue64_v2),
     };
     Ok((library, fns))
+}
+
+/// A query's answer: success is ready, `cudaErrorNotReady` is not, anything else an error.
+fn ready(status: CudaError) -> Result<bool, CudaError> {
+    match status {
+        CudaError::NOT_READY => Ok(false),
+        other => other.result().map(|()| true),
+    }
 }
 
 impl Cuda {
@@ -762,6 +817,177 @@ impl Cuda {
         unsafe { (self.fns.cudaStreamSynchronize)(stream) }.result()
     }
 
+    /// `cudaError_t cudaStreamQuery(cudaStream_t stream)` — whether `stream` has finished all
+    /// its work: `Ok(false)` for `cudaErrorNotReady`.
+    ///
+    /// # Errors
+    ///
+    /// `cudaErrorNotSupported` when the runtime lacks it, otherwise the runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is null or a live stream of this runtime.
+    pub unsafe fn stream_query(&self, stream: cudaStream_t) -> Result<bool, CudaError> {
+        let Some(query) = self.fns.cudaStreamQuery else {
+            return Err(CudaError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream.
+        ready(unsafe { query(stream) })
+    }
+
+    /// `cudaError_t cudaEventQuery(cudaEvent_t event)` — whether `event` is complete:
+    /// `Ok(false)` for `cudaErrorNotReady`.
+    ///
+    /// # Errors
+    ///
+    /// `cudaErrorNotSupported` when the runtime lacks it, otherwise the runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// `event` is a live event of this runtime.
+    pub unsafe fn event_query(&self, event: cudaEvent_t) -> Result<bool, CudaError> {
+        let Some(query) = self.fns.cudaEventQuery else {
+            return Err(CudaError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the event.
+        ready(unsafe { query(event) })
+    }
+
+    /// `cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags)`
+    /// — the device address of mapped pinned host memory (flags 0).
+    ///
+    /// A lookup in the runtime's tables: `host` is never dereferenced.
+    ///
+    /// # Errors
+    ///
+    /// `cudaErrorNotSupported` when the runtime lacks it, otherwise the runtime's error.
+    // The runtime looks the address up; it never dereferences it.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    pub fn host_get_device_pointer(&self, host: *mut c_void) -> Result<CUdeviceptr, CudaError> {
+        let Some(get) = self.fns.cudaHostGetDevicePointer else {
+            return Err(CudaError::NOT_SUPPORTED);
+        };
+        let mut device = ptr::null_mut();
+        // SAFETY: `device` is a valid local out-parameter; `host` is only looked up.
+        unsafe { get(&mut device, host, 0) }.result()?;
+        Ok(device as usize as CUdeviceptr)
+    }
+
+    /// Whether the driver has `cuStreamWaitValue32_v2` and `cuStreamWriteValue32_v2`, and the
+    /// runtime `cudaHostGetDevicePointer`.
+    pub fn has_stream_wait_value(&self) -> bool {
+        self.driver.cuStreamWaitValue32_v2.is_some()
+            && self.driver.cuStreamWriteValue32_v2.is_some()
+            && self.fns.cudaHostGetDevicePointer.is_some()
+    }
+
+    /// `CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+    /// unsigned int flags)` — the stream's later work waits until the word at `addr`
+    /// satisfies `flags` ([`cu_stream_value`]) for `value`.
+    ///
+    /// # Errors
+    ///
+    /// `CUDA_ERROR_NOT_SUPPORTED` when the driver lacks it; the error of `cuInit(0)`;
+    /// otherwise the driver's error.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is null or a live stream of this runtime; `addr` is the device address of a
+    /// 4-byte-aligned word of mapped host memory or device memory, which stays allocated
+    /// until the wait has ended.
+    pub unsafe fn stream_wait_value32(
+        &self,
+        stream: cudaStream_t,
+        addr: CUdeviceptr,
+        value: u32,
+        flags: c_uint,
+    ) -> Result<(), CuError> {
+        let Some(wait) = self.driver.cuStreamWaitValue32_v2 else {
+            return Err(CuError::NOT_SUPPORTED);
+        };
+        self.driver_init()?;
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { wait(stream, addr, value, flags) }.result()
+    }
+
+    /// `CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+    /// unsigned int flags)` — [`stream_wait_value32`](Self::stream_wait_value32) on a 64-bit
+    /// word.
+    ///
+    /// # Errors
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32).
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32), the word 8-byte aligned.
+    pub unsafe fn stream_wait_value64(
+        &self,
+        stream: cudaStream_t,
+        addr: CUdeviceptr,
+        value: u64,
+        flags: c_uint,
+    ) -> Result<(), CuError> {
+        let Some(wait) = self.driver.cuStreamWaitValue64_v2 else {
+            return Err(CuError::NOT_SUPPORTED);
+        };
+        self.driver_init()?;
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { wait(stream, addr, value, flags) }.result()
+    }
+
+    /// `CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+    /// unsigned int flags)` — writes `value` to the word at `addr` when the stream reaches
+    /// this point (`flags`: [`cu_stream_value::WRITE_DEFAULT`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32).
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32), until the write is done.
+    pub unsafe fn stream_write_value32(
+        &self,
+        stream: cudaStream_t,
+        addr: CUdeviceptr,
+        value: u32,
+        flags: c_uint,
+    ) -> Result<(), CuError> {
+        let Some(write) = self.driver.cuStreamWriteValue32_v2 else {
+            return Err(CuError::NOT_SUPPORTED);
+        };
+        self.driver_init()?;
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { write(stream, addr, value, flags) }.result()
+    }
+
+    /// `CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+    /// unsigned int flags)` — [`stream_write_value32`](Self::stream_write_value32) on a
+    /// 64-bit word.
+    ///
+    /// # Errors
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32).
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value64`](Self::stream_wait_value64), until the write is done.
+    pub unsafe fn stream_write_value64(
+        &self,
+        stream: cudaStream_t,
+        addr: CUdeviceptr,
+        value: u64,
+        flags: c_uint,
+    ) -> Result<(), CuError> {
+        let Some(write) = self.driver.cuStreamWriteValue64_v2 else {
+            return Err(CuError::NOT_SUPPORTED);
+        };
+        self.driver_init()?;
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { write(stream, addr, value, flags) }.result()
+    }
+
     /// `cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData)`
     /// — queues a host callback on `stream`.
     ///
@@ -852,6 +1078,30 @@ impl Cuda {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queries_read_not_ready_as_false() {
+        assert_eq!(ready(CudaError::SUCCESS), Ok(true));
+        assert_eq!(ready(CudaError::NOT_READY), Ok(false));
+        assert_eq!(
+            ready(CudaError::INVALID_VALUE),
+            Err(CudaError::INVALID_VALUE)
+        );
+    }
+
+    #[test]
+    fn stream_value_flags_are_cudas() {
+        assert_eq!(
+            [
+                cu_stream_value::WAIT_GEQ,
+                cu_stream_value::WAIT_EQ,
+                cu_stream_value::WAIT_AND,
+                cu_stream_value::WAIT_NOR,
+                cu_stream_value::WRITE_DEFAULT,
+            ],
+            [0, 1, 2, 3, 0]
+        );
+    }
 
     #[test]
     fn cuda_is_send_and_sync() {

@@ -201,3 +201,21 @@ mod tests {
         assert!(cudaStream_t::NULL.is_null() && cudaEvent_t::NULL.is_null());
     }
 }
+
+/// Flags of the driver's stream memory operations (`cuStreamWaitValue32_v2` and kin).
+pub mod cu_stream_value {
+    use std::ffi::c_uint;
+
+    /// `CU_STREAM_WAIT_VALUE_GEQ`: until `(int32_t)(*addr - value) >= 0` (a cyclic
+    /// comparison, unlike HIP's `hipStreamWaitValueGte`).
+    pub const WAIT_GEQ: c_uint = 0x0;
+    /// `CU_STREAM_WAIT_VALUE_EQ`: until `*addr == value`.
+    pub const WAIT_EQ: c_uint = 0x1;
+    /// `CU_STREAM_WAIT_VALUE_AND`: until `(*addr & value) != 0`.
+    pub const WAIT_AND: c_uint = 0x2;
+    /// `CU_STREAM_WAIT_VALUE_NOR`: until `~(*addr | value) != 0`.
+    pub const WAIT_NOR: c_uint = 0x3;
+    /// `CU_STREAM_WRITE_VALUE_DEFAULT`: the write is ordered after the stream's earlier
+    /// memory writes.
+    pub const WRITE_DEFAULT: c_uint = 0x0;
+}

@@ -36,6 +36,7 @@ pub use types::{
     MemoryType, decode_memory_type, encode_memory_type, hipAmdFileHandle_t, hipEvent_t,
     hipHostFn_t, hipMemcpyKind, hipMemoryType, hipPointerAttribute_t, hipStream_t,
     host_malloc_flags, host_register_flags, memcpy_kind, proc_address_status, stream_flags,
+    stream_wait_value,
 };
 pub use version::{RuntimeVersion, decode_version};
 
@@ -110,6 +111,50 @@ pub type PFN_hipEventRecord =
     unsafe extern "C" fn(event: hipEvent_t, stream: hipStream_t) -> hipError_t;
 /// `hipError_t hipEventSynchronize(hipEvent_t event)`, also the shape of `hipEventDestroy`.
 pub type PFN_hipEventSynchronize = unsafe extern "C" fn(event: hipEvent_t) -> hipError_t;
+/// `hipError_t hipStreamQuery(hipStream_t stream)`.
+pub type PFN_hipStreamQuery = unsafe extern "C" fn(stream: hipStream_t) -> hipError_t;
+/// `hipError_t hipEventQuery(hipEvent_t event)`.
+pub type PFN_hipEventQuery = unsafe extern "C" fn(event: hipEvent_t) -> hipError_t;
+/// `hipError_t hipStreamWaitValue32(hipStream_t stream, void* ptr, uint32_t value,
+/// unsigned int flags, uint32_t mask)`.
+pub type PFN_hipStreamWaitValue32 = unsafe extern "C" fn(
+    stream: hipStream_t,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+    mask: u32,
+) -> hipError_t;
+/// `hipError_t hipStreamWaitValue64(hipStream_t stream, void* ptr, uint64_t value,
+/// unsigned int flags, uint64_t mask)`.
+pub type PFN_hipStreamWaitValue64 = unsafe extern "C" fn(
+    stream: hipStream_t,
+    ptr: *mut c_void,
+    value: u64,
+    flags: c_uint,
+    mask: u64,
+) -> hipError_t;
+/// `hipError_t hipStreamWriteValue32(hipStream_t stream, void* ptr, uint32_t value,
+/// unsigned int flags)`.
+pub type PFN_hipStreamWriteValue32 = unsafe extern "C" fn(
+    stream: hipStream_t,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+) -> hipError_t;
+/// `hipError_t hipStreamWriteValue64(hipStream_t stream, void* ptr, uint64_t value,
+/// unsigned int flags)`.
+pub type PFN_hipStreamWriteValue64 = unsafe extern "C" fn(
+    stream: hipStream_t,
+    ptr: *mut c_void,
+    value: u64,
+    flags: c_uint,
+) -> hipError_t;
+/// `hipError_t hipHostGetDevicePointer(void** devPtr, void* hostPtr, unsigned int flags)`.
+pub type PFN_hipHostGetDevicePointer = unsafe extern "C" fn(
+    dev_ptr: *mut *mut c_void,
+    host_ptr: *mut c_void,
+    flags: c_uint,
+) -> hipError_t;
 /// `hipError_t hipGetProcAddress(const char* symbol, void** pfn, int hipVersion,
 /// uint64_t flags, hipDriverProcAddressQueryResult* symbolStatus)`.
 pub type PFN_hipGetProcAddress = unsafe extern "C" fn(
@@ -193,6 +238,20 @@ pub struct HipFns {
     pub hipEventDestroy: PFN_hipEventSynchronize,
     /// `hipGetProcAddress` (optional: first in ROCm 6.2).
     pub hipGetProcAddress: Option<PFN_hipGetProcAddress>,
+    /// `hipStreamQuery` (optional, as every entry point below: a runtime may lack them).
+    pub hipStreamQuery: Option<PFN_hipStreamQuery>,
+    /// `hipEventQuery`.
+    pub hipEventQuery: Option<PFN_hipEventQuery>,
+    /// `hipStreamWaitValue32`.
+    pub hipStreamWaitValue32: Option<PFN_hipStreamWaitValue32>,
+    /// `hipStreamWaitValue64`.
+    pub hipStreamWaitValue64: Option<PFN_hipStreamWaitValue64>,
+    /// `hipStreamWriteValue32`.
+    pub hipStreamWriteValue32: Option<PFN_hipStreamWriteValue32>,
+    /// `hipStreamWriteValue64`.
+    pub hipStreamWriteValue64: Option<PFN_hipStreamWriteValue64>,
+    /// `hipHostGetDevicePointer`.
+    pub hipHostGetDevicePointer: Option<PFN_hipHostGetDevicePointer>,
 }
 
 impl fmt::Debug for HipFns {
@@ -200,6 +259,11 @@ impl fmt::Debug for HipFns {
         f.debug_struct("HipFns")
             .field("hipLaunchHostFunc", &self.hipLaunchHostFunc.is_some())
             .field("hipGetProcAddress", &self.hipGetProcAddress.is_some())
+            .field("hipStreamWaitValue32", &self.hipStreamWaitValue32.is_some())
+            .field(
+                "hipStreamWriteValue32",
+                &self.hipStreamWriteValue32.is_some(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -252,6 +316,14 @@ pub fn amd_file_io_result(
     }
     ret.result().map_err(AmdFileIoError::Hip)?;
     Ok(size_copied)
+}
+
+/// A query's answer: success is ready, `hipErrorNotReady` is not, anything else an error.
+fn ready(status: HipError) -> Result<bool, HipError> {
+    match status {
+        HipError::NOT_READY => Ok(false),
+        other => other.result().map(|()| true),
+    }
 }
 
 thread_local! {
@@ -359,6 +431,13 @@ impl Hip {
             hipEventSynchronize: required!(library, hipEventSynchronize),
             hipEventDestroy: required!(library, hipEventDestroy),
             hipGetProcAddress: optional!(library, hipGetProcAddress),
+            hipStreamQuery: optional!(library, hipStreamQuery),
+            hipEventQuery: optional!(library, hipEventQuery),
+            hipStreamWaitValue32: optional!(library, hipStreamWaitValue32),
+            hipStreamWaitValue64: optional!(library, hipStreamWaitValue64),
+            hipStreamWriteValue32: optional!(library, hipStreamWriteValue32),
+            hipStreamWriteValue64: optional!(library, hipStreamWriteValue64),
+            hipHostGetDevicePointer: optional!(library, hipHostGetDevicePointer),
         };
         let library_path =
             loaded_file(fns.hipInit as *const c_void).unwrap_or_else(|| candidate.path.clone());
@@ -769,6 +848,178 @@ impl Hip {
         unsafe { launch(stream, func, user_data) }.result()
     }
 
+    /// Whether the runtime has `hipStreamWaitValue32` and `hipStreamWriteValue32` (and
+    /// `hipHostGetDevicePointer`, which finds the address they take).
+    pub fn has_stream_wait_value(&self) -> bool {
+        self.fns.hipStreamWaitValue32.is_some()
+            && self.fns.hipStreamWriteValue32.is_some()
+            && self.fns.hipHostGetDevicePointer.is_some()
+    }
+
+    /// `hipError_t hipStreamQuery(hipStream_t stream)` — whether `stream` has finished all
+    /// its work: `Ok(false)` for `hipErrorNotReady`.
+    ///
+    /// # Errors
+    ///
+    /// [`HipError::NOT_SUPPORTED`] when the runtime lacks `hipStreamQuery`, otherwise the
+    /// runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is null or a live stream of this runtime.
+    pub unsafe fn stream_query(&self, stream: hipStream_t) -> Result<bool, HipError> {
+        let Some(query) = self.fns.hipStreamQuery else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream.
+        ready(unsafe { query(stream) })
+    }
+
+    /// `hipError_t hipEventQuery(hipEvent_t event)` — whether `event` is complete:
+    /// `Ok(false)` for `hipErrorNotReady`.
+    ///
+    /// # Errors
+    ///
+    /// [`HipError::NOT_SUPPORTED`] when the runtime lacks `hipEventQuery`, otherwise the
+    /// runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// `event` is a live event of this runtime.
+    pub unsafe fn event_query(&self, event: hipEvent_t) -> Result<bool, HipError> {
+        let Some(query) = self.fns.hipEventQuery else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the event.
+        ready(unsafe { query(event) })
+    }
+
+    /// `hipError_t hipStreamWaitValue32(hipStream_t stream, void* ptr, uint32_t value,
+    /// unsigned int flags, uint32_t mask)` — the stream's later work waits until the word at
+    /// `ptr` satisfies `flags` ([`stream_wait_value`]) for `value` under `mask`.
+    ///
+    /// # Errors
+    ///
+    /// [`HipError::NOT_SUPPORTED`] when the runtime lacks it (see
+    /// [`has_stream_wait_value`](Self::has_stream_wait_value)), otherwise the runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is null or a live stream of this runtime; `ptr` is the device address of a
+    /// 4-byte-aligned word of mapped host memory or device memory of this runtime, which
+    /// stays allocated until the wait has ended.
+    pub unsafe fn stream_wait_value32(
+        &self,
+        stream: hipStream_t,
+        ptr: *mut c_void,
+        value: u32,
+        flags: c_uint,
+        mask: u32,
+    ) -> Result<(), HipError> {
+        let Some(wait) = self.fns.hipStreamWaitValue32 else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { wait(stream, ptr, value, flags, mask) }.result()
+    }
+
+    /// `hipError_t hipStreamWaitValue64(hipStream_t stream, void* ptr, uint64_t value,
+    /// unsigned int flags, uint64_t mask)` — [`stream_wait_value32`](Self::stream_wait_value32)
+    /// on a 64-bit word.
+    ///
+    /// # Errors
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32).
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32), the word 8-byte aligned.
+    pub unsafe fn stream_wait_value64(
+        &self,
+        stream: hipStream_t,
+        ptr: *mut c_void,
+        value: u64,
+        flags: c_uint,
+        mask: u64,
+    ) -> Result<(), HipError> {
+        let Some(wait) = self.fns.hipStreamWaitValue64 else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { wait(stream, ptr, value, flags, mask) }.result()
+    }
+
+    /// `hipError_t hipStreamWriteValue32(hipStream_t stream, void* ptr, uint32_t value,
+    /// unsigned int flags)` — writes `value` to the word at `ptr` when the stream reaches
+    /// this point (flags 0).
+    ///
+    /// # Errors
+    ///
+    /// [`HipError::NOT_SUPPORTED`] when the runtime lacks it, otherwise the runtime's error.
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value32`](Self::stream_wait_value32), until the write is done.
+    pub unsafe fn stream_write_value32(
+        &self,
+        stream: hipStream_t,
+        ptr: *mut c_void,
+        value: u32,
+        flags: c_uint,
+    ) -> Result<(), HipError> {
+        let Some(write) = self.fns.hipStreamWriteValue32 else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { write(stream, ptr, value, flags) }.result()
+    }
+
+    /// `hipError_t hipStreamWriteValue64(hipStream_t stream, void* ptr, uint64_t value,
+    /// unsigned int flags)` — [`stream_write_value32`](Self::stream_write_value32) on a
+    /// 64-bit word.
+    ///
+    /// # Errors
+    ///
+    /// As [`stream_write_value32`](Self::stream_write_value32).
+    ///
+    /// # Safety
+    ///
+    /// As [`stream_wait_value64`](Self::stream_wait_value64), until the write is done.
+    pub unsafe fn stream_write_value64(
+        &self,
+        stream: hipStream_t,
+        ptr: *mut c_void,
+        value: u64,
+        flags: c_uint,
+    ) -> Result<(), HipError> {
+        let Some(write) = self.fns.hipStreamWriteValue64 else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        // SAFETY: the caller vouches for the stream and the word.
+        unsafe { write(stream, ptr, value, flags) }.result()
+    }
+
+    /// `hipError_t hipHostGetDevicePointer(void** devPtr, void* hostPtr, unsigned int flags)`
+    /// — the device address of mapped host memory (flags 0).
+    ///
+    /// A lookup in the runtime's tables: `host` is never dereferenced.
+    ///
+    /// # Errors
+    ///
+    /// [`HipError::NOT_SUPPORTED`] when the runtime lacks it, otherwise the runtime's error
+    /// (`hipErrorInvalidValue` for memory that is not mapped host memory of this runtime).
+    // The runtime looks the address up in its allocation tables; it never dereferences it.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    pub fn host_get_device_pointer(&self, host: *mut c_void) -> Result<*mut c_void, HipError> {
+        let Some(get) = self.fns.hipHostGetDevicePointer else {
+            return Err(HipError::NOT_SUPPORTED);
+        };
+        let mut device = ptr::null_mut();
+        // SAFETY: `device` is a valid local out-parameter; `host` is only looked up.
+        unsafe { get(&mut device, host, 0) }.result()?;
+        Ok(device)
+    }
+
     /// `hipError_t hipEventCreate(hipEvent_t* event)` — creates an event.
     ///
     /// # Errors
@@ -1012,6 +1263,16 @@ mod tests {
             AmdFileIoError::Unavailable
                 .to_string()
                 .contains("hipAmdFileRead")
+        );
+    }
+
+    #[test]
+    fn queries_read_not_ready_as_false() {
+        assert_eq!(ready(HipError::SUCCESS), Ok(true));
+        assert_eq!(ready(HipError::NOT_READY), Ok(false));
+        assert_eq!(
+            ready(HipError::INVALID_HANDLE),
+            Err(HipError::INVALID_HANDLE)
         );
     }
 

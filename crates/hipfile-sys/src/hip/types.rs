@@ -325,6 +325,24 @@ pub mod stream_flags {
     pub const NON_BLOCKING: c_uint = 1;
 }
 
+/// Conditions of `hipStreamWaitValue32`/`hipStreamWaitValue64` (the `flags` argument).
+pub mod stream_wait_value {
+    use std::ffi::c_uint;
+
+    /// `hipStreamWaitValueGte`: until `(*ptr & mask) >= value`.
+    pub const GTE: c_uint = 0x0;
+    /// `hipStreamWaitValueEq`: until `(*ptr & mask) == value`.
+    pub const EQ: c_uint = 0x1;
+    /// `hipStreamWaitValueAnd`: until `(*ptr & mask & value) != 0`.
+    pub const AND: c_uint = 0x2;
+    /// `hipStreamWaitValueNor`: until `~((*ptr & mask) | (value & mask)) != 0`.
+    pub const NOR: c_uint = 0x3;
+    /// The mask that compares every bit of a 32-bit word.
+    pub const MASK_32: u32 = 0xffff_ffff;
+    /// The mask that compares every bit of a 64-bit word.
+    pub const MASK_64: u64 = 0xffff_ffff_ffff_ffff;
+}
+
 /// `hipGetProcAddress` symbol status values (`hipDriverProcAddressQueryResult`).
 pub mod proc_address_status {
     use std::ffi::c_int;
