@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 
 use crate::fault::{Call, Effect, Faults, Site};
-use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -95,6 +95,40 @@ fn at(range: (u64, usize), stream: Option<StreamHandle>) -> Site {
 // SAFETY: every answer is the inner runtime's (whose promises hold) or an error; faults only
 // fail, delay or shorten calls, and a shortened transfer touches a part of its range.
 unsafe impl GpuRuntime for Injected {
+    // The stream-ordering calls pass through uncounted: no test injects faults into them yet.
+    fn has_stream_wait_value(&self) -> bool {
+        self.inner.has_stream_wait_value()
+    }
+    fn launch_host_func(&self, stream: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
+        self.inner.launch_host_func(stream, f)
+    }
+    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
+        self.inner.host_device_pointer(host)
+    }
+    unsafe fn stream_wait_value32(
+        &self,
+        stream: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller's promise for the word is passed on unchanged.
+        unsafe { self.inner.stream_wait_value32(stream, word, value) }
+    }
+    unsafe fn stream_write_value32(
+        &self,
+        stream: StreamHandle,
+        word: DevicePtr,
+        value: u32,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: as above.
+        unsafe { self.inner.stream_write_value32(stream, word, value) }
+    }
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool, RuntimeError> {
+        self.inner.stream_query(stream)
+    }
+    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
+        self.inner.event_query(event)
+    }
     fn thread_init(&self) -> Result<(), RuntimeError> {
         self.enter(Call::ThreadInit, Site::default())?;
         self.inner.thread_init()

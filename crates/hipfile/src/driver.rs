@@ -7,6 +7,7 @@
 //! the driver only through the `pub(crate)` methods here.
 
 use crate::engine::Engine;
+use crate::gates::Gates;
 use crate::stats::{DeviceStats, Stats, StatsSnapshot};
 use hipfile_core::{
     Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op, Outcome,
@@ -55,6 +56,8 @@ struct Inner {
     stats: Stats,
     /// Serves the requests that do not block their caller.
     engine: Engine,
+    /// The words streams wait on for stream-ordered requests.
+    gates: Gates,
 }
 
 struct RegisteredBuffer {
@@ -150,6 +153,7 @@ impl Driver {
             StagingConfig::for_knobs(&config.fallback_knobs()),
         );
         let engine = Engine::new(config.fallback_knobs().io_threads);
+        let gates = Gates::new(Arc::clone(&runtime));
         Driver {
             inner: Arc::new(Inner {
                 config,
@@ -161,6 +165,7 @@ impl Driver {
                 buffers: RwLock::new(BTreeMap::new()),
                 stats: Stats::default(),
                 engine,
+                gates,
             }),
         }
     }
@@ -309,6 +314,11 @@ impl Driver {
     /// The engine that serves requests which do not block their caller.
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// The gate words of stream-ordered requests.
+    pub(crate) fn gates(&self) -> &Gates {
+        &self.inner.gates
     }
 
     /// Counts a request that failed.

@@ -100,7 +100,15 @@ impl Engine {
 
     /// Queues `job`; `listener` is called when it ends.
     pub(crate) fn submit(&self, op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
-        let slot = Arc::new(Slot {
+        let slot = Engine::slot(op, job, listener);
+        self.queue(Arc::clone(&slot));
+        slot
+    }
+
+    /// A request that is not queued yet: [`Engine::queue`] queues it later (when a stream
+    /// reaches it). It can be cancelled meanwhile, and then is never served.
+    pub(crate) fn slot(op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
+        Arc::new(Slot {
             op,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
@@ -110,15 +118,26 @@ impl Engine {
                 listener,
             }),
             ended: Condvar::new(),
-        });
+        })
+    }
+
+    /// A handle that queues requests made by [`Engine::slot`] without owning the engine, for
+    /// code that must not end the engine (a host function on a GPU stream, which may not
+    /// call the runtime); the engine's first thread is started now.
+    pub(crate) fn queue_handle(&self) -> QueueHandle {
+        self.start_threads(1);
+        QueueHandle(Arc::clone(&self.shared))
+    }
+
+    /// Queues a request made by [`Engine::slot`] (a cancelled one is skipped when taken).
+    pub(crate) fn queue(&self, slot: Arc<Slot>) {
         let queued = {
             let mut queue = lock(&self.shared.queue);
-            queue.slots.push_back(Arc::clone(&slot));
+            queue.slots.push_back(slot);
             queue.slots.len()
         };
         self.shared.ready.notify_one();
         self.start_threads(queued);
-        slot
     }
 
     /// Starts another request thread while requests wait and fewer than `threads` run, so
@@ -178,6 +197,25 @@ impl Drop for Engine {
                 let _ = handle.join();
             }
         }
+    }
+}
+
+/// Queues requests on an engine it does not own (see [`Engine::queue_handle`]).
+pub(crate) struct QueueHandle(Arc<Shared>);
+
+impl QueueHandle {
+    /// Queues `slot`. With the engine closed (which a queued request's job prevents), the
+    /// request is cancelled instead.
+    pub(crate) fn push(&self, slot: Arc<Slot>) {
+        let mut queue = lock(&self.0.queue);
+        if queue.closing {
+            drop(queue);
+            slot.cancel();
+            return;
+        }
+        queue.slots.push_back(slot);
+        drop(queue);
+        self.0.ready.notify_one();
     }
 }
 

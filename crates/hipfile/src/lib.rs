@@ -50,7 +50,9 @@
 //! this documentation that need a runtime run when `HIPFILE_HIP_LIBRARY` is set (as `cargo
 //! xtask ci` sets it) and return early otherwise; the crate's `examples/` are whole programs.
 //!
-//! The only `unsafe` here is [`DeviceBuffer`]'s copies and its `from_raw` constructor.
+//! The only `unsafe` here is [`DeviceBuffer`]'s copies and its `from_raw` constructor, the
+//! stream-ordered calls (whose stream handle the caller vouches for) and the gate words
+//! streams wait on.
 //!
 //! # Stable and unstable surface
 //!
@@ -74,6 +76,8 @@ mod buffer;
 mod driver;
 mod engine;
 mod file;
+mod gates;
+mod ordered;
 mod pending;
 mod stats;
 mod view;
@@ -90,7 +94,7 @@ pub use buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use driver::Driver;
 pub use engine::IoState;
 pub use file::{FileHandle, IoOutcome};
-pub use hipfile_core::runtime::FileIoError;
+pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
     DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, Op,

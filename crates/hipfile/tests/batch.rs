@@ -252,8 +252,9 @@ fn dropping_a_waiting_handle_cancels_it_and_dropping_a_running_one_waits() {
     let mut first = d.alloc(4096).unwrap();
     let mut second = d.alloc(4096).unwrap();
     arm(&parking, &gate);
-    let _release = gate.release_on_drop();
     let running = fh.read_at_async(first.slice_mut(..4000).unwrap(), 0);
+    // Released however the test ends, before `running` is dropped (which waits for it).
+    let _release = gate.release_on_drop();
     gate.wait_parked(|| false);
     let waiting = fh.read_at_async(second.slice_mut(..4000).unwrap(), 0);
     assert_eq!(running.state(), IoState::Pending);

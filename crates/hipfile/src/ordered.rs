@@ -1,0 +1,142 @@
+//! Stream-ordered requests: a read or write queued on the caller's GPU stream, which runs when
+//! the stream reaches it and holds the stream's later work back until it has ended.
+//!
+//! On the stream go, in order: a host function that hands the request to the driver's
+//! engine (it only queues: a host function may not call the runtime), a wait until a gate
+//! word in pinned memory is 1, and a host function that returns the word once the stream
+//! has passed the wait. The engine serves the request as any other (the synchronous path, on
+//! its own threads and streams) and opens the gate when the request ends, however it ends
+//! (served, failed or cancelled), so the stream never waits for ever on a request that
+//! cannot run. docs/DECISIONS.md says why this mechanism and not another.
+//!
+//! # Safety
+//!
+//! The calls are `unsafe` because a stream handle is the caller's word that the stream is
+//! live; the wait is given a gate word that `gates.rs` keeps allocated until the stream has
+//! passed it.
+
+#![allow(unsafe_code)]
+
+use crate::engine::Engine;
+use crate::file::FileHandle;
+use crate::pending::Io;
+use crate::view::{DeviceBuf, DeviceBufMut};
+use hipfile_core::runtime::StreamHandle;
+use hipfile_core::{Error, Op, Request};
+use std::sync::Arc;
+
+impl FileHandle {
+    /// Queues a read into `dst` from file offset `offset` on `stream`: it runs when the
+    /// stream reaches it, and the stream's later work (kernels, copies) waits until the
+    /// bytes are in place. The same request as [`FileHandle::read_at`]; the returned
+    /// [`Io`] gives its result (`wait` or `.await`) and keeps `dst` borrowed. Dropping the
+    /// handle before the stream reaches the request cancels it, and the stream goes on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when the runtime cannot order work on a stream this way (it
+    /// lacks host functions or stream wait-value operations; ROCm 5.2 does); the runtime's
+    /// error when the stream refuses the operations. Errors of the request itself come from
+    /// the handle.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is a live stream of the driver's runtime, and is not destroyed before the
+    /// request has ended (the handle waited for, or the stream synchronised).
+    pub unsafe fn read_on_stream<'a>(
+        &self,
+        stream: StreamHandle,
+        dst: impl DeviceBufMut + 'a,
+        offset: u64,
+    ) -> Result<Io<'a>, Error> {
+        let (buffer, range) = dst.parts();
+        // SAFETY: the caller vouches for the stream.
+        unsafe { self.on_stream(stream, Op::Read, buffer, range, offset) }
+    }
+
+    /// Queues a write of `src` at file offset `offset` on `stream`, as
+    /// [`read_on_stream`](Self::read_on_stream) queues a read: the stream's earlier work
+    /// (the kernel that produced `src`) is done before it runs, and its later work waits
+    /// until it has ended.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_on_stream`](Self::read_on_stream).
+    ///
+    /// # Safety
+    ///
+    /// As [`read_on_stream`](Self::read_on_stream).
+    pub unsafe fn write_on_stream<'a>(
+        &self,
+        stream: StreamHandle,
+        src: impl DeviceBuf + 'a,
+        offset: u64,
+    ) -> Result<Io<'a>, Error> {
+        let (buffer, range) = src.parts();
+        // SAFETY: the caller vouches for the stream.
+        unsafe { self.on_stream(stream, Op::Write, buffer, range, offset) }
+    }
+
+    /// # Safety
+    ///
+    /// `stream` is a live stream of the runtime until the request has ended.
+    unsafe fn on_stream(
+        &self,
+        stream: StreamHandle,
+        op: Op,
+        buffer: &crate::DeviceBuffer,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> Result<Io<'static>, Error> {
+        let driver = self.driver();
+        let gpu = driver.gpu();
+        if !gpu.has_stream_wait_value() {
+            return Err(Error::InvalidValue {
+                op: Some(op),
+                what: "this GPU runtime cannot order a request on a stream (it lacks host \
+                       functions or stream wait-value operations); use read_at_async or \
+                       write_at_async and synchronise the stream first"
+                    .into(),
+            });
+        }
+        let request = Request {
+            op,
+            size: range.len() as u64,
+            file_offset: offset,
+            buffer_offset: range.start as u64,
+        };
+        let memory = Arc::clone(buffer.memory());
+        let entered = self.enter_owned();
+        let gates = driver.gates();
+        let gate = gates.take()?;
+        let job = Box::new(move || entered?.serve(op, &memory, Ok(request)));
+        let slot = Engine::slot(op, job, Some(Box::new(move || gate.open())));
+        let queue = driver.engine().queue_handle();
+        let reached = Arc::clone(&slot);
+        gpu.launch_host_func(stream, Box::new(move || queue.push(reached)))
+            .map_err(|e| {
+                slot.cancel();
+                gates.free_words().give_back(gate);
+                Error::Runtime(e)
+            })?;
+        // SAFETY: the word is in pinned memory of this runtime that stays allocated while it
+        // is out (`gates.rs`), which lasts until the host function queued below has run,
+        // after the stream passed the wait; the host touches it only atomically.
+        if let Err(e) = unsafe { gpu.stream_wait_value32(stream, gate.device(), 1) } {
+            // The host function may still queue the request: cancelled, it is skipped. No
+            // wait refers to the word, so it can go back at once.
+            slot.cancel();
+            gates.free_words().give_back(gate);
+            return Err(Error::Runtime(e));
+        }
+        let free = Arc::clone(gates.free_words());
+        if gpu
+            .launch_host_func(stream, Box::new(move || free.give_back(gate)))
+            .is_err()
+        {
+            // The request is ordered; only the word is lost (its page is never freed).
+            gates.free_words().lose(gate);
+        }
+        Ok(Io::new(slot))
+    }
+}
