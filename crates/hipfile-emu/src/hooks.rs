@@ -106,9 +106,10 @@ pub unsafe extern "C" fn hipfileEmuDeviceCopyBytes(
 mod tests {
     use super::*;
     use crate::config::MAX_DEVICES;
+    use crate::copy::hipMemcpy;
     use crate::device::set_device;
     use crate::error::INVALID_DEVICE;
-    use crate::memory::{counters_lock, device_copy_bytes, hipFree, hipMalloc, hipMemcpy};
+    use crate::memory::{counters_lock, device_copy_bytes, hipFree, hipMalloc};
     use std::ffi::c_void;
     use std::ptr::null_mut;
 

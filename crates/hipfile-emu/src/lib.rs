@@ -20,7 +20,7 @@
 //! Where a real runtime would quietly go through peer access, it is stricter, so that tests of
 //! multi-GPU routing can fail: streams and events belong to the device current at their
 //! creation, and `hipMemcpyAsync` on a stream refuses device memory of another device
-//! ([`memory`], [`stream`]). `hipfileEmuDeviceCopyBytes` counts the bytes copied into and out
+//! ([`copy`], [`stream`]). `hipfileEmuDeviceCopyBytes` counts the bytes copied into and out
 //! of each device's memory ([`hooks`]).
 //!
 //! Who may depend on it: tests and tools only, and explicitly (by path or as a
@@ -39,14 +39,15 @@
 //! before every copy and transfer), or in host ranges the caller passes outside every known
 //! entry. Nothing is freed unless the table says this runtime allocated it. Operations that
 //! run on a stream's worker, later, are checked again when they run, and run inside
-//! `catch_unwind`. The modules that hold unsafe code say more: [`memory`], [`fileio`],
-//! [`stream`].
+//! `catch_unwind`. The modules that hold unsafe code say more: [`memory`], [`copy`],
+//! [`fileio`], [`stream`].
 
 // The exported functions carry the C names of the HIP API.
 #![allow(non_snake_case)]
 
 pub mod codes;
 pub mod config;
+pub mod copy;
 pub mod device;
 pub mod error;
 pub mod fault;

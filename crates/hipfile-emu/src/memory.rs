@@ -13,21 +13,12 @@
 //! the transfer, and the functions that release memory hold it exclusively, so memory is never
 //! released under a running transfer (as `hipFree` synchronises the device first).
 //!
-//! # Devices
+//! # Copies
 //!
-//! Unified addressing routes a copy by its pointers, so `hipMemcpy` and `hipMemcpyAsync` on
-//! the null stream copy between any devices' memory. A non-null stream, though, belongs to one
-//! device ([`crate::stream`]), and `hipMemcpyAsync` on it refuses, with
-//! `hipErrorInvalidValue` and copying nothing, a copy with a device-memory operand (any
-//! pointer that lies in a `hipMalloc` allocation, whatever the kind says: the destination of
-//! a host-to-device copy, the source of a device-to-host one, either of a device-to-device
-//! one) of another device than the stream's. A real runtime would do such a copy through peer
-//! access, at a lower speed; the emulation refuses it so that misrouted copies show in tests.
-//!
-//! Copies are ordered on their streams ([`crate::stream`]): `hipMemcpyAsync` is checked when
-//! it is called and again when it runs, under the gate, so memory released while a copy waits
-//! in a queue makes that copy fail instead of touching freed memory. Releasing does not wait
-//! for the streams (unlike HIP's `hipFree`, which synchronises the device).
+//! [`check_copy`] is the table's check of a copy, and says which devices' memory the copy
+//! touches. The copy entry points, `hipMemcpy` and `hipMemcpyAsync`, with their ordering on
+//! streams and their device rules, are in [`crate::copy`], which uses this module and
+//! [`crate::stream`]; this module uses neither.
 //!
 //! The bytes copied into and out of each device's memory (by `hipMemcpy`, `hipMemcpyAsync`
 //! and the emulated `hipAmdFileRead`/`hipAmdFileWrite`) are counted per device
@@ -39,8 +30,6 @@ use crate::error::{
     HOST_MEMORY_ALREADY_REGISTERED, HOST_MEMORY_NOT_REGISTERED, INVALID_DEVICE,
     INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_FOUND, OUT_OF_MEMORY, SUCCESS, UNKNOWN, code_of,
 };
-use crate::queue::{SendPtr, code_of_submission};
-use crate::stream::{HipStream, null_queue, queue_of};
 use std::alloc::{self, Layout};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
@@ -706,136 +695,6 @@ pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<Rou
     })
 }
 
-/// The copy of `hipMemcpy`/`hipMemcpyAsync`, checked, under the transfer gate, and counted
-/// per device. With `stream_device`, every device-memory operand must be of that device.
-///
-/// # Safety
-///
-/// Host-side ranges outside the table are valid for the copy.
-unsafe fn copy(
-    dst: *mut c_void,
-    src: *const c_void,
-    len: usize,
-    kind: c_int,
-    stream_device: Option<c_int>,
-) -> Result<(), i32> {
-    if !(0..=4).contains(&kind) {
-        return Err(INVALID_MEMCPY_DIRECTION);
-    }
-    if len == 0 {
-        return Ok(());
-    }
-    let _gate = transfer_gate();
-    let route = check_copy(dst as usize, src as usize, len, kind)?;
-    if stream_device.is_some_and(|device| !route.stays_on(device)) {
-        return Err(INVALID_VALUE);
-    }
-    // SAFETY: both ranges are valid: those in the table were just checked to fit their
-    // entries, which the gate keeps alive; the others are the caller's promise. `copy` allows
-    // overlap.
-    unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
-    count_copied(route.dst, route.src, len as u64);
-    Ok(())
-}
-
-/// `hipError_t hipMemcpy(void* dst, const void* src, size_t size, hipMemcpyKind kind)` —
-/// copies `size` bytes, checked against the table first: a device side must lie in one device
-/// allocation, every side that falls into a known entry must fit in it (`hipMemcpyDefault`
-/// checks only that). Size 0 is a no-op. The devices of the two sides may differ (unified
-/// addressing routes the copy by its pointers).
-///
-/// Ordered on the null stream, as in HIP: it runs after the work queued there (at once, on
-/// the calling thread, when there is none) and returns when the copy is done.
-///
-/// # Errors
-///
-/// `hipErrorInvalidMemcpyDirection` for an unknown kind; `hipErrorInvalidValue` for a null
-/// pointer or a range the checks refuse (nothing is copied), or when called from a host
-/// function of the null stream (which would wait for itself).
-///
-/// # Safety
-///
-/// Host memory outside this runtime's table is valid for `size` bytes (readable at `src`,
-/// writable at `dst`).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipMemcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-) -> i32 {
-    let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
-    code_of(null_queue().run_ordered(move || {
-        // SAFETY: the caller's promise is `copy`'s, and holds until this call returns, which
-        // waits for the copy.
-        unsafe { copy(dst.get(), src.get(), size, kind, None) }
-    }))
-}
-
-/// `hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, hipMemcpyKind kind,
-/// hipStream_t stream)` — [`hipMemcpy`] in `stream`'s order: done when the stream reaches it
-/// (at once, on the calling thread, when the stream is idle). The arguments are checked when
-/// it is called, and again when it runs: memory released in between makes the copy fail
-/// with `hipErrorInvalidValue` at the stream's next synchronisation. On a non-null stream,
-/// every device-memory operand must be memory of the stream's device (see the module
-/// documentation); the null stream copies between any devices.
-///
-/// # Errors
-///
-/// As [`hipMemcpy`]; `hipErrorInvalidHandle` for a stream that is not null or live;
-/// `hipErrorInvalidValue` (nothing copied) for device memory of another device than the
-/// stream's.
-///
-/// # Safety
-///
-/// As [`hipMemcpy`], until the copy is done (the stream synchronised, or an event recorded
-/// after it complete).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipMemcpyAsync(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-    stream: HipStream,
-) -> i32 {
-    let (stream_device, queue) = match queue_of(stream) {
-        Ok(found) => found,
-        Err(e) => return e,
-    };
-    if let Err(e) = check_async_copy(dst as usize, src as usize, size, kind, stream_device) {
-        return e;
-    }
-    let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
-    let job = move || {
-        // SAFETY: the caller's promise is `copy`'s, and holds until the copy is done.
-        unsafe { copy(dst.get(), src.get(), size, kind, stream_device) }
-    };
-    code_of_submission(queue.submit(Box::new(job), true))
-}
-
-/// The checks of [`copy`], without the copy: made when a copy is queued, so that its caller
-/// learns of a bad argument at once.
-fn check_async_copy(
-    dst: usize,
-    src: usize,
-    len: usize,
-    kind: c_int,
-    stream_device: Option<c_int>,
-) -> Result<(), i32> {
-    if !(0..=4).contains(&kind) {
-        return Err(INVALID_MEMCPY_DIRECTION);
-    }
-    if len == 0 {
-        return Ok(());
-    }
-    let _gate = transfer_gate();
-    let route = check_copy(dst, src, len, kind)?;
-    if stream_device.is_some_and(|device| !route.stays_on(device)) {
-        return Err(INVALID_VALUE);
-    }
-    Ok(())
-}
-
 /// Whether `addr..addr+len` lies inside one entry of the table, of any kind: where the
 /// stream memory operations may read and write a word.
 pub(crate) fn known_range(addr: usize, len: usize) -> bool {
@@ -880,8 +739,7 @@ pub unsafe extern "C" fn hipHostGetDevicePointer(
 mod tests {
     use super::*;
     use crate::device::set_device;
-    use crate::error::{INVALID_HANDLE, INVALID_VALUE};
-    use crate::stream::{hipStreamCreateWithFlags, hipStreamDestroy};
+    use crate::error::INVALID_VALUE;
     use std::mem::{offset_of, size_of};
     use std::ptr::null_mut;
 
@@ -1183,90 +1041,6 @@ mod tests {
     }
 
     #[test]
-    fn memcpy_round_trips_through_device_memory() {
-        let d = device_alloc(4096);
-        let d2 = device_alloc(4096);
-        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
-        let mut back = vec![0u8; 4096];
-        // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
-        unsafe {
-            assert_eq!(hipMemcpy(d.cast(), src.as_ptr().cast(), 4096, 1), SUCCESS);
-            assert_eq!(hipMemcpy(d2.cast(), d.cast(), 4096, 3), SUCCESS);
-            assert_eq!(
-                hipMemcpyAsync(back.as_mut_ptr().cast(), d2.cast(), 4096, 2, null_mut()),
-                SUCCESS
-            );
-        }
-        assert_eq!(back, src);
-        free(d);
-        free(d2);
-    }
-
-    #[test]
-    fn memcpy_refuses_out_of_allocation_writes() {
-        let d = device_alloc(4096);
-        let d2 = device_alloc(4096);
-        let mut host = vec![0xAAu8; 8192];
-        let h = host.as_mut_ptr();
-        // SAFETY: every call here is refused before copying.
-        unsafe {
-            // Past the end of the device allocation.
-            assert_eq!(hipMemcpy(d.add(1).cast(), h.cast(), 4096, 1), INVALID_VALUE);
-            assert_eq!(
-                hipMemcpy(h.cast(), d.add(4000).cast(), 97, 2),
-                INVALID_VALUE
-            );
-            // Host memory declared device memory.
-            assert_eq!(
-                hipMemcpy(h.cast(), h.add(4096).cast(), 16, 1),
-                INVALID_VALUE
-            );
-            assert_eq!(
-                hipMemcpy(h.cast(), h.add(4096).cast(), 16, 3),
-                INVALID_VALUE
-            );
-            // A host side that runs from one entry past its end, or into an entry.
-            assert_eq!(
-                hipMemcpy(d.add(4000).cast(), h.cast(), 200, 0),
-                INVALID_VALUE
-            );
-            assert_eq!(
-                hipMemcpy(d.add(4000).cast(), h.cast(), 200, 4),
-                INVALID_VALUE
-            );
-            assert_eq!(
-                hipMemcpy(h.cast(), d2.add(4095).cast(), 2, 4),
-                INVALID_VALUE
-            );
-            // Null pointers and unknown kinds.
-            assert_eq!(hipMemcpy(null_mut(), h.cast(), 1, 4), INVALID_VALUE);
-            assert_eq!(hipMemcpy(d.cast(), std::ptr::null(), 1, 1), INVALID_VALUE);
-            assert_eq!(
-                hipMemcpy(d.cast(), h.cast(), 1, 5),
-                INVALID_MEMCPY_DIRECTION
-            );
-            assert_eq!(
-                hipMemcpy(d.cast(), h.cast(), 0, -1),
-                INVALID_MEMCPY_DIRECTION
-            );
-            // A stream that does not exist.
-            assert_eq!(
-                hipMemcpyAsync(d.cast(), h.cast(), 1, 1, 8usize as HipStream),
-                INVALID_HANDLE
-            );
-        }
-        assert!(host.iter().all(|&b| b == 0xAA));
-        // SAFETY: size 0 copies nothing, whatever the pointers.
-        let r = unsafe { hipMemcpy(null_mut(), std::ptr::null(), 0, 1) };
-        assert_eq!(r, SUCCESS);
-        // SAFETY: in bounds, kind Default.
-        let r = unsafe { hipMemcpy(d.add(4095).cast(), h.cast(), 1, 4) };
-        assert_eq!(r, SUCCESS);
-        free(d);
-        free(d2);
-    }
-
-    #[test]
     fn allocations_remember_their_device() {
         // A thread of its own, so that no other test sees its current device.
         std::thread::spawn(|| {
@@ -1303,142 +1077,9 @@ mod tests {
         assert_eq!(freer.join().unwrap(), SUCCESS);
     }
 
-    fn new_stream() -> HipStream {
-        let mut s = null_mut();
-        // SAFETY: `s` is writable.
-        assert_eq!(unsafe { hipStreamCreateWithFlags(&mut s, 0) }, SUCCESS);
-        s
-    }
-
-    /// `(to_device, from_device)` of `device`, among all the devices that have counters.
-    fn copied(device: c_int) -> (u64, u64) {
-        device_copy_bytes(device, MAX_DEVICES).unwrap()
-    }
-
     /// Makes `device` current on this thread, with room for every device that has counters.
     fn use_device(device: c_int) {
         assert_eq!(set_device(device, MAX_DEVICES), Ok(()));
-    }
-
-    #[test]
-    fn async_copies_must_stay_on_the_stream_device() {
-        // A thread of its own, so that no other test sees its current device.
-        std::thread::spawn(|| {
-            let _counters = counters_lock();
-            use_device(8);
-            let (d8, s8) = (device_alloc(4096), new_stream());
-            use_device(9);
-            let (d9, s9) = (device_alloc(4096), new_stream());
-            let before = (copied(8), copied(9));
-            let src = vec![0x3Cu8; 4096];
-            let mut host = vec![0xAAu8; 4096];
-            let (h, hm) = (src.as_ptr().cast::<c_void>(), host.as_mut_ptr().cast());
-            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked; every
-            // call is refused before copying.
-            unsafe {
-                // Host to device 9, device 9 to host, on device 8's stream.
-                assert_eq!(hipMemcpyAsync(d9.cast(), h, 4096, 1, s8), INVALID_VALUE);
-                assert_eq!(hipMemcpyAsync(hm, d9.cast(), 4096, 2, s8), INVALID_VALUE);
-                // Device to device, one side on another device than the stream's.
-                assert_eq!(
-                    hipMemcpyAsync(d8.cast(), d9.cast(), 64, 3, s8),
-                    INVALID_VALUE
-                );
-                assert_eq!(
-                    hipMemcpyAsync(d8.cast(), d9.cast(), 64, 3, s9),
-                    INVALID_VALUE
-                );
-                // hipMemcpyDefault is routed by the pointers, and refused the same way.
-                assert_eq!(hipMemcpyAsync(d9.cast(), h, 4096, 4, s8), INVALID_VALUE);
-            }
-            assert!(host.iter().all(|&b| b == 0xAA));
-            // SAFETY: the allocation is 4096 bytes, live, and written by no one.
-            let d9_bytes = unsafe { std::slice::from_raw_parts(d9, 4096) };
-            assert!(d9_bytes.iter().all(|&b| b == 0), "a refused copy wrote");
-            assert_eq!((copied(8), copied(9)), before, "a refused copy was counted");
-            free(d8);
-            free(d9);
-            for s in [s8, s9] {
-                assert_eq!(hipStreamDestroy(s), SUCCESS);
-            }
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn async_copies_on_the_right_stream_run_and_are_counted() {
-        std::thread::spawn(|| {
-            let _counters = counters_lock();
-            use_device(10);
-            let (d, d2, s) = (device_alloc(4096), device_alloc(4096), new_stream());
-            // The stream's device counts, not the current one.
-            use_device(0);
-            let before = copied(10);
-            let src: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
-            let mut back = vec![0u8; 4096];
-            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
-            unsafe {
-                let r = hipMemcpyAsync(d.cast(), src.as_ptr().cast(), 4096, 1, s);
-                assert_eq!(r, SUCCESS);
-                assert_eq!(hipMemcpyAsync(d2.cast(), d.cast(), 1000, 3, s), SUCCESS);
-                let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d2.cast(), 1000, 4, s);
-                assert_eq!(r, SUCCESS);
-                // Host to host touches no device memory, on any stream.
-                let r = hipMemcpyAsync(
-                    back[1000..].as_mut_ptr().cast(),
-                    src[1000..].as_ptr().cast(),
-                    8,
-                    0,
-                    s,
-                );
-                assert_eq!(r, SUCCESS);
-            }
-            assert_eq!(back[..1008], src[..1008]);
-            let after = copied(10);
-            assert_eq!(after.0 - before.0, 4096 + 1000, "into device 10");
-            assert_eq!(after.1 - before.1, 1000 + 1000, "out of device 10");
-            free(d);
-            free(d2);
-            assert_eq!(hipStreamDestroy(s), SUCCESS);
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn sync_and_null_stream_copies_cross_devices() {
-        std::thread::spawn(|| {
-            let _counters = counters_lock();
-            use_device(11);
-            let d11 = device_alloc(4096);
-            use_device(12);
-            let d12 = device_alloc(4096);
-            let before = (copied(11), copied(12));
-            let src = vec![0x77u8; 4096];
-            let mut back = vec![0u8; 4096];
-            // SAFETY: host buffers are valid for 4096 bytes; device ranges are checked.
-            unsafe {
-                // Current device 12, memory of device 11.
-                assert_eq!(hipMemcpy(d11.cast(), src.as_ptr().cast(), 4096, 1), SUCCESS);
-                assert_eq!(hipMemcpy(d12.cast(), d11.cast(), 4096, 3), SUCCESS);
-                let r = hipMemcpyAsync(d11.cast(), d12.cast(), 2048, 4, null_mut());
-                assert_eq!(r, SUCCESS);
-                let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d11.cast(), 4096, 2, null_mut());
-                assert_eq!(r, SUCCESS);
-            }
-            assert_eq!(back, src);
-            let (d11_before, d12_before) = before;
-            let (d11_after, d12_after) = (copied(11), copied(12));
-            assert_eq!(d11_after.0 - d11_before.0, 4096 + 2048);
-            assert_eq!(d11_after.1 - d11_before.1, 4096 + 4096);
-            assert_eq!(d12_after.0 - d12_before.0, 4096);
-            assert_eq!(d12_after.1 - d12_before.1, 2048);
-            free(d11);
-            free(d12);
-        })
-        .join()
-        .unwrap();
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use crate::config::{self, RocmVersion};
 use crate::error::{INVALID_VALUE, NOT_FOUND, SUCCESS};
-use crate::{device, error, fileio, memory, stream};
+use crate::{copy, device, error, fileio, memory, stream};
 use std::ffi::{CStr, c_char, c_int, c_void};
 
 /// `HIP_GET_PROC_ADDRESS_SUCCESS`.
@@ -45,8 +45,8 @@ pub fn lookup(name: &[u8], version: RocmVersion) -> Option<*mut c_void> {
         b"hipHostFree" => memory::hipHostFree as *const (),
         b"hipHostRegister" => memory::hipHostRegister as *const (),
         b"hipHostUnregister" => memory::hipHostUnregister as *const (),
-        b"hipMemcpy" => memory::hipMemcpy as *const (),
-        b"hipMemcpyAsync" => memory::hipMemcpyAsync as *const (),
+        b"hipMemcpy" => copy::hipMemcpy as *const (),
+        b"hipMemcpyAsync" => copy::hipMemcpyAsync as *const (),
         b"hipStreamCreateWithFlags" => stream::hipStreamCreateWithFlags as *const (),
         b"hipStreamDestroy" => stream::hipStreamDestroy as *const (),
         b"hipStreamSynchronize" => stream::hipStreamSynchronize as *const (),

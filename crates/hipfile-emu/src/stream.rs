@@ -38,7 +38,7 @@
 //!
 //! Each stream and each event belongs to a device: the one current on the calling thread when
 //! it was created (as in HIP). `hipMemcpyAsync` uses the stream's device to refuse copies
-//! routed to the wrong device (see [`crate::memory`]), and `hipEventRecord` refuses an event
+//! routed to the wrong device (see [`crate::copy`]), and `hipEventRecord` refuses an event
 //! of one device on a stream of another with `hipErrorInvalidValue` (real HIP refuses such a
 //! record too; the emulation keeps to this one simple rule). The null stream belongs to no
 //! particular device here: it accepts events and copies of every device.

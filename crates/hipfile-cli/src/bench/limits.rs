@@ -3,9 +3,9 @@
 //! host memory (pinned and pageable) and the device buffers, the latency of single raw
 //! requests beside the library's, and upstream hipFile's serial fallback.
 
-use super::measure::{Case, alloc};
+use super::common::{Case, HostBuf, alloc, fill_pattern, raw_io};
 use super::report::{Latency, Limits};
-use super::testfile::{fill_pattern, set_cache};
+use super::testfile::set_cache;
 use super::{
     Cache, LATENCY_ITERATIONS, LATENCY_SIZES, PAGE, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, gbps,
     parallel, partition, spread,
@@ -15,31 +15,6 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Instant;
-
-/// A page-aligned host buffer of `len` bytes, in ordinary (pageable) memory.
-pub(super) struct HostBuf {
-    pub(super) v: Vec<u8>,
-    pub(super) start: usize,
-    pub(super) len: usize,
-}
-
-impl HostBuf {
-    pub(super) fn new(len: usize) -> HostBuf {
-        let v = vec![0u8; len + PAGE];
-        let start = v.as_ptr().align_offset(PAGE);
-        // `align_offset` may decline to compute; unaligned memory still works.
-        let start = if start < PAGE { start } else { 0 };
-        HostBuf { v, start, len }
-    }
-
-    pub(super) fn get(&self) -> &[u8] {
-        &self.v[self.start..self.start + self.len]
-    }
-
-    pub(super) fn get_mut(&mut self) -> &mut [u8] {
-        &mut self.v[self.start..self.start + self.len]
-    }
-}
 
 /// The file-side figures (the raw limits and upstream's serial fallback), measured between
 /// the case's runs so that a disk or page cache whose speed drifts during the bench (a
@@ -188,67 +163,6 @@ pub(super) fn raw_direct_read(
         Err(e) => return Err(format!("cannot open {} with O_DIRECT: {e}", path.display())),
     };
     raw_io(&file, Op::Read, size, threads, true).map(Some)
-}
-
-/// Raw parallel `pread` or `pwrite` (+ one `fdatasync`) of the whole file in [`RAW_IO`]
-/// requests with `threads` threads; returns the seconds taken. `direct`: `file` was opened
-/// with `O_DIRECT`, for reads only, so requests are whole pages into page-aligned memory.
-pub(super) fn raw_io(
-    file: &File,
-    op: Op,
-    size: u64,
-    threads: usize,
-    direct: bool,
-) -> Result<f64, String> {
-    let parts = partition(size, RAW_IO, threads);
-    // Direct reads move whole pages: the last one is rounded up and comes back short.
-    let page = if direct { PAGE } else { 1 };
-    let io = RAW_IO.min(size.div_ceil(page as u64) * page as u64) as usize;
-    let mut bufs: Vec<HostBuf> = parts.iter().map(|_| HostBuf::new(io)).collect();
-    if op == Op::Write {
-        for (b, &(start, _)) in bufs.iter_mut().zip(&parts) {
-            fill_pattern(b.get_mut(), start);
-        }
-    }
-    let bufs: Vec<std::sync::Mutex<HostBuf>> =
-        bufs.into_iter().map(std::sync::Mutex::new).collect();
-    let start = Instant::now();
-    parallel(&parts, |i, from, to| {
-        let mut guard = bufs[i]
-            .lock()
-            .map_err(|_| "a host buffer is unusable".to_owned())?;
-        let buf = guard.get_mut();
-        let mut at = from;
-        while at < to {
-            let n = ((to - at).min(buf.len() as u64) as usize).div_ceil(page) * page;
-            let moved = match op {
-                Op::Read if direct => file.read_at(&mut buf[..n], at),
-                Op::Read => file.read_exact_at(&mut buf[..n], at).map(|()| n),
-                Op::Write => file.write_all_at(&buf[..n], at).map(|()| n),
-            }
-            .map_err(|e| {
-                let how = if direct { " (O_DIRECT)" } else { "" };
-                format!("raw {}{how} at {at} failed: {e}", op_call(op))
-            })?;
-            if moved == 0 {
-                break;
-            }
-            at += moved as u64;
-        }
-        Ok(())
-    })?;
-    if op == Op::Write {
-        file.sync_data()
-            .map_err(|e| format!("fdatasync of the test file failed: {e}"))?;
-    }
-    Ok(start.elapsed().as_secs_f64())
-}
-
-pub(super) fn op_call(op: Op) -> &'static str {
-    match op {
-        Op::Read => "pread",
-        Op::Write => "pwrite",
-    }
 }
 
 impl Case<'_> {

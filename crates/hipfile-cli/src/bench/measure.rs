@@ -1,48 +1,18 @@
-//! The case itself: the driver, the devices and the registered GPU buffers are set up
-//! before the test file is touched ([`Setup`]); then each run moves the whole file once per
-//! device, every thread of every device started together, timed and counted per backend
-//! ([`measure`]), with the peak resident memory of the runs.
+//! The case's set-up and runs: the driver, the devices and the registered GPU buffers are
+//! set up before the test file is touched ([`Setup`]); then each run moves the whole file
+//! once per device, every thread of every device started together, timed and counted per
+//! backend ([`measure`]), with the peak resident memory of the runs.
 
-use super::limits::{FileLimits, HostBuf};
+use super::common::{Case, Group, HostBuf, alloc, fill_pattern};
+use super::limits::FileLimits;
 use super::report::{DeviceRuns, Report};
-use super::testfile::{fill_pattern, set_cache};
+use super::testfile::set_cache;
 use super::{BenchArgs, Devices, RAW_IO, gbps, parallel, partition};
 use crate::tally::Tally;
-use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle, Op};
+use hipfile::{ConfigBuilder, DeviceBuffer, Driver, Op};
 use std::fs::File;
 use std::sync::Mutex;
 use std::time::Instant;
-
-/// The buffers of one device: one per part of the file, registered.
-pub(super) struct Group {
-    /// The device, with `--devices`; `None`: the current device.
-    pub(super) device: Option<i32>,
-    /// The buffer of each part.
-    pub(super) bufs: Vec<DeviceBuffer>,
-}
-
-/// The registered file, the per-thread device buffers of each device, and the case.
-pub(super) struct Case<'a> {
-    pub(super) args: &'a BenchArgs,
-    pub(super) file: &'a File,
-    pub(super) handle: FileHandle,
-    /// One per device, in the order of `--devices`; the first is the one the limits use.
-    pub(super) groups: Vec<Group>,
-    pub(super) parts: Vec<(u64, u64)>,
-    pub(super) io: u64,
-}
-
-/// `len` bytes of device memory on `device`, or on the current device.
-pub(super) fn alloc(
-    driver: &Driver,
-    device: Option<i32>,
-    len: usize,
-) -> Result<DeviceBuffer, hipfile::Error> {
-    match device {
-        Some(d) => driver.alloc_on(d, len),
-        None => driver.alloc(len),
-    }
-}
 
 /// The devices of `--devices`, checked against the runtime's count; `[None]` (the current
 /// device) without it.

@@ -15,8 +15,11 @@
 //! The jobs, one a module: [`testfile`] decides on and prepares the test file, [`measure`]
 //! sets up the devices and times the case's runs, [`limits`] measures the raw baselines
 //! (`pread`/`pwrite`, copies, latencies, upstream's serial fallback) and [`report`] writes
-//! the result as a table or JSON.
+//! the result as a table or JSON. What they share (the case's file and buffers, host buffers,
+//! the test file's pattern and raw `pread`/`pwrite`) is in [`common`], which uses none of
+//! them.
 
+mod common;
 mod limits;
 mod measure;
 mod report;

@@ -3,25 +3,13 @@
 //! page-cache state each run starts in ([`set_cache`]). An existing file is changed only
 //! with `--overwrite`, and a file this run created but could not finish is removed.
 
-use super::{BenchArgs, Cache, PAGE, RAW_IO, WARM_THREADS, limits::raw_io};
+use super::common::{fill_pattern, raw_io};
+use super::{BenchArgs, Cache, PAGE, RAW_IO, WARM_THREADS};
 use hipfile::Op;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
-
-/// The byte at `offset` of the test file: not zero anywhere in a page, so that nothing can
-/// be stored sparsely, and different from page to page.
-pub(super) fn pattern_byte(offset: u64) -> u8 {
-    let word = offset / 8;
-    (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8 | 1
-}
-
-pub(super) fn fill_pattern(buf: &mut [u8], offset: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(offset + i as u64);
-    }
-}
 
 /// What becomes of the test file, decided before anything is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,18 +178,5 @@ pub(super) fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), Stri
             Ok(())
         }
         Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS, false).map(|_| ()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pattern_has_no_zero_byte() {
-        let mut b = vec![0u8; 8192];
-        fill_pattern(&mut b, 4096);
-        assert!(b.iter().all(|&x| x != 0));
-        assert_ne!(b[..4096], b[4096..]);
     }
 }
