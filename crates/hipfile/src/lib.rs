@@ -102,7 +102,7 @@ pub use hipfile_core::{
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
-pub use pending::Io;
+pub use pending::{Io, IoOwned};
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 

@@ -9,7 +9,9 @@
 //! (`mem::forget`) never lets the memory be freed under a transfer: its buffer's bytes are
 //! then unspecified until the request ends, but nothing is freed or reused by hipfile.
 
-use crate::engine::{IoState, Slot};
+use crate::buffer::DeviceBuffer;
+use crate::engine::IoState;
+use crate::engine::Slot;
 use crate::file::{FileHandle, IoOutcome};
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
@@ -144,7 +146,7 @@ impl FileHandle {
     fn submit(
         &self,
         op: Op,
-        (buffer, range): (&crate::DeviceBuffer, std::ops::Range<usize>),
+        (buffer, range): (&DeviceBuffer, std::ops::Range<usize>),
         offset: u64,
     ) -> Io<'static> {
         let request = Request {
@@ -160,5 +162,77 @@ impl FileHandle {
             entered.serve(op, &memory, Ok(request))
         });
         Io::new(self.driver().engine().submit(op, job, None))
+    }
+}
+
+/// A request that owns its buffer: [`FileHandle::read_owned`] or
+/// [`FileHandle::write_owned`]. Waiting for it (or awaiting it) gives the result and the
+/// buffer back, as tokio-uring's calls do, so a caller can keep many requests in flight
+/// over buffers it reuses, without borrows. Dropping it cancels the request if it has not
+/// started and otherwise waits for it, then frees the buffer.
+#[must_use = "a request runs on the driver's threads; dropping its handle cancels or waits for it"]
+#[derive(Debug)]
+pub struct IoOwned {
+    io: Io<'static>,
+    buffer: Option<DeviceBuffer>,
+}
+
+impl IoOwned {
+    /// Blocks until the request ends; returns its result and the buffer.
+    pub fn wait(mut self) -> (Result<IoOutcome, Error>, DeviceBuffer) {
+        let result = self.io.slot.wait_result();
+        self.io.done = true;
+        (result, self.take_buffer())
+    }
+
+    /// Where the request is.
+    pub fn state(&self) -> IoState {
+        self.io.state()
+    }
+
+    /// As [`Io::cancel`].
+    pub fn cancel(&self) -> bool {
+        self.io.cancel()
+    }
+
+    fn take_buffer(&mut self) -> DeviceBuffer {
+        // Present until the one call that ends the handle takes it.
+        match self.buffer.take() {
+            Some(b) => b,
+            None => unreachable!("an IoOwned gives its buffer back once"),
+        }
+    }
+}
+
+impl Future for IoOwned {
+    type Output = (Result<IoOutcome, Error>, DeviceBuffer);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.io).poll(cx) {
+            Poll::Ready(result) => Poll::Ready((result, self.take_buffer())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl FileHandle {
+    /// Queues a read of `buffer.len()` bytes from file offset `offset` into `buffer`, which
+    /// the returned handle owns until the request ends and then gives back.
+    pub fn read_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
+        let io = self.submit(Op::Read, (&buffer).parts(), offset);
+        IoOwned {
+            io,
+            buffer: Some(buffer),
+        }
+    }
+
+    /// Queues a write of all of `buffer` at file offset `offset`; the handle owns the buffer
+    /// until the request ends and then gives it back.
+    pub fn write_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
+        let io = self.submit(Op::Write, (&buffer).parts(), offset);
+        IoOwned {
+            io,
+            buffer: Some(buffer),
+        }
     }
 }

@@ -268,3 +268,34 @@ fn a_leaked_handle_frees_nothing_under_its_transfer() {
     let mut buf = d.alloc(4096).unwrap();
     assert_eq!(fh.read_at_async(&mut buf, 0).wait().unwrap().bytes, 4096);
 }
+
+#[test]
+fn owned_buffers_come_back_and_keep_a_queue_full() {
+    let d = require!(driver(ConfigBuilder::new().io_threads(2)));
+    let dir = TempDir::new("async-io");
+    let data = pattern(16 * 65536, 12);
+    let (_, file) = file_with(&dir, "owned.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    // Four requests in flight over four buffers, each reused as soon as it comes back.
+    let mut free: Vec<_> = (0..4).map(|_| d.alloc(65536).unwrap()).collect();
+    let mut pending = std::collections::VecDeque::new();
+    let mut block = 0u64;
+    let mut checked = 0;
+    while checked < 16 {
+        while block < 16
+            && let Some(buf) = free.pop()
+        {
+            pending.push_back((block, fh.read_owned(buf, block * 65536)));
+            block += 1;
+        }
+        let (at, io) = pending.pop_front().unwrap();
+        let (result, buf) = block_on(io);
+        assert_eq!(result.unwrap().bytes, 65536);
+        let mut got = vec![0u8; 65536];
+        buf.copy_to_host(0, &mut got).unwrap();
+        let at = at as usize * 65536;
+        assert!(got == data[at..at + 65536], "block at {at}");
+        checked += 1;
+        free.push(buf);
+    }
+}
