@@ -219,7 +219,7 @@ impl FileHandle {
     /// Queues a read of `buffer.len()` bytes from file offset `offset` into `buffer`, which
     /// the returned handle owns until the request ends and then gives back.
     pub fn read_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
-        let io = self.submit(Op::Read, (&buffer).parts(), offset);
+        let io = self.submit(Op::Read, buffer.parts(), offset);
         IoOwned {
             io,
             buffer: Some(buffer),
@@ -229,7 +229,7 @@ impl FileHandle {
     /// Queues a write of all of `buffer` at file offset `offset`; the handle owns the buffer
     /// until the request ends and then gives it back.
     pub fn write_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
-        let io = self.submit(Op::Write, (&buffer).parts(), offset);
+        let io = self.submit(Op::Write, buffer.parts(), offset);
         IoOwned {
             io,
             buffer: Some(buffer),
