@@ -10,7 +10,8 @@
 use crate::buffer::Memory;
 use crate::driver::Driver;
 use crate::engine::{IoState, Slot};
-use crate::file::{FileHandle, IoOutcome};
+use crate::file::FileHandle;
+use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
 use std::collections::VecDeque;

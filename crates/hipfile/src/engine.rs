@@ -18,7 +18,7 @@
 //! finds only finished work; if the last reference to the driver goes with a job on one of
 //! the engine's own threads, that thread is left to end by itself instead of being joined.
 
-use crate::file::IoOutcome;
+use crate::outcome::IoOutcome;
 use hipfile_core::{Error, Op};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;

@@ -2,8 +2,9 @@
 
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
+use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::{BackendKind, Error, IoTarget, Op, Request, Submission, check_access, submit};
+use hipfile_core::{Error, IoTarget, Op, Request, Submission, check_access, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -130,20 +131,6 @@ impl std::fmt::Debug for FileHandle {
             .field("facts", &self.inner.probed.facts)
             .finish_non_exhaustive()
     }
-}
-
-/// What a served request reports. The count may be short of the request (end of file, the
-/// size clamp, a write that failed part way), so it must be looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "the count may be short of the request's size"]
-#[non_exhaustive]
-pub struct IoOutcome {
-    /// Bytes moved (short at end of file, or for a size above `0x7ffff000`).
-    pub bytes: u64,
-    /// The backend that finally served it.
-    pub backend: BackendKind,
-    /// Whether the fastpath failed first and the fallback served it.
-    pub retried: bool,
 }
 
 impl FileHandle {

@@ -78,6 +78,7 @@ mod engine;
 mod file;
 mod gates;
 mod ordered;
+mod outcome;
 mod pending;
 mod stats;
 mod view;
@@ -93,7 +94,7 @@ pub use batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
 pub use buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use driver::Driver;
 pub use engine::IoState;
-pub use file::{FileHandle, IoOutcome};
+pub use file::FileHandle;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
@@ -102,6 +103,8 @@ pub use hipfile_core::{
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use ordered::Stream;
+pub use outcome::IoOutcome;
 pub use pending::{Io, IoOwned};
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};

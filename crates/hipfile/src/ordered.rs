@@ -140,3 +140,111 @@ impl FileHandle {
         Ok(Io::new(slot))
     }
 }
+
+/// A GPU stream that hipfile created and owns, for stream-ordered requests from safe code:
+/// [`FileHandle::read_on`] and [`FileHandle::write_on`]. Non-blocking (it does not wait for
+/// the legacy default stream), on the device current on the thread that created it;
+/// synchronised and destroyed when dropped. Work of other libraries can be ordered on it
+/// through [`handle`](Stream::handle).
+#[derive(Debug)]
+pub struct Stream {
+    driver: crate::Driver,
+    handle: StreamHandle,
+}
+
+impl crate::Driver {
+    /// A new stream on the calling thread's current device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime cannot create one.
+    pub fn create_stream(&self) -> Result<Stream, Error> {
+        let gpu = self.gpu();
+        gpu.thread_init().map_err(Error::Runtime)?;
+        let handle = gpu.stream_create().map_err(Error::Runtime)?;
+        Ok(Stream {
+            driver: self.clone(),
+            handle,
+        })
+    }
+}
+
+impl Stream {
+    /// The runtime's handle, for work queued on the stream by other code (a kernel launch,
+    /// a copy). It stays valid while the stream lives.
+    pub fn handle(&self) -> StreamHandle {
+        self.handle
+    }
+
+    /// Waits until all work queued on the stream is done.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] with the runtime's error.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        self.driver
+            .gpu()
+            .stream_synchronize(self.handle)
+            .map_err(Error::Runtime)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // Requests ordered on the stream borrow it, so none is left; other work may be.
+        let gpu = self.driver.gpu();
+        let _ = gpu.stream_synchronize(self.handle);
+        if let Err(e) = gpu.stream_destroy(self.handle) {
+            eprintln!("hipfile: warning: destroying a stream: {e}");
+        }
+    }
+}
+
+impl FileHandle {
+    /// [`read_on_stream`](Self::read_on_stream) on a stream hipfile owns: safe, since the
+    /// stream outlives the returned handle.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a stream of another driver; otherwise as
+    /// [`read_on_stream`](Self::read_on_stream).
+    pub fn read_on<'a>(
+        &self,
+        stream: &'a Stream,
+        dst: impl DeviceBufMut + 'a,
+        offset: u64,
+    ) -> Result<Io<'a>, Error> {
+        self.check_stream(stream, Op::Read)?;
+        // SAFETY: the stream is live while it is borrowed, which the handle does.
+        unsafe { self.read_on_stream(stream.handle, dst, offset) }
+    }
+
+    /// [`write_on_stream`](Self::write_on_stream) on a stream hipfile owns.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_on`](Self::read_on).
+    pub fn write_on<'a>(
+        &self,
+        stream: &'a Stream,
+        src: impl DeviceBuf + 'a,
+        offset: u64,
+    ) -> Result<Io<'a>, Error> {
+        self.check_stream(stream, Op::Write)?;
+        // SAFETY: as in `read_on`.
+        unsafe { self.write_on_stream(stream.handle, src, offset) }
+    }
+
+    fn check_stream(&self, stream: &Stream, op: Op) -> Result<(), Error> {
+        if stream.driver.same_as(self.driver()) {
+            Ok(())
+        } else {
+            Err(Error::InvalidValue {
+                op: Some(op),
+                what: "the stream belongs to another driver; create it with this file's \
+                       driver"
+                    .into(),
+            })
+        }
+    }
+}

@@ -12,11 +12,13 @@
 use crate::buffer::DeviceBuffer;
 use crate::engine::IoState;
 use crate::engine::Slot;
-use crate::file::{FileHandle, IoOutcome};
+use crate::file::FileHandle;
+use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
 use std::future::Future;
 use std::marker::PhantomData;
+use std::ops::RangeBounds;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -216,23 +218,52 @@ impl Future for IoOwned {
 }
 
 impl FileHandle {
-    /// Queues a read of `buffer.len()` bytes from file offset `offset` into `buffer`, which
-    /// the returned handle owns until the request ends and then gives back.
-    pub fn read_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
-        let io = self.submit(Op::Read, buffer.parts(), offset);
-        IoOwned {
-            io,
-            buffer: Some(buffer),
-        }
+    /// Queues a read from file offset `offset` into `range` of `buffer` (`..` for all of
+    /// it), which the returned handle owns until the request ends and then gives back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] when `range` is not inside the buffer (the buffer is given
+    /// back with it).
+    pub fn read_owned(
+        &self,
+        buffer: DeviceBuffer,
+        range: impl RangeBounds<usize>,
+        offset: u64,
+    ) -> Result<IoOwned, (Error, DeviceBuffer)> {
+        self.owned(Op::Read, buffer, range, offset)
     }
 
-    /// Queues a write of all of `buffer` at file offset `offset`; the handle owns the buffer
-    /// until the request ends and then gives it back.
-    pub fn write_owned(&self, buffer: DeviceBuffer, offset: u64) -> IoOwned {
-        let io = self.submit(Op::Write, buffer.parts(), offset);
-        IoOwned {
+    /// Queues a write of `range` of `buffer` (`..` for all of it) at file offset `offset`;
+    /// the handle owns the buffer until the request ends and then gives it back.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_owned`](Self::read_owned).
+    pub fn write_owned(
+        &self,
+        buffer: DeviceBuffer,
+        range: impl RangeBounds<usize>,
+        offset: u64,
+    ) -> Result<IoOwned, (Error, DeviceBuffer)> {
+        self.owned(Op::Write, buffer, range, offset)
+    }
+
+    fn owned(
+        &self,
+        op: Op,
+        buffer: DeviceBuffer,
+        range: impl RangeBounds<usize>,
+        offset: u64,
+    ) -> Result<IoOwned, (Error, DeviceBuffer)> {
+        let range = match crate::view::bounds(range, buffer.len()) {
+            Ok(r) => r,
+            Err(e) => return Err((e, buffer)),
+        };
+        let io = self.submit(op, (&buffer, range), offset);
+        Ok(IoOwned {
             io,
             buffer: Some(buffer),
-        }
+        })
     }
 }

@@ -63,7 +63,7 @@ pub struct DeviceSliceMut<'a> {
 }
 
 /// `range` of `0..len` as a plain range, or an error that says what is wrong.
-fn bounds(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
+pub(crate) fn bounds(range: impl RangeBounds<usize>, len: usize) -> Result<Range<usize>, Error> {
     let start = match range.start_bound() {
         Bound::Included(&s) => Some(s),
         Bound::Excluded(&s) => s.checked_add(1),

@@ -285,7 +285,7 @@ fn owned_buffers_come_back_and_keep_a_queue_full() {
         while block < 16
             && let Some(buf) = free.pop()
         {
-            pending.push_back((block, fh.read_owned(buf, block * 65536)));
+            pending.push_back((block, fh.read_owned(buf, .., block * 65536).unwrap()));
             block += 1;
         }
         let (at, io) = pending.pop_front().unwrap();
