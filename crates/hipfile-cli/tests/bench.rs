@@ -69,6 +69,7 @@ fn f64_of(v: &Value) -> f64 {
 /// The keys of every case, and their types.
 fn assert_shape(v: &Value) {
     let mut want = vec![
+        "api",
         "backend",
         "cache",
         "file",
@@ -77,14 +78,23 @@ fn assert_shape(v: &Value) {
         "median_gbps",
         "min_gbps",
         "op",
+        "pattern",
         "peak_rss_bytes",
+        "queue_depth",
         "runs",
         "served",
         "size",
         "threads",
     ];
     if v.get("limits").is_some() {
-        want.extend(["latency", "limits", "ratio", "serial_gbps", "vs_serial"]);
+        want.extend([
+            "latency",
+            "limits",
+            "ratio",
+            "serial_gbps",
+            "staged",
+            "vs_serial",
+        ]);
     }
     if v.get("devices").is_some() {
         want.push("devices");
@@ -680,4 +690,68 @@ fn a_driver_that_cannot_be_opened_is_said_once() {
         run.stderr
     );
     assert!(!file.exists());
+}
+
+#[test]
+fn every_api_moves_every_byte_with_requests_in_flight() {
+    let dir = temp_dir();
+    for op in ["read", "write"] {
+        for api in ["async", "batch", "stream"] {
+            let file = dir.path().join(format!("{op}-{api}.dat"));
+            let v = bench_json(
+                &file,
+                &[
+                    "--op",
+                    op,
+                    "--api",
+                    api,
+                    "--queue-depth",
+                    "4",
+                    "--threads",
+                    "2",
+                    "--io-size",
+                    "256KiB",
+                    "--pattern",
+                    "random",
+                ],
+            );
+            assert_eq!(v["api"], api, "{v}");
+            assert_eq!(v["queue_depth"], 4, "{v}");
+            assert_eq!(v["pattern"], "random", "{v}");
+            let (fast, slow) = served(&v);
+            assert_eq!(fast + slow, 3 * SIZE, "{op} {api}: {v}");
+        }
+    }
+}
+
+#[test]
+fn the_staged_limit_runs_at_the_cases_concurrency() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let v = bench_json(
+        &file,
+        &[
+            "--api",
+            "async",
+            "--queue-depth",
+            "3",
+            "--threads",
+            "2",
+            "--limits",
+        ],
+    );
+    assert_eq!(v["staged"]["threads"], 6, "{v}");
+    assert!(f64_of(&v["staged"]["gbps"]) > 0.0, "{v}");
+    assert!(f64_of(&v["staged"]["ratio"]) > 0.0, "{v}");
+}
+
+#[test]
+fn a_queue_depth_needs_an_api_that_keeps_requests_in_flight() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench(&file, &["--queue-depth", "2"]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--queue-depth"), "{}", run.stderr);
+    assert!(run.stderr.contains("--api"), "{}", run.stderr);
+    assert!(!file.exists(), "a refused bench created its file");
 }

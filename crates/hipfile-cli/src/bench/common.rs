@@ -16,6 +16,9 @@ pub(super) struct Group {
     pub(super) device: Option<i32>,
     /// The buffer of each part.
     pub(super) bufs: Vec<DeviceBuffer>,
+    /// With `--api` other than sync: the `--queue-depth` buffers of each part, one per
+    /// request in flight.
+    pub(super) slots: Vec<Vec<DeviceBuffer>>,
 }
 
 /// The registered file, the per-thread device buffers of each device, and the case.

@@ -199,7 +199,11 @@ impl Case<'_> {
         }
         let serial_gbps = file_limits.serial_gbps();
         let latency = self.latencies(driver)?;
+        let staged_threads = self.parts.len() * self.args.queue_depth;
+        let staged_gbps = gbps(size, self.staged(driver, staged_threads)?);
         Ok(Limits {
+            staged_gbps,
+            staged_threads,
             raw_io_gbps: raw_best,
             raw_direct_gbps,
             copy_gbps: copy_best,
@@ -276,6 +280,60 @@ impl Case<'_> {
                 }
                 .map_err(|e| format!("copy of {n} bytes failed: {e}"))?;
                 at += n as u64;
+            }
+            Ok(())
+        })?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// The raw staged path with `threads` threads (see [`Limits::staged_gbps`]); returns the
+    /// seconds taken.
+    pub(super) fn staged(&self, driver: &Driver, threads: usize) -> Result<f64, String> {
+        let (size, op, io) = (self.args.size, self.args.op, self.io);
+        let parts = partition(size, io, threads);
+        let device = self.groups[0].device;
+        let len = io as usize;
+        let mut pairs = Vec::with_capacity(parts.len());
+        for &(start, _) in &parts {
+            let buf = alloc(driver, device, len)
+                .map_err(|e| format!("cannot allocate a GPU buffer of {len} bytes: {e}"))?;
+            let mut host = driver
+                .alloc_pinned(len)
+                .map_err(|e| format!("cannot allocate {len} bytes of pinned host memory: {e}"))?;
+            fill_pattern(&mut host, start);
+            pairs.push(std::sync::Mutex::new((buf, host)));
+        }
+        set_cache(self.file, size, self.args.cache())?;
+        let file = self.file;
+        let start = Instant::now();
+        parallel(&parts, |i, from, to| {
+            let mut pair = pairs[i]
+                .lock()
+                .map_err(|_| "a buffer is unusable".to_owned())?;
+            let (buf, host) = &mut *pair;
+            let mut at = from;
+            while at < to {
+                let n = (to - at).min(io) as usize;
+                match op {
+                    Op::Read => {
+                        file.read_exact_at(&mut host[..n], at)
+                            .map_err(|e| format!("pread at {at} failed: {e}"))?;
+                        buf.copy_from_host(0, &host[..n])
+                    }
+                    Op::Write => {
+                        buf.copy_to_host(0, &mut host[..n])
+                            .map_err(|e| format!("copy of {n} bytes failed: {e}"))?;
+                        file.write_all_at(&host[..n], at)
+                            .map_err(|e| format!("pwrite at {at} failed: {e}"))?;
+                        Ok(())
+                    }
+                }
+                .map_err(|e| format!("copy of {n} bytes failed: {e}"))?;
+                at += n as u64;
+            }
+            if op == Op::Write {
+                file.sync_data()
+                    .map_err(|e| format!("fdatasync of the test file failed: {e}"))?;
             }
             Ok(())
         })?;

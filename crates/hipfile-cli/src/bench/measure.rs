@@ -3,11 +3,12 @@
 //! once per device, every thread of every device started together, timed and counted per
 //! backend ([`measure`]), with the peak resident memory of the runs.
 
+use super::apis::Thread;
 use super::common::{Case, Group, HostBuf, alloc, fill_pattern};
 use super::limits::FileLimits;
 use super::report::{DeviceRuns, Report};
 use super::testfile::set_cache;
-use super::{BenchArgs, Devices, RAW_IO, gbps, parallel, partition};
+use super::{Api, BenchArgs, Devices, RAW_IO, gbps, parallel, partition, requests};
 use crate::tally::Tally;
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver, Op};
 use std::fs::File;
@@ -97,7 +98,30 @@ impl Setup {
                 }
                 bufs.push(buf);
             }
-            groups.push(Group { device, bufs });
+            let mut slots = Vec::new();
+            if args.api != Api::Sync {
+                for _ in &parts {
+                    let mut own = Vec::with_capacity(args.queue_depth);
+                    for _ in 0..args.queue_depth {
+                        let buf = alloc(&driver, device, len).map_err(|e| {
+                            format!(
+                                "cannot allocate a GPU buffer of {len} bytes{on} for a \
+                                 request in flight: {e}{runtime_note}"
+                            )
+                        })?;
+                        driver.register_buffer(&buf).map_err(|e| {
+                            format!("cannot register a GPU buffer of {len} bytes{on}: {e}")
+                        })?;
+                        own.push(buf);
+                    }
+                    slots.push(own);
+                }
+            }
+            groups.push(Group {
+                device,
+                bufs,
+                slots,
+            });
         }
         Ok(Setup {
             driver,
@@ -180,6 +204,9 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         served,
         peak_rss_bytes,
         limits,
+        api: args.api,
+        queue_depth: args.queue_depth,
+        pattern: args.pattern,
     })
 }
 
@@ -188,6 +215,9 @@ impl Case<'_> {
     /// the seconds of the whole run, those of each device (until its last thread finished),
     /// and what was served.
     pub(super) fn timed_run(&mut self) -> Result<(f64, Vec<f64>, Tally), String> {
+        if self.args.api != Api::Sync {
+            return self.timed_queued_run();
+        }
         let op = self.args.op;
         let per_device = self.parts.len();
         let (handle, io) = (&self.handle, self.io);
@@ -249,6 +279,70 @@ impl Case<'_> {
             Ok((served, start.elapsed().as_secs_f64()))
         })?;
         let seconds = start.elapsed().as_secs_f64();
+        let mut total = Tally::default();
+        let mut each = Vec::with_capacity(self.groups.len());
+        for device in finished.chunks(per_device.max(1)) {
+            let mut last = 0.0f64;
+            for &(s, t) in device {
+                total.add(s);
+                last = last.max(t);
+            }
+            each.push(last);
+        }
+        Ok((seconds, each, total))
+    }
+}
+
+impl Case<'_> {
+    /// A run with `--api` async, batch or stream: as [`Case::timed_run`], each thread with
+    /// `--queue-depth` requests in flight over its own buffers, in the order of `--pattern`.
+    fn timed_queued_run(&mut self) -> Result<(f64, Vec<f64>, Tally), String> {
+        let args = self.args;
+        let per_device = self.parts.len();
+        let devices: Vec<Option<i32>> = self.groups.iter().map(|g| g.device).collect();
+        let all: Vec<(u64, u64)> = self
+            .groups
+            .iter()
+            .flat_map(|_| self.parts.iter().copied())
+            .collect();
+        let requests: Vec<Vec<(u64, u64)>> = all
+            .iter()
+            .enumerate()
+            .map(|(i, &(from, to))| requests(from, to, self.io, args.pattern, i as u64 + 1))
+            .collect();
+        // Thread `i` alone uses the buffers of part `i`; the lock hands them over.
+        let slots: Vec<Mutex<Vec<DeviceBuffer>>> = self
+            .groups
+            .iter_mut()
+            .flat_map(|g| g.slots.drain(..))
+            .map(Mutex::new)
+            .collect();
+        let (driver, handle) = (self.handle.driver(), &self.handle);
+        let start = Instant::now();
+        let finished = parallel(&all, |i, _, _| {
+            let mut bufs = slots[i]
+                .lock()
+                .map_err(|_| "a GPU buffer is unusable".to_owned())?;
+            let thread = Thread {
+                api: args.api,
+                op: args.op,
+                driver,
+                handle,
+                device: devices[i / per_device.max(1)],
+                requests: &requests[i],
+            };
+            let served = thread.run(&mut bufs)?;
+            Ok((served, start.elapsed().as_secs_f64()))
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        // The buffers go back to their parts, for the next run.
+        let mut slots = slots
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_default());
+        for g in &mut self.groups {
+            g.slots = slots.by_ref().take(per_device).collect();
+        }
+        let finished = finished?;
         let mut total = Tally::default();
         let mut each = Vec::with_capacity(self.groups.len());
         for device in finished.chunks(per_device.max(1)) {

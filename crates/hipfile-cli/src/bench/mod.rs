@@ -19,6 +19,7 @@
 //! the test file's pattern and raw `pread`/`pwrite`) is in [`common`], which uses none of
 //! them.
 
+mod apis;
 mod common;
 mod limits;
 mod measure;
@@ -105,6 +106,16 @@ with one device: the host's raw file I/O, and copies to and from the first liste
 With several devices the file-side limit (the host's page cache or disk) is shared by all
 of them, so the ratio is that of the aggregate.
 
+With --api async, batch or stream each thread keeps --queue-depth requests in flight, each
+with a GPU buffer of its own: async keeps its queue full with futures over owned buffers
+(a new request as soon as one ends), batch submits --queue-depth requests as one batch and
+polls until all have ended, and stream orders --queue-depth requests on a GPU stream of the
+thread and waits for them. --pattern random makes each thread's requests in a shuffled
+order (the same in every run). With --limits the raw staged path is also measured at the
+same concurrency: --threads x --queue-depth threads, each moving its part in --io-size
+requests through a pinned buffer of its own (pread and a synchronous copy, or a copy and
+pwrite), reported as staged with the median's ratio to it.
+
 The default request size, 1 GiB, is that of a loader reading a checkpoint shard or a large
 tensor in one call (KvikIO's own benchmark reads its whole file in one call); with smaller
 requests a single caller pays the pipeline's fill and drain once per request
@@ -158,6 +169,22 @@ pub struct BenchArgs {
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
+    /// How requests are made: sync (blocking calls), async (futures over owned buffers, a
+    /// queue kept full), batch (batches of --queue-depth requests), stream (--queue-depth
+    /// requests ordered on a GPU stream, then the stream synchronised)
+    #[arg(long, value_name = "API", value_enum, default_value_t)]
+    pub api: Api,
+    /// Requests in flight per thread, 1 to 1024 (with --api async, batch or stream)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
+    )]
+    pub queue_depth: usize,
+    /// The order of each thread's requests within its part of the file
+    #[arg(long, value_name = "PATTERN", value_enum, default_value_t)]
+    pub pattern: Pattern,
     /// The test file
     #[arg(long, value_name = "PATH", default_value = "hipfile-bench.dat")]
     pub file: PathBuf,
@@ -230,6 +257,75 @@ impl Cache {
     }
 }
 
+/// How a benchmark makes its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Api {
+    /// Blocking calls (`read_at`, `write_at`), one request at a time per thread.
+    #[default]
+    Sync,
+    /// Futures over owned buffers (`read_owned`, `write_owned`): each thread keeps
+    /// --queue-depth requests in flight, making a new one as each ends.
+    Async,
+    /// Batches (`Driver::batch`): each thread submits --queue-depth requests, polls until
+    /// they have all ended, and goes on.
+    Batch,
+    /// Stream-ordered requests (`read_on_stream`, `write_on_stream`) on a stream of each
+    /// thread: --queue-depth requests queued, then the stream synchronised.
+    Stream,
+}
+
+impl Api {
+    /// The name used in the output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Sync => "sync",
+            Api::Async => "async",
+            Api::Batch => "batch",
+            Api::Stream => "stream",
+        }
+    }
+}
+
+/// The order of each thread's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Pattern {
+    /// From the start of the thread's part to its end.
+    #[default]
+    Seq,
+    /// Every request of the part once, in a shuffled order (the same in every run).
+    Random,
+}
+
+impl Pattern {
+    /// The name used in the output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pattern::Seq => "seq",
+            Pattern::Random => "random",
+        }
+    }
+}
+
+/// The requests of the part `from..to` in `io`-byte pieces (the last one shorter), in the
+/// order `pattern` says; `seed` picks the shuffle.
+pub fn requests(from: u64, to: u64, io: u64, pattern: Pattern, seed: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = (from..to)
+        .step_by(io.max(1) as usize)
+        .map(|at| (at, (to - at).min(io)))
+        .collect();
+    if pattern == Pattern::Random {
+        // A small xorshift, so that every run and every build shuffles the same way.
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        for i in (1..out.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+    }
+    out
+}
+
 /// Which backends a benchmark lets serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum BackendChoice {
@@ -297,6 +393,13 @@ fn devices(value: &str) -> Result<Devices, String> {
 pub fn run(args: &BenchArgs) -> Result<u8, Failure> {
     let usage = |message: String| Failure::msg(EXIT_USAGE, message);
     let failed = |message: String| Failure::msg(EXIT_FAILED, message);
+    if args.api == Api::Sync && args.queue_depth > 1 {
+        return Err(usage(format!(
+            "--queue-depth {} needs --api async, batch or stream: a blocking call has one \
+             request in flight",
+            args.queue_depth
+        )));
+    }
     let settings = crate::runtime::settings(args.runtime).map_err(usage)?;
     let settings = backend_settings(settings, args.backend);
     // Nothing is created or written before the arguments, the runtime and the devices are
@@ -404,6 +507,20 @@ fn parallel<T: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_cover_the_part_once_in_either_order() {
+        let seq = requests(1000, 1000 + 10 * 64 + 5, 64, Pattern::Seq, 1);
+        assert_eq!(seq.len(), 11);
+        assert_eq!(seq[0], (1000, 64));
+        assert_eq!(seq[10], (1000 + 640, 5));
+        assert!(seq.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+        let mut random = requests(1000, 1000 + 10 * 64 + 5, 64, Pattern::Random, 1);
+        assert_ne!(random, seq, "a shuffle of 11 requests left them in order");
+        assert_eq!(random, requests(1000, 1000 + 645, 64, Pattern::Random, 1));
+        random.sort_unstable();
+        assert_eq!(random, seq);
+    }
 
     #[test]
     fn parts_are_disjoint_and_cover_the_file() {

@@ -1,7 +1,7 @@
 //! The result of a case ([`Report`]) and its two forms: the table, and the `--json` object
 //! (serde_json, keys in the order they are inserted).
 
-use super::{BackendChoice, Cache, LATENCY_ITERATIONS, spread};
+use super::{Api, BackendChoice, Cache, LATENCY_ITERATIONS, Pattern, spread};
 use crate::tally::Tally;
 use hipfile::Op;
 use serde_json::{Map, Value, json};
@@ -41,6 +41,13 @@ pub struct Limits {
     pub serial_gbps: f64,
     /// Latencies, on a hot cache.
     pub latency: Vec<Latency>,
+    /// The raw staged path at the case's concurrency: `--threads` × `--queue-depth` threads,
+    /// each moving its part in `--io-size` requests through a pinned buffer of its own
+    /// (`pread` and a synchronous copy to the device, or a copy and `pwrite`, and one
+    /// `fdatasync` per thread), in the case's cache state.
+    pub staged_gbps: f64,
+    /// The threads `staged_gbps` was measured with.
+    pub staged_threads: usize,
 }
 
 impl Limits {
@@ -96,6 +103,12 @@ pub struct Report {
     pub peak_rss_bytes: Option<u64>,
     /// With `--limits`.
     pub limits: Option<Limits>,
+    /// `--api`.
+    pub api: Api,
+    /// `--queue-depth`.
+    pub queue_depth: usize,
+    /// `--pattern`.
+    pub pattern: Pattern,
 }
 
 impl Report {
@@ -116,6 +129,9 @@ impl Report {
         o.insert("threads".into(), json!(self.threads));
         o.insert("cache".into(), json!(self.cache.as_str()));
         o.insert("backend".into(), json!(self.backend.as_str()));
+        o.insert("api".into(), json!(self.api.as_str()));
+        o.insert("queue_depth".into(), json!(self.queue_depth));
+        o.insert("pattern".into(), json!(self.pattern.as_str()));
         o.insert("file".into(), json!(self.file));
         o.insert("runs".into(), json!(self.runs));
         o.insert("median_gbps".into(), json!(median));
@@ -162,6 +178,14 @@ impl Report {
             };
             o.insert("limits".into(), limits);
             o.insert("ratio".into(), json!(self.ratio()));
+            o.insert(
+                "staged".into(),
+                json!({
+                    "threads": l.staged_threads,
+                    "gbps": l.staged_gbps,
+                    "ratio": (l.staged_gbps > 0.0).then(|| median / l.staged_gbps),
+                }),
+            );
             o.insert("serial_gbps".into(), json!(l.serial_gbps));
             o.insert(
                 "vs_serial".into(),
@@ -207,10 +231,13 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "hipfile bench: {} {} in {} requests, {} thread{}{on}, {} cache, backend {}, file {}",
+            "hipfile bench: {} {} in {} requests ({} {}, queue depth {}), {} thread{}{on}, {} cache, backend {}, file {}",
             self.op.as_str(),
             bytes_text(self.size),
             bytes_text(self.io_size),
+            self.api.as_str(),
+            self.pattern.as_str(),
+            self.queue_depth,
             self.threads,
             if self.threads == 1 { "" } else { "s" },
             self.cache.as_str(),
@@ -269,6 +296,17 @@ impl Report {
             if let Some(r) = self.ratio() {
                 let _ = writeln!(out, "  {:<28} {:>10}   {r:.3}", "ratio to the lowest", "");
             }
+            let staged = if l.staged_gbps > 0.0 {
+                median / l.staged_gbps
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "  {:<28} {:>10.3}   {staged:.3}",
+                format!("raw staged, {} threads", l.staged_threads),
+                l.staged_gbps
+            );
             let times = if l.serial_gbps > 0.0 {
                 median / l.serial_gbps
             } else {
@@ -367,7 +405,12 @@ mod tests {
                     raw_us: 2.0,
                     hipfile_us: 3.0,
                 }],
+                staged_gbps: 8.0,
+                staged_threads: 8,
             }),
+            api: Api::Async,
+            queue_depth: 4,
+            pattern: Pattern::Random,
         };
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["median_gbps"], 2.0);
@@ -381,6 +424,12 @@ mod tests {
         assert_eq!(v["serial_gbps"], 0.5);
         assert_eq!(v["vs_serial"], 4.0, "median 2.0 over the serial 0.5");
         assert_eq!(v["latency"][0]["ratio"], 1.5);
+        assert_eq!(v["staged"]["ratio"], 0.25, "median 2.0 over the staged 8.0");
+        assert_eq!(v["staged"]["threads"], 8);
+        assert_eq!(
+            (&v["api"], &v["queue_depth"], &v["pattern"]),
+            (&"async".into(), &4.into(), &"random".into())
+        );
         assert!(v.get("devices").is_none(), "only with --devices");
         assert!(r.text().contains("median"));
         let text = r.text();
@@ -412,6 +461,9 @@ mod tests {
             served: Tally::default(),
             peak_rss_bytes: None,
             limits: None,
+            api: Api::Sync,
+            queue_depth: 1,
+            pattern: Pattern::Seq,
         };
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["median_gbps"], 5.0, "the total");
