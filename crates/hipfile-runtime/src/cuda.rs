@@ -15,6 +15,7 @@
 #![allow(unsafe_code)]
 
 use crate::hip::{host_func_trampoline, launch_boxed};
+use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
@@ -41,6 +42,8 @@ const NO_DEVICE: i32 = -2;
 pub struct CudaRuntime {
     cuda: Cuda,
     version: CudaVersion,
+    /// The streams of synchronous copies (`sync_copy.rs`).
+    sync: SyncStreams,
 }
 
 impl std::fmt::Debug for CudaRuntime {
@@ -77,7 +80,11 @@ impl CudaRuntime {
         // `cudaRuntimeGetVersion` needs no device and does not fail in practice; a runtime
         // that cannot say is treated as the newest ABI.
         let version = CudaVersion(cuda.runtime_version().unwrap_or(i32::MAX));
-        CudaRuntime { cuda, version }
+        CudaRuntime {
+            cuda,
+            version,
+            sync: SyncStreams::default(),
+        }
     }
 
     /// The `cudaRuntimeGetVersion` value (displays as `13.0`; `i32::MAX` when the runtime
@@ -156,6 +163,12 @@ fn stream(s: StreamHandle) -> cudaStream_t {
 
 fn event(e: EventHandle) -> cudaEvent_t {
     cudaEvent_t(e.0 as *mut c_void)
+}
+
+impl Drop for CudaRuntime {
+    fn drop(&mut self) {
+        self.sync.destroy_all(self);
+    }
 }
 
 // SAFETY: each method is one call of the loaded CUDA runtime, which allocates, describes and
@@ -318,9 +331,10 @@ unsafe impl GpuRuntime for CudaRuntime {
     ) -> Result<(), RuntimeError> {
         let kind = memcpy_kind::HOST_TO_DEVICE;
         match s {
-            // SAFETY: the caller guarantees both ranges until the copy completes.
-            None => unsafe { self.cuda.memcpy(ptr(dst), src.cast(), len, kind) }
-                .map_err(|e| self.error("cudaMemcpy", e)),
+            // SAFETY: as below, on a stream of the pool, waited for before returning.
+            None => self.sync.run(self, dst, |s| unsafe {
+                self.copy_to_device(dst, src, len, Some(s))
+            }),
             // SAFETY: as above; the stream handle came from `stream_create`.
             Some(s) => unsafe {
                 self.cuda
@@ -339,9 +353,10 @@ unsafe impl GpuRuntime for CudaRuntime {
     ) -> Result<(), RuntimeError> {
         let kind = memcpy_kind::DEVICE_TO_HOST;
         match s {
-            // SAFETY: the caller guarantees both ranges until the copy completes.
-            None => unsafe { self.cuda.memcpy(dst.cast(), ptr(src), len, kind) }
-                .map_err(|e| self.error("cudaMemcpy", e)),
+            // SAFETY: as below, on a stream of the pool, waited for before returning.
+            None => self.sync.run(self, src, |s| unsafe {
+                self.copy_to_host(dst, src, len, Some(s))
+            }),
             // SAFETY: as above; the stream handle came from `stream_create`.
             Some(s) => unsafe {
                 self.cuda

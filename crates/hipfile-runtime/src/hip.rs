@@ -12,6 +12,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
@@ -36,6 +37,8 @@ pub struct HipRuntime {
     hip: Hip,
     version: i32,
     kind: RuntimeKind,
+    /// The streams of synchronous copies (`sync_copy.rs`).
+    sync: SyncStreams,
 }
 
 impl std::fmt::Debug for HipRuntime {
@@ -77,7 +80,12 @@ impl HipRuntime {
         } else {
             RuntimeKind::Amd
         };
-        HipRuntime { hip, version, kind }
+        HipRuntime {
+            hip,
+            version,
+            kind,
+            sync: SyncStreams::default(),
+        }
     }
 
     /// The raw `hipRuntimeGetVersion` value (`i32::MAX` when the runtime would not say).
@@ -151,6 +159,12 @@ fn file_io(e: AmdFileIoError, rt: &HipRuntime, call: &'static str) -> FileIoErro
         AmdFileIoError::Status(errno) => FileIoError::Errno(errno),
         AmdFileIoError::Hip(h) => FileIoError::Runtime(rt.error(call, h)),
         AmdFileIoError::Unavailable => FileIoError::Unavailable,
+    }
+}
+
+impl Drop for HipRuntime {
+    fn drop(&mut self) {
+        self.sync.destroy_all(self);
     }
 }
 
@@ -291,22 +305,23 @@ unsafe impl GpuRuntime for HipRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
+        let Some(s) = stream else {
+            // SAFETY: as below, on a stream of the pool, waited for before returning.
+            return self.sync.run(self, dst, |s| unsafe {
+                self.copy_to_device(dst, src, len, Some(s))
+            });
+        };
         // SAFETY: the caller guarantees both ranges until the copy completes.
         unsafe {
-            match stream {
-                None => self
-                    .hip
-                    .memcpy(ptr(dst), src.cast(), len, memcpy_kind::HOST_TO_DEVICE),
-                Some(s) => self.hip.memcpy_async(
-                    ptr(dst),
-                    src.cast(),
-                    len,
-                    memcpy_kind::HOST_TO_DEVICE,
-                    hipStream_t(s.0 as *mut c_void),
-                ),
-            }
+            self.hip.memcpy_async(
+                ptr(dst),
+                src.cast(),
+                len,
+                memcpy_kind::HOST_TO_DEVICE,
+                hipStream_t(s.0 as *mut c_void),
+            )
         }
-        .map_err(|e| self.error("hipMemcpy", e))
+        .map_err(|e| self.error("hipMemcpyAsync", e))
     }
 
     unsafe fn copy_to_host(
@@ -316,22 +331,23 @@ unsafe impl GpuRuntime for HipRuntime {
         len: usize,
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
+        let Some(s) = stream else {
+            // SAFETY: as below, on a stream of the pool, waited for before returning.
+            return self.sync.run(self, src, |s| unsafe {
+                self.copy_to_host(dst, src, len, Some(s))
+            });
+        };
         // SAFETY: the caller guarantees both ranges until the copy completes.
         unsafe {
-            match stream {
-                None => self
-                    .hip
-                    .memcpy(dst.cast(), ptr(src), len, memcpy_kind::DEVICE_TO_HOST),
-                Some(s) => self.hip.memcpy_async(
-                    dst.cast(),
-                    ptr(src),
-                    len,
-                    memcpy_kind::DEVICE_TO_HOST,
-                    hipStream_t(s.0 as *mut c_void),
-                ),
-            }
+            self.hip.memcpy_async(
+                dst.cast(),
+                ptr(src),
+                len,
+                memcpy_kind::DEVICE_TO_HOST,
+                hipStream_t(s.0 as *mut c_void),
+            )
         }
-        .map_err(|e| self.error("hipMemcpy", e))
+        .map_err(|e| self.error("hipMemcpyAsync", e))
     }
 
     fn has_stream_wait_value(&self) -> bool {

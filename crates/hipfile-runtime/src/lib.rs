@@ -22,6 +22,7 @@
 mod choose;
 mod cuda;
 mod hip;
+mod sync_copy;
 
 pub use choose::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 

@@ -192,3 +192,39 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     assert!(got == data);
     d.gpu().stream_destroy(stream).unwrap();
 }
+
+/// A request ordered on the null stream, which a synchronous copy on the legacy default
+/// stream would queue behind the request's own wait: the copies of the engine's requests run
+/// on streams of their own, so the request ends.
+#[test]
+fn a_request_on_the_null_stream_does_not_wait_for_itself() {
+    let (d, _) = require!(driver());
+    let dir = TempDir::new("hipfile-ordered-null");
+    let data = pattern(64 << 10, 9);
+    let path = dir.path().join("n.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(64 << 10).unwrap();
+    // Unaligned: the fallback serves it with a synchronous copy.
+    // SAFETY: the null stream is always live.
+    let io = unsafe { fh.read_on_stream(StreamHandle(0), buf.slice_mut(..4000).unwrap(), 7) }
+        .unwrap();
+    // A guard against a deadlock, not a measure of speed: generous, and the failure leaks
+    // what it must so that the test fails instead of hanging.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !io.is_finished() {
+        if std::time::Instant::now() > deadline {
+            std::mem::forget(io);
+            std::mem::forget(fh);
+            std::mem::forget(d);
+            panic!("a request on the null stream never ended: its copy waits behind its own wait");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(io.wait().unwrap().bytes, 4000);
+    d.gpu().stream_synchronize(StreamHandle(0)).unwrap();
+    let mut got = vec![0u8; 4000];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got[..] == data[7..4007]);
+}
