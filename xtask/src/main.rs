@@ -32,6 +32,7 @@ const EXAMPLES: &[&str] = &[
     "copy_through_gpu",
     "parallel_read",
     "foreign_memory",
+    "many_in_flight",
 ];
 
 fn main() -> ExitCode {

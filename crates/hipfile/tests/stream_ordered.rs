@@ -208,8 +208,8 @@ fn a_request_on_the_null_stream_does_not_wait_for_itself() {
     let mut buf = d.alloc(64 << 10).unwrap();
     // Unaligned: the fallback serves it with a synchronous copy.
     // SAFETY: the null stream is always live.
-    let io = unsafe { fh.read_on_stream(StreamHandle(0), buf.slice_mut(..4000).unwrap(), 7) }
-        .unwrap();
+    let io =
+        unsafe { fh.read_on_stream(StreamHandle(0), buf.slice_mut(..4000).unwrap(), 7) }.unwrap();
     // A guard against a deadlock, not a measure of speed: generous, and the failure leaks
     // what it must so that the test fails instead of hanging.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
