@@ -299,3 +299,60 @@ fn owned_buffers_come_back_and_keep_a_queue_full() {
         free.push(buf);
     }
 }
+
+/// The retry rule holds for requests in flight too: an asynchronous fastpath request whose
+/// `hipAmdFileRead` fails with `ENODEV` or `EREMOTEIO` is served by the fallback, and one
+/// that fails with another errno fails with it, alone.
+#[test]
+fn asynchronous_fastpath_failures_are_retried_on_the_fallback_as_synchronous_ones_are() {
+    use hipfile::BackendKind;
+    use hipfile_testfs::MountedFs;
+    use hipfile_testkit::{Call, Fault, Injected};
+    let fs = require!(MountedFs::xfs(300));
+    let base = require!(driver(ConfigBuilder::new()));
+    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(
+        base.config().clone(),
+        injected.clone(),
+        base.runtime().clone(),
+    );
+    let data = pattern(3 << 20, 21);
+    let path = fs.path().join("retry.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = OpenOptions::new().read(true).open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(3 << 20).unwrap();
+    // Aligned: the fastpath serves, unless its call fails.
+    let clean = fh
+        .read_at_async(buf.slice_mut(..1 << 20).unwrap(), 0)
+        .wait()
+        .unwrap();
+    assert_eq!(
+        (clean.backend, clean.retried),
+        (BackendKind::Fastpath, false)
+    );
+    for errno in [libc::ENODEV, libc::EREMOTEIO] {
+        injected
+            .faults()
+            .add(Fault::on(Call::AmdFileRead).once().errno(errno));
+        let got = fh.read_at_async(&mut buf, 0).wait().unwrap();
+        assert_eq!(got.bytes, 3 << 20, "errno {errno}");
+        assert_eq!(
+            (got.backend, got.retried),
+            (BackendKind::Fallback, true),
+            "errno {errno}"
+        );
+    }
+    injected
+        .faults()
+        .add(Fault::on(Call::AmdFileRead).once().errno(libc::EIO));
+    let (a, b) = buf.slice_mut(..).unwrap().split_at(1 << 20).unwrap();
+    let failing = fh.read_at_async(a, 0);
+    let e = failing.wait().unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+    let other = fh.read_at_async(b, 1 << 20).wait().unwrap();
+    assert_eq!(other.bytes, 2 << 20);
+    let mut got = vec![0u8; 3 << 20];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got[1 << 20..] == data[1 << 20..]);
+}
