@@ -16,6 +16,16 @@
 //! offsets. [`explain`] answers "which backend would serve this request, and why?" without
 //! moving a byte.
 //!
+//! Requests that do not block their caller run on the driver's engine, with every rule of
+//! the synchronous calls: [`FileHandle::read_at_async`] / [`write_at_async`] return an [`Io`]
+//! (a `Future` with a blocking `wait`), [`FileHandle::read_owned`] / [`write_owned`] take the
+//! buffer and give it back, [`Driver::batch`] is cuFile's batch API, and
+//! [`FileHandle::read_on`] / [`write_on`] order a request on a GPU [`Stream`].
+//!
+//! [`write_at_async`]: FileHandle::write_at_async
+//! [`write_owned`]: FileHandle::write_owned
+//! [`write_on`]: FileHandle::write_on
+//!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
