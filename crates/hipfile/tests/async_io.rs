@@ -356,3 +356,51 @@ fn asynchronous_fastpath_failures_are_retried_on_the_fallback_as_synchronous_one
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got[1 << 20..] == data[1 << 20..]);
 }
+
+/// Host memory stays within the staging budget however many requests are queued: 64 reads
+/// of 1 MiB in flight through the fallback, with 512 KiB of staging memory, never pin more
+/// than the pool's buffers (on a host-memory runtime that counts its pinned allocations).
+#[test]
+fn requests_in_flight_stay_within_the_staging_budget() {
+    use hipfile_testkit::HostMemRuntime;
+    let dir = TempDir::new("async-io");
+    let data = pattern(8 << 20, 30);
+    let (_, file) = file_with(&dir, "budget.bin", &data);
+    let config = ConfigBuilder::new()
+        .force_compat_mode(true)
+        .staging_memory(512 << 10)
+        .task_size(256 << 10)
+        .small_io_threshold(128 << 10)
+        .io_threads(4)
+        .build_with(|_| None)
+        .0;
+    let runtime = Arc::new(HostMemRuntime::new());
+    let d = Driver::with_runtime(config, runtime.clone(), hipfile::RuntimeReport::default());
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(64 << 20).unwrap();
+    let pending: Vec<_> = buf
+        .slice_mut(..)
+        .unwrap()
+        .chunks(1 << 20)
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(i, view)| fh.read_at_async(view, ((i % 8) as u64) << 20))
+        .collect();
+    for io in pending {
+        assert_eq!(io.wait().unwrap().bytes, 1 << 20);
+    }
+    let pinned = runtime.live_pinned();
+    let staging = hipfile_fallback::StagingConfig::for_knobs(&d.config().fallback_knobs());
+    assert!(pinned > 0, "the fallback staged through pinned memory");
+    assert!(
+        pinned <= staging.max_buffers && staging.max_buffers * staging.chunk_size <= 512 << 10,
+        "{pinned} pinned buffers; the pool allows {} of {} bytes",
+        staging.max_buffers,
+        staging.chunk_size
+    );
+    // This runtime copies only to pinned memory.
+    let mut got = d.alloc_pinned(1 << 20).unwrap();
+    buf.copy_to_host(63 << 20, &mut got).unwrap();
+    assert!(got[..] == data[7 << 20..]);
+}
