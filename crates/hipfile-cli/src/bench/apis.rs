@@ -1,8 +1,8 @@
 //! One thread's requests through the APIs that keep several in flight (`--api async`,
 //! `batch`, `stream`), each with `--queue-depth` requests in flight over buffers of its own:
 //! futures over owned buffers with the queue refilled as each request ends, batches of that
-//! many requests polled until all have ended, or that many requests ordered on a GPU stream
-//! and waited for. It uses none of the other jobs' modules.
+//! many requests polled until all have ended, or that many requests ordered on as many GPU
+//! streams (one each) and waited for. It uses none of the other jobs' modules.
 
 use super::Api;
 use crate::tally::Tally;
@@ -132,7 +132,8 @@ impl Thread<'_> {
         Ok(tally)
     }
 
-    /// One request per buffer ordered on a stream of this thread, then all waited for.
+    /// One request per buffer, each buffer's on a stream of its own (requests on one stream
+    /// run one after another, as stream order says), then all waited for.
     fn stream(&self, bufs: &mut [DeviceBuffer]) -> Result<Tally, String> {
         if let Some(d) = self.device {
             self.driver
@@ -140,22 +141,24 @@ impl Thread<'_> {
                 .set_device(d)
                 .map_err(|e| format!("cannot use device {d}: {e}"))?;
         }
-        let stream = self
-            .driver
-            .create_stream()
+        let streams = bufs
+            .iter()
+            .map(|_| self.driver.create_stream())
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("cannot create a stream: {e}"))?;
-        let tally = self.on_stream(&stream, bufs)?;
-        stream
-            .synchronize()
-            .map_err(|e| format!("cannot synchronise the stream: {e}"))?;
+        let tally = self.on_streams(&streams, bufs)?;
+        for s in &streams {
+            s.synchronize()
+                .map_err(|e| format!("cannot synchronise a stream: {e}"))?;
+        }
         Ok(tally)
     }
 
-    fn on_stream(&self, stream: &Stream, bufs: &mut [DeviceBuffer]) -> Result<Tally, String> {
+    fn on_streams(&self, streams: &[Stream], bufs: &mut [DeviceBuffer]) -> Result<Tally, String> {
         let mut tally = Tally::default();
         for wave in self.requests.chunks(bufs.len().max(1)) {
             let mut ios = Vec::with_capacity(wave.len());
-            for (&(offset, len), buf) in wave.iter().zip(bufs.iter_mut()) {
+            for ((&(offset, len), buf), stream) in wave.iter().zip(bufs.iter_mut()).zip(streams) {
                 let range = ..len as usize;
                 let io = match self.op {
                     Op::Read => buf

@@ -109,8 +109,8 @@ of them, so the ratio is that of the aggregate.
 With --api async, batch or stream each thread keeps --queue-depth requests in flight, each
 with a GPU buffer of its own: async keeps its queue full with futures over owned buffers
 (a new request as soon as one ends), batch submits --queue-depth requests as one batch and
-polls until all have ended, and stream orders --queue-depth requests on a GPU stream of the
-thread and waits for them. --pattern random makes each thread's requests in a shuffled
+polls until all have ended, and stream orders --queue-depth requests on as many GPU streams
+of the thread (one each: requests on one stream run one after another) and waits for them. --pattern random makes each thread's requests in a shuffled
 order (the same in every run). With --limits the raw staged path is also measured at the
 same concurrency: --threads x --queue-depth threads, each moving its part in --io-size
 requests through a pinned buffer of its own (pread and a synchronous copy, or a copy and
@@ -171,7 +171,7 @@ pub struct BenchArgs {
     pub json: bool,
     /// How requests are made: sync (blocking calls), async (futures over owned buffers, a
     /// queue kept full), batch (batches of --queue-depth requests), stream (--queue-depth
-    /// requests ordered on a GPU stream, then the stream synchronised)
+    /// requests, each ordered on a GPU stream of its own, then waited for)
     #[arg(long, value_name = "API", value_enum, default_value_t)]
     pub api: Api,
     /// Requests in flight per thread, 1 to 1024 (with --api async, batch or stream)
@@ -269,8 +269,8 @@ pub enum Api {
     /// Batches (`Driver::batch`): each thread submits --queue-depth requests, polls until
     /// they have all ended, and goes on.
     Batch,
-    /// Stream-ordered requests (`read_on_stream`, `write_on_stream`) on a stream of each
-    /// thread: --queue-depth requests queued, then the stream synchronised.
+    /// Stream-ordered requests (`read_on`, `write_on`): --queue-depth requests, each on a
+    /// stream of its own (requests on one stream run one after another), then waited for.
     Stream,
 }
 
