@@ -219,6 +219,20 @@ impl StagingPool {
         None
     }
 
+    /// Allocates every buffer the pool may hold now, rather than on demand; returns how many
+    /// exist. Stream-ordered requests need this: a pinned allocation waits for the work
+    /// queued on every stream (CUDA's implicit synchronisation), so one made while a stream
+    /// is held back by a request that the allocation's own request must end first would
+    /// never return. Buffers taken by others count; an allocation that fails ends the fill.
+    pub fn fill(&self) -> usize {
+        let mut held = Vec::new();
+        while let Some(guard) = self.try_acquire() {
+            held.push(guard);
+        }
+        drop(held);
+        self.allocated()
+    }
+
     pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
         &self.runtime
     }
@@ -557,6 +571,20 @@ mod tests {
         send_sync::<StagingPool>();
         send_sync::<crate::Fallback>();
         send::<StagingGuard<'static>>();
+    }
+
+    #[test]
+    fn a_fill_allocates_every_buffer_once_and_leaves_them_idle() {
+        let (rt, live) = pinned_runtime(3);
+        let pool = StagingPool::new(Arc::new(rt), config(3));
+        let taken = pool.acquire().unwrap();
+        assert_eq!(pool.fill(), 3);
+        assert_eq!((pool.allocated(), pool.idle()), (3, 2));
+        drop(taken);
+        // A second fill allocates nothing more (the runtime allows three allocations).
+        assert_eq!(pool.fill(), 3);
+        assert_eq!(pool.idle(), 3);
+        assert_eq!(live.lock().unwrap().len(), 3);
     }
 
     #[test]

@@ -58,6 +58,8 @@ struct Inner {
     engine: Engine,
     /// The words streams wait on for stream-ordered requests.
     gates: Gates,
+    /// Whether the staging pool was filled for stream-ordered requests.
+    filled: std::sync::Once,
 }
 
 struct RegisteredBuffer {
@@ -166,6 +168,7 @@ impl Driver {
                 stats: Stats::default(),
                 engine,
                 gates,
+                filled: std::sync::Once::new(),
             }),
         }
     }
@@ -314,6 +317,16 @@ impl Driver {
     /// The engine that serves requests which do not block their caller.
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Allocates every staging buffer before the first stream-ordered request is queued: a
+    /// pinned allocation waits for the work of every stream (CUDA's implicit
+    /// synchronisation), so one made on demand while a stream waits on a request could wait
+    /// for itself. Memory the pool would have allocated anyway under load.
+    pub(crate) fn prepare_for_streams(&self) {
+        self.inner.filled.call_once(|| {
+            self.inner.fallback.fill_staging();
+        });
     }
 
     /// The gate words of stream-ordered requests.

@@ -105,6 +105,7 @@ impl FileHandle {
             file_offset: offset,
             buffer_offset: range.start as u64,
         };
+        driver.prepare_for_streams();
         let memory = Arc::clone(buffer.memory());
         let entered = self.enter_owned();
         let gates = driver.gates();
