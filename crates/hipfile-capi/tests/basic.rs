@@ -3,7 +3,8 @@
 //! installed library would be) and the emulated HIP runtime, runs it with
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
-//! convention of the exported functions (basic.c lists them).
+//! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
+//! same from many threads at once. Also checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc`, or when the emulated runtime or the shared library was not
 //! built (`cargo test` builds both).
@@ -40,12 +41,13 @@ fn install(lib: &Path, dir: &Path) {
     }
 }
 
-#[test]
-fn c_program_reads_and_writes_through_the_library() {
+/// Compiles `tests/c/{name}.c` against the header and the installed library, runs it with
+/// a fresh working directory and the emulated runtime, and expects it to pass.
+fn run_c_program(name: &str) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
-    let tmp = TempDir::new("capi-basic");
+    let tmp = TempDir::new(&format!("capi-{name}"));
     let libdir = tmp.path().join("lib");
     let work = tmp.path().join("work");
     std::fs::create_dir(&libdir).unwrap();
@@ -53,7 +55,7 @@ fn c_program_reads_and_writes_through_the_library() {
     install(&lib, &libdir);
 
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = tmp.path().join("basic");
+    let exe = tmp.path().join(name);
     let built = Command::new("cc")
         .args([
             "-std=c11",
@@ -61,10 +63,11 @@ fn c_program_reads_and_writes_through_the_library() {
             "-Wextra",
             "-Werror",
             "-D_GNU_SOURCE",
+            "-pthread",
             "-I",
         ])
         .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/basic.c"))
+        .arg(crate_dir.join(format!("tests/c/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", libdir.display()))
@@ -88,10 +91,20 @@ fn c_program_reads_and_writes_through_the_library() {
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(
         ran.status.success(),
-        "basic failed ({}):\n{stdout}{stderr}",
+        "{name} failed ({}):\n{stdout}{stderr}",
         ran.status
     );
     assert!(stdout.contains("all checks passed"), "{stdout}{stderr}");
+}
+
+#[test]
+fn c_program_reads_and_writes_through_the_library() {
+    run_c_program("basic");
+}
+
+#[test]
+fn c_program_uses_the_library_from_many_threads() {
+    run_c_program("threads");
 }
 
 #[test]
