@@ -10,7 +10,8 @@
  *
  * HIP types. Only hipError_t and hipStream_t are needed from HIP. When HIP's
  * <hip/hip_runtime_api.h> has been included before this header (its include guard,
- * HIP_INCLUDE_HIP_HIP_RUNTIME_API_H, is defined), HIP's own types are used. Otherwise
+ * HIP_INCLUDE_HIP_HIP_RUNTIME_API_H, or HIP_VERSION_MAJOR from the <hip/hip_version.h> it
+ * includes, is defined), HIP's own types are used. Otherwise
  * this header declares ABI-compatible ones (hipError_t as int, hipStream_t as a pointer to
  * the incomplete struct ihipStream_t) and defines HIPFILE_DECLARED_HIP_TYPES; HIP's header
  * cannot be included after that in the same translation unit. Define HIPFILE_INCLUDE_HIP
@@ -37,7 +38,8 @@
 struct sockaddr;
 struct timespec;
 
-#if !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H) && !defined(HIPFILE_DECLARED_HIP_TYPES)
+#if !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H) && !defined(HIP_VERSION_MAJOR) &&             \
+    !defined(HIPFILE_DECLARED_HIP_TYPES)
 #define HIPFILE_DECLARED_HIP_TYPES 1
 /* A HIP status code; 0 is success. HIP declares it as an enum, which has int's ABI. */
 typedef int hipError_t;
