@@ -254,7 +254,7 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
             return hipFileError_t::code(hipFileMemoryNotRegistered);
         };
         let result = match entry.try_write() {
-            Ok(buffer) => buffer.driver().clone().deregister_buffer(&buffer),
+            Ok(buffer) => buffer.driver().deregister_buffer(&buffer),
             Err(_) => Err(Error::InUse {
                 what: "buffer",
                 count: 1,
@@ -389,7 +389,7 @@ unsafe fn io(
             Err(code) => return code,
         },
     };
-    let (size, file_offset, buffer_offset) = (size as u64, file_offset, buffer_offset);
+    let size = size as u64;
     let result = match (dir, target) {
         (Dir::Read, Target::Registered(b)) => {
             let mut guard = b.write().unwrap_or_else(PoisonError::into_inner);
