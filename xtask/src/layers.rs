@@ -40,6 +40,19 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-fallback",
         ]),
     ),
+    // The C ABI: a translation layer over the facade, allowed what the CLI is.
+    (
+        "hipfile-capi",
+        Some(&[
+            "hipfile",
+            "hipfile-core",
+            "hipfile-probe",
+            "hipfile-sys",
+            "hipfile-runtime",
+            "hipfile-fastpath",
+            "hipfile-fallback",
+        ]),
+    ),
     ("hipfile-testfs", Some(&[])),
     ("hipfile-testkit", Some(&["hipfile-core", "hipfile-probe"])),
     ("hipfile-emu", Some(&[])),

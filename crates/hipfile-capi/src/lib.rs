@@ -1,0 +1,47 @@
+//! hipFile's C ABI: `libhipfile.so.0`, a drop-in for programs written against hipFile's
+//! `hipfile.h` (this crate's `include/hipfile.h` declares the interface in our words, with
+//! hipFile 0.5's names, values and layouts).
+//!
+//! This crate translates and validates, and nothing else: every byte moves through the
+//! `hipfile` facade (imported as `facade`), so the C and Rust APIs cannot drift apart. It
+//! keeps hipFile's conventions at the boundary: the driver's use count, implicit opening on
+//! the first registration, opaque file handles, buffer registrations keyed by pointer, and
+//! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
+//! project's contract, docs/BEHAVIOUR.md, answers otherwise).
+//!
+//! What it does not do yet: the properties, setters, parameters, stream-ordered, batch and
+//! statistics functions are declared in the header but not exported (README.md lists them),
+//! so a program that calls one fails to link rather than getting a stub.
+//!
+//! Nothing depends on this crate; it is a leaf like the CLI.
+//!
+//! # Safety
+//!
+//! Every exported function is `unsafe extern "C"` (the caller vouches for its pointers, as
+//! C's contract says), runs its body inside one panic boundary ([`boundary`]), checks every
+//! pointer for NULL before touching it, and never dereferences a handle it was given: a
+//! handle is looked up in the registry by address first. Errors are values, never panics.
+
+// The header's names, used as they are (constants in patterns too).
+#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
+
+mod api;
+mod codes;
+mod state;
+pub mod types;
+
+pub use api::*;
+
+/// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
+pub(crate) fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(on_panic)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_panic_becomes_the_error_value() {
+        assert_eq!(super::boundary(-5030, || panic!("a fault")), -5030);
+        assert_eq!(super::boundary(-5030, || 7), 7);
+    }
+}

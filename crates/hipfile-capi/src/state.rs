@@ -1,0 +1,82 @@
+//! The library's process-wide state: hipFile's use count, the driver it keeps open, the
+//! registered files (opaque handles) and the registered buffers (keyed by pointer).
+//!
+//! One mutex guards it all, and it is never held while bytes move: I/O takes clones of what
+//! it needs (a `FileHandle`, the driver, a registered buffer's `Arc`) and lets go first.
+
+use facade::{DeviceBuffer, Driver, Error, FileHandle};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+/// A registered file. C's `hipFileHandle_t` is the address of one of these, boxed, so the
+/// address stays the same while the registry holds it; the registry is the only owner, and
+/// a handle from C is only ever a key to look up, never dereferenced.
+pub(crate) struct File {
+    pub(crate) fh: FileHandle,
+}
+
+/// A registered buffer. Reads take the lock exclusively (the facade reads into
+/// `&mut DeviceBuffer`), writes shared; deregistration tries for it exclusively and reports
+/// the buffer in use when it cannot have it.
+pub(crate) type Buffer = Arc<RwLock<DeviceBuffer>>;
+
+pub(crate) struct State {
+    /// hipFile's use count: opens minus closes, plus the implicit open of a first
+    /// registration.
+    pub(crate) count: i64,
+    /// The process-wide driver, held while the count is above 0. Registered files and
+    /// buffers hold it too.
+    pub(crate) driver: Option<Driver>,
+    /// Registered files by handle address.
+    pub(crate) files: BTreeMap<usize, Box<File>>,
+    /// Registered buffers by their exact base pointer.
+    pub(crate) buffers: BTreeMap<u64, Buffer>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    count: 0,
+    driver: None,
+    files: BTreeMap::new(),
+    buffers: BTreeMap::new(),
+});
+
+/// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
+/// is one map or counter update), so poisoning is ignored.
+pub(crate) fn lock() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    /// The driver, opening the process-wide one when none is held (the count is 0 then).
+    /// The count is not changed: callers raise it once their registration has succeeded.
+    pub(crate) fn driver(&self) -> Result<Driver, Error> {
+        match &self.driver {
+            Some(d) => Ok(d.clone()),
+            None => Driver::open(),
+        }
+    }
+
+    /// Counts the implicit open of a first registration, keeping `driver`: 0 becomes 1, any
+    /// other count stays.
+    pub(crate) fn implicit_open(&mut self, driver: Driver) {
+        if self.count == 0 {
+            self.count = 1;
+            self.driver = Some(driver);
+        }
+    }
+
+    /// The registered file with handle `addr`.
+    pub(crate) fn file(&self, addr: usize) -> Option<&File> {
+        self.files.get(&addr).map(|b| &**b)
+    }
+
+    /// Ends every registration, buffers first, then files, and lets go of the driver (the
+    /// count reached 0). Requests in flight keep what they use until they end.
+    /// The files are returned, for the caller to drop once it has let go of the lock.
+    pub(crate) fn clear(&mut self) -> BTreeMap<usize, Box<File>> {
+        self.buffers.clear();
+        let files = std::mem::take(&mut self.files);
+        self.driver = None;
+        files
+    }
+}

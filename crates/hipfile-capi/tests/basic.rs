@@ -1,0 +1,154 @@
+//! The library as C sees it: compiles `tests/c/basic.c` with the system C compiler against
+//! `include/hipfile.h`, links it with `libhipfile.so.0` (found through its soname, as an
+//! installed library would be) and the emulated HIP runtime, runs it with
+//! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
+//! registrations, a write and a read back with the bytes checked, and every return
+//! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
+//! same from many threads at once. Also checks the soname and the exported symbols.
+//!
+//! Skips when there is no `cc`, or when the emulated runtime or the shared library was not
+//! built (`cargo test` builds both).
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `libhipfile.so`, which cargo builds beside this test (in `deps/`) and in the profile's
+/// directory above it.
+fn shared_library() -> Result<PathBuf, Skip> {
+    let exe = std::env::current_exe().map_err(|e| Skip(format!("current_exe: {e}")))?;
+    let mut tried = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let candidate = dir.join("libhipfile.so");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        tried.push(candidate.display().to_string());
+    }
+    Err(Skip(format!(
+        "libhipfile.so not found (looked at {}); build it with `cargo build -p hipfile-capi`",
+        tried.join(", ")
+    )))
+}
+
+/// Lays the library out as an installation would: `libhipfile.so` for the linker and
+/// `libhipfile.so.0` (the soname) for the loader, both links to the built file.
+fn install(lib: &Path, dir: &Path) {
+    for name in ["libhipfile.so", "libhipfile.so.0"] {
+        std::os::unix::fs::symlink(lib, dir.join(name)).unwrap();
+    }
+}
+
+/// Compiles `tests/c/{name}.c` against the header and the installed library, runs it with
+/// a fresh working directory and the emulated runtime, and expects it to pass.
+fn run_c_program(name: &str) {
+    require!(has_command("cc"));
+    let emu = require!(emulated_runtime());
+    let lib = require!(shared_library());
+    let tmp = TempDir::new(&format!("capi-{name}"));
+    let libdir = tmp.path().join("lib");
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&libdir).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    install(&lib, &libdir);
+
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = tmp.path().join(name);
+    let built = Command::new("cc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_GNU_SOURCE",
+            "-pthread",
+            "-I",
+        ])
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", libdir.display()))
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-lhipfile")
+        .arg(&emu)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+
+    let ran = Command::new(&exe)
+        .arg(&work)
+        .env("HIPFILE_HIP_LIBRARY", &emu)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        ran.status.success(),
+        "{name} failed ({}):\n{stdout}{stderr}",
+        ran.status
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}{stderr}");
+}
+
+#[test]
+fn c_program_reads_and_writes_through_the_library() {
+    run_c_program("basic");
+}
+
+#[test]
+fn c_program_uses_the_library_from_many_threads() {
+    run_c_program("threads");
+}
+
+#[test]
+fn library_has_the_soname_and_exports_only_what_works() {
+    let lib = require!(shared_library());
+    require!(has_command("readelf"));
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(
+        dynamic.contains("Library soname: [libhipfile.so.0]"),
+        "{dynamic}"
+    );
+    let symbols = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let symbols = String::from_utf8_lossy(&symbols.stdout);
+    let exported: Vec<&str> = symbols
+        .lines()
+        .filter(|l| l.contains(" FUNC ") && l.contains(" GLOBAL ") && !l.contains(" UND "))
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|name| name.starts_with("hipFile"))
+        .collect();
+    let mut exported = exported;
+    exported.sort_unstable();
+    assert_eq!(
+        exported,
+        [
+            "hipFileBufDeregister",
+            "hipFileBufRegister",
+            "hipFileDriverClose",
+            "hipFileDriverOpen",
+            "hipFileGetOpErrorString",
+            "hipFileGetVersion",
+            "hipFileHandleDeregister",
+            "hipFileHandleRegister",
+            "hipFileRead",
+            "hipFileUseCount",
+            "hipFileWrite",
+        ]
+    );
+}
