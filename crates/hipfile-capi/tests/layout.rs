@@ -1,18 +1,23 @@
 //! The header against the Rust declarations: compiles `tests/c/layout.c` with the system C
 //! compiler against `include/hipfile.h`, runs it, and compares every struct size, alignment
 //! and field offset, and every constant, with `size_of`, `align_of`, `offset_of!` and the
-//! constants of `hipfile::types`; both lists must name the same facts. The sizes that
+//! constants of `src/types.rs`; both lists must name the same facts. The sizes that
 //! hipFile's ABI fixes on x86-64 are checked as numbers too, so the two sides cannot drift
 //! together. Skips only when there is no `cc`.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile::types::*;
+// The library is a cdylib only (an rlib would collide with the facade's): its declarations
+// are compiled into this test from their source file.
+#[path = "../src/types.rs"]
+#[allow(dead_code)] // The test reads the layouts, not every helper.
+mod types;
 use hipfile_testfs::{TempDir, has_command, require};
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
+use types::*;
 
 macro_rules! size {
     ($t:ident) => {
