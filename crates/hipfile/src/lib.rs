@@ -115,7 +115,7 @@ pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use ordered::Stream;
 pub use outcome::IoOutcome;
-pub use pending::{Io, IoOwned};
+pub use pending::{Io, IoOwned, IoOwnedFuture};
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 

@@ -184,7 +184,11 @@ impl IoOwned {
     pub fn wait(mut self) -> (Result<IoOutcome, Error>, DeviceBuffer) {
         let result = self.io.slot.wait_result();
         self.io.done = true;
-        (result, self.take_buffer())
+        match self.buffer.take() {
+            Some(buffer) => (result, buffer),
+            // `wait` and the future both consume the handle, so the buffer is always here.
+            None => unreachable!("an IoOwned holds its buffer until it ends"),
+        }
     }
 
     /// Where the request is.
@@ -196,22 +200,36 @@ impl IoOwned {
     pub fn cancel(&self) -> bool {
         self.io.cancel()
     }
+}
 
-    fn take_buffer(&mut self) -> DeviceBuffer {
-        // Present until the one call that ends the handle takes it.
-        match self.buffer.take() {
-            Some(b) => b,
-            None => unreachable!("an IoOwned gives its buffer back once"),
-        }
+/// The future of an [`IoOwned`] (`.await` it): the result and the buffer. Polled again
+/// after it completed, it stays pending.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled; the request itself runs anyway"]
+pub struct IoOwnedFuture(IoOwned);
+
+impl std::future::IntoFuture for IoOwned {
+    type Output = (Result<IoOutcome, Error>, DeviceBuffer);
+    type IntoFuture = IoOwnedFuture;
+
+    fn into_future(self) -> IoOwnedFuture {
+        IoOwnedFuture(self)
     }
 }
 
-impl Future for IoOwned {
+impl Future for IoOwnedFuture {
     type Output = (Result<IoOutcome, Error>, DeviceBuffer);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match Pin::new(&mut self.io).poll(cx) {
-            Poll::Ready(result) => Poll::Ready((result, self.take_buffer())),
+        let owned = &mut self.0;
+        if owned.buffer.is_none() {
+            return Poll::Pending;
+        }
+        match Pin::new(&mut owned.io).poll(cx) {
+            Poll::Ready(result) => match owned.buffer.take() {
+                Some(buffer) => Poll::Ready((result, buffer)),
+                None => Poll::Pending,
+            },
             Poll::Pending => Poll::Pending,
         }
     }

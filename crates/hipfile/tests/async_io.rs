@@ -8,7 +8,7 @@
 use hipfile::{ConfigBuilder, Driver, Error, Op, Platform};
 use hipfile_testfs::{Skip, TempDir, emulated_runtime, require};
 use std::fs::{File, OpenOptions};
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::path::Path;
 use std::pin::pin;
 use std::sync::Arc;
@@ -289,7 +289,7 @@ fn owned_buffers_come_back_and_keep_a_queue_full() {
             block += 1;
         }
         let (at, io) = pending.pop_front().unwrap();
-        let (result, buf) = block_on(io);
+        let (result, buf) = block_on(io.into_future());
         assert_eq!(result.unwrap().bytes, 65536);
         let mut got = vec![0u8; 65536];
         buf.copy_to_host(0, &mut got).unwrap();
