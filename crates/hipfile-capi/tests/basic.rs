@@ -6,8 +6,8 @@
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
 //! same from many threads at once. Also checks the soname and the exported symbols.
 //!
-//! Skips when there is no `cc`, or when the emulated runtime or the shared library was not
-//! built (`cargo test` builds both).
+//! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
+//! it); builds the shared library itself.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
@@ -15,10 +15,43 @@ use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `libhipfile.so`, which cargo builds beside this test (in `deps/`) and in the profile's
-/// directory above it.
+/// `libhipfile.so`, built for this test's profile into the same target directory. The crate
+/// is a `cdylib` only, which cargo does not build for its integration tests, so the test
+/// asks cargo for it (once per test process; quick when it is up to date).
 fn shared_library() -> Result<PathBuf, Skip> {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let exe = std::env::current_exe().map_err(|e| Skip(format!("current_exe: {e}")))?;
+    // `target/<profile>/deps/<test>`.
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| Skip(format!("{} has no profile directory", exe.display())))?;
+    let built = BUILT.get_or_init(|| {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args([
+            "build",
+            "--quiet",
+            "--locked",
+            "-p",
+            "hipfile-capi",
+            "--lib",
+        ]);
+        if let Some(target) = profile_dir.parent() {
+            cargo.arg("--target-dir").arg(target);
+        }
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        match cargo.status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("cargo build -p hipfile-capi failed: {s}")),
+            Err(e) => Err(format!("cannot run cargo: {e}")),
+        }
+    });
+    // A library that does not build is a failure, not a missing capability.
+    if let Err(e) = built {
+        panic!("{e}");
+    }
     let mut tried = Vec::new();
     for dir in exe.ancestors().skip(1).take(2) {
         let candidate = dir.join("libhipfile.so");
