@@ -37,6 +37,21 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
     Ok((d, injected))
 }
 
+/// Holds `stream` back (a host function that waits) until the returned sender sends or is
+/// dropped: earlier work that the test releases when it chooses.
+fn hold(d: &Driver, stream: StreamHandle) -> std::sync::mpsc::Sender<()> {
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    d.gpu()
+        .launch_host_func(
+            stream,
+            Box::new(move || {
+                let _ = go_rx.recv();
+            }),
+        )
+        .unwrap();
+    go_tx
+}
+
 /// Queues on `stream` a copy of `len` device bytes at `src` into `host`, then synchronises
 /// nothing: the caller looks at `host` after synchronising the stream.
 fn copy_back_on(d: &Driver, stream: StreamHandle, src: hipfile::DevicePtr, host: &mut [u8]) {
@@ -115,15 +130,7 @@ fn a_write_waits_for_the_streams_earlier_work() {
     let buf = d.alloc(data.len()).unwrap();
     // Earlier work on the stream: a copy that fills the buffer the write takes its bytes
     // from, held back behind a host function until the test lets it go.
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    d.gpu()
-        .launch_host_func(
-            stream,
-            Box::new(move || {
-                let _ = go_rx.recv();
-            }),
-        )
-        .unwrap();
+    let go_tx = hold(&d, stream);
     // SAFETY: the buffer and the pinned bytes live until the stream is synchronised below.
     unsafe {
         d.gpu()
@@ -155,15 +162,7 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     let fh = d.register_file(&file).unwrap();
     let stream = d.gpu().stream_create().unwrap();
     let mut buf = d.alloc(64 << 10).unwrap();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    d.gpu()
-        .launch_host_func(
-            stream,
-            Box::new(move || {
-                let _ = go_rx.recv();
-            }),
-        )
-        .unwrap();
+    let go_tx = hold(&d, stream);
     // SAFETY: the stream is live until the end of the test.
     let io = unsafe { fh.read_on_stream(stream, &mut buf, 0) }.unwrap();
     assert!(io.cancel());
