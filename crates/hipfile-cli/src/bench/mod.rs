@@ -14,7 +14,9 @@
 //!
 //! The jobs, one a module: [`testfile`] decides on and prepares the test file, [`measure`]
 //! sets up the devices and times the case's runs, [`limits`] measures the raw baselines
-//! (`pread`/`pwrite`, copies, latencies, upstream's serial fallback) and [`report`] writes
+//! (`pread`/`pwrite`, copies, latencies, upstream's serial fallback, the staged path at the
+//! case's concurrency), [`apis`] runs one thread's requests through `--api async`, `batch`
+//! or `stream`, and [`report`] writes
 //! the result as a table or JSON. What they share (the case's file and buffers, host buffers,
 //! the test file's pattern and raw `pread`/`pwrite`) is in [`common`], which uses none of
 //! them.
