@@ -386,7 +386,7 @@ unsafe fn io(
         // SAFETY: as this function's contract.
         None => match unsafe { temporary(&driver, buffer_base as usize as u64) } {
             Ok(b) => Target::Temporary(b),
-            Err(code) => return code,
+            Err(refusal) => return refusal.negated(),
         },
     };
     let size = size as u64;
@@ -411,33 +411,63 @@ unsafe fn io(
     }
 }
 
+/// Why an unregistered pointer cannot be used: a hipFile code, or the HIP status of a
+/// runtime call that failed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Refusal {
+    Code(hipFileOpError_t),
+    Hip(i32),
+}
+
+impl Refusal {
+    /// As `hipFileRead` returns it.
+    pub(crate) fn negated(self) -> isize {
+        match self {
+            Refusal::Code(c) => negated(c),
+            Refusal::Hip(hip) => hip_failure(hip),
+        }
+    }
+
+    /// As a `hipFileError_t` call returns it (`hipFileBatchIOSubmit`).
+    pub(crate) fn status(self) -> hipFileError_t {
+        match self {
+            Refusal::Code(c) => hipFileError_t::code(c),
+            Refusal::Hip(hip) => hipFileError_t {
+                err: hipFileHipDriverError,
+                hip_drv_err: hip,
+            },
+        }
+    }
+}
+
 /// A buffer over an unregistered pointer, from `ptr` to the end of its allocation, after
-/// the runtime has said it is device memory: the negated code to return otherwise.
+/// the runtime has said it is device memory: why not otherwise. `hipFileRead`,
+/// `hipFileWrite` and `hipFileBatchIOSubmit` use it.
 ///
 /// # Safety
 ///
-/// As [`hipFileRead`]: device memory at `ptr` stays allocated while the buffer lives (this
-/// call).
-unsafe fn temporary(driver: &Driver, ptr: u64) -> Result<DeviceBuffer, isize> {
+/// As [`hipFileRead`]: device memory at `ptr` stays allocated while the buffer lives (and
+/// while any request that uses it runs).
+pub(crate) unsafe fn temporary(driver: &Driver, ptr: u64) -> Result<DeviceBuffer, Refusal> {
     let gpu = driver.gpu();
     let at = DevicePtr(ptr);
     let info = gpu.pointer_info(at).map_err(|e| match e.code {
-        1 => negated(hipFileInvalidValue),
-        hip => hip_failure(hip),
+        1 => Refusal::Code(hipFileInvalidValue),
+        hip => Refusal::Hip(hip),
     })?;
     if info.memory != MemoryKind::Device {
-        return Err(negated(hipFileHipMemoryTypeInvalid));
+        return Err(Refusal::Code(hipFileHipMemoryTypeInvalid));
     }
-    let (base, len) = gpu.address_range(at).map_err(|e| hip_failure(e.code))?;
+    let (base, len) = gpu.address_range(at).map_err(|e| Refusal::Hip(e.code))?;
     let end = base.0.checked_add(len);
     let usable = match end {
         Some(end) if base.0 <= ptr && ptr < end => end - ptr,
-        _ => return Err(negated(hipFileHipPointerRangeError)),
+        _ => return Err(Refusal::Code(hipFileHipPointerRangeError)),
     };
     let Ok(usable) = usize::try_from(usable) else {
-        return Err(negated(hipFileHipPointerRangeError));
+        return Err(Refusal::Code(hipFileHipPointerRangeError));
     };
     // SAFETY: `ptr..ptr+usable` lies in one device allocation (the runtime said so just
-    // now), which the caller keeps allocated for this call, the buffer's whole life.
+    // now), which the caller keeps allocated for the buffer's whole life.
     Ok(unsafe { DeviceBuffer::from_raw(driver, at, usable) })
 }

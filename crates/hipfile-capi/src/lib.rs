@@ -9,7 +9,7 @@
 //! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
 //! project's contract, docs/BEHAVIOUR.md, answers otherwise).
 //!
-//! What it does not do yet: the properties, setters, parameters, stream-ordered, batch and
+//! What it does not do yet: the properties, setters, parameters, stream-ordered and
 //! statistics functions are declared in the header but not exported (README.md lists them),
 //! so a program that calls one fails to link rather than getting a stub.
 //!
@@ -26,11 +26,13 @@
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 
 mod api;
+mod batch;
 mod codes;
 mod state;
 pub mod types;
 
 pub use api::*;
+pub use batch::*;
 
 /// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
 pub(crate) fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {

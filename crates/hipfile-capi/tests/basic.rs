@@ -4,7 +4,7 @@
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
-//! same from many threads at once. Also checks the soname and the exported symbols.
+//! same from many threads at once, and `tests/c/batch.c` the batch calls. Also checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
 //! it); builds the shared library itself.
@@ -141,6 +141,11 @@ fn c_program_uses_the_library_from_many_threads() {
 }
 
 #[test]
+fn c_program_runs_batches_through_the_library() {
+    run_c_program("batch");
+}
+
+#[test]
 fn library_has_the_soname_and_exports_only_what_works() {
     let lib = require!(shared_library());
     require!(has_command("readelf"));
@@ -171,6 +176,11 @@ fn library_has_the_soname_and_exports_only_what_works() {
     assert_eq!(
         exported,
         [
+            "hipFileBatchIOCancel",
+            "hipFileBatchIODestroy",
+            "hipFileBatchIOGetStatus",
+            "hipFileBatchIOSetUp",
+            "hipFileBatchIOSubmit",
             "hipFileBufDeregister",
             "hipFileBufRegister",
             "hipFileDriverClose",
