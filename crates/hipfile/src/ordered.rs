@@ -32,6 +32,12 @@ impl FileHandle {
     /// [`Io`] gives its result (`wait` or `.await`) and keeps `dst` borrowed. Dropping the
     /// handle before the stream reaches the request cancels it, and the stream goes on.
     ///
+    /// Known limit on NVIDIA GPUs (docs/BENCHMARKS.md, 2026-12-03): with requests parked on
+    /// 24 or more streams at once, 1 MiB requests were seen never to end (the GPU-side waits
+    /// this uses can hold back work queued behind them); up to 8 streams ran. Keep few
+    /// streams with requests parked at once until the ordering without GPU-side waits
+    /// (docs/DECISIONS.md, "Stream-ordered requests") replaces it.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidValue`] when the runtime cannot order work on a stream this way (it
