@@ -15,33 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* From the HIP runtime (the emulated one here). */
-extern hipError_t hipMalloc(void **ptr, size_t size);
-extern hipError_t hipFree(void *ptr);
-extern hipError_t hipMemcpy(void *dst, const void *src, size_t size, int kind);
-#define H2D 1
-#define D2H 2
-
-static int failures;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "basic.c:%d: check failed: %s\n", __LINE__, #cond);           \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
-
-/* Whether e is {code, 0}. A function, so that the call in e runs once. */
-static int IS(hipFileError_t e, hipFileOpError_t code)
-{
-    return e.err == code && e.hip_drv_err == 0;
-}
+#include "common.h"
 
 /* A ssize_t return of -1 with errno e. */
 #define ERRNO_IS(call, e) (errno = 0, (call) == -1 && errno == (e))
-
-#define MiB (1 << 20)
 #define N 65536
 
 static unsigned char pattern[N], back[N], zeros[N];

@@ -19,30 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* From the HIP runtime (the emulated one here). */
-extern hipError_t hipMalloc(void **ptr, size_t size);
-extern hipError_t hipFree(void *ptr);
-extern hipError_t hipMemcpy(void *dst, const void *src, size_t size, int kind);
-#define H2D 1
-#define D2H 2
+#include "common.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "batch.c:%d: check failed: %s\n", __LINE__, #cond);           \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
-
-/* Whether e is {code, 0}. A function, so that the call in e runs once. */
-static int IS(hipFileError_t e, hipFileOpError_t code)
-{
-    return e.err == code && e.hip_drv_err == 0;
-}
-
-#define MiB (1 << 20)
 #define CHUNK 4096
 #define OPS 16
 #define FILE_LEN (OPS * CHUNK)
