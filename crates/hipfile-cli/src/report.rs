@@ -458,16 +458,9 @@ mod tests {
     };
 
     fn ctx(config: &Config, memory: MemoryKind) -> Context {
-        let runtime = {
-            let mut v = RuntimeReport::default();
-            v.platform = Platform::None;
-            v.library = None;
-            v.version = None;
-            v.amd_file_io = false;
-            v.devices = 0;
-            v.error = Some("no \"library\"\nfound".into());
-            v
-        };
+        // The default report is that of no runtime.
+        let mut runtime = RuntimeReport::default();
+        runtime.error = Some("no \"library\"\nfound".into());
         let request = Request {
             op: Op::Read,
             size: 1 << 20,
@@ -479,16 +472,13 @@ mod tests {
 
     /// A runtime without AMD file I/O that sees `devices` devices.
     fn loaded(devices: u32) -> RuntimeReport {
-        {
-            let mut v = RuntimeReport::default();
-            v.platform = Platform::Nvidia;
-            v.library = Some(PathBuf::from("/usr/lib/libcudart.so"));
-            v.version = Some("12.4".into());
-            v.amd_file_io = false;
-            v.devices = devices;
-            v.error = (devices == 0).then(|| "cudaGetDeviceCount failed".into());
-            v
-        }
+        let mut r = RuntimeReport::default();
+        r.platform = Platform::Nvidia;
+        r.library = Some(PathBuf::from("/usr/lib/libcudart.so"));
+        r.version = Some("12.4".into());
+        r.devices = devices;
+        r.error = (devices == 0).then(|| "cudaGetDeviceCount failed".into());
+        r
     }
 
     /// The report on `file` with a runtime that has a device.
@@ -593,16 +583,12 @@ mod tests {
     fn header_names_a_loaded_runtime_and_its_devices() {
         let config = Config::default();
         let mut c = ctx(&config, MemoryKind::Device);
-        c.runtime = {
-            let mut v = RuntimeReport::default();
-            v.platform = Platform::Emulated;
-            v.library = Some(PathBuf::from("/t/libhipfile_emu.so"));
-            v.version = Some("7.2.0".into());
-            v.amd_file_io = true;
-            v.devices = 2;
-            v.error = None;
-            v
-        };
+        c.runtime.platform = Platform::Emulated;
+        c.runtime.library = Some(PathBuf::from("/t/libhipfile_emu.so"));
+        c.runtime.version = Some("7.2.0".into());
+        c.runtime.amd_file_io = true;
+        c.runtime.devices = 2;
+        c.runtime.error = None;
         assert!(
             c.header().starts_with(
                 "runtime: emulated 7.2.0 (/t/libhipfile_emu.so), 2 devices, AMD file I/O;"

@@ -66,15 +66,8 @@ const SMALL_CHUNK: usize = 64 * KIB;
 
 /// A fallback that serves every request on the caller's thread, one buffer per request.
 fn fallback(rt: &Arc<HostMemRuntime>, chunk_size: usize, max_buffers: usize) -> Fallback {
-    let serial = {
-        let mut v = config();
-        v.fallback = {
-            let mut v = FallbackKnobs::default();
-            v.small_io_threshold = u64::MAX;
-            v
-        };
-        v
-    };
+    let mut serial = config();
+    serial.fallback.small_io_threshold = u64::MAX;
     Fallback::with_runtime(
         &serial,
         rt.clone(),
@@ -644,24 +637,30 @@ fn pipelined(rt: &Arc<HostMemRuntime>, threshold: u64) -> Fallback {
 
 /// The knobs of [`pipelined`].
 fn pipelined_knobs(threshold: u64) -> FallbackKnobs {
-    {
-        let mut v = FallbackKnobs::default();
-        v.io_threads = THREADS;
-        v.task_size = TASK as u64;
-        v.staging_memory = 256 * KIB as u64;
-        v.small_io_threshold = threshold;
-        v.cold_direct_reads = true;
-        v
-    }
+    knobs(THREADS, TASK as u64, 256 * KIB as u64, threshold, true)
+}
+
+/// Knobs with these values (`FallbackKnobs` is `#[non_exhaustive]`: no struct literal).
+fn knobs(
+    io_threads: usize,
+    task_size: u64,
+    staging_memory: u64,
+    small_io_threshold: u64,
+    cold_direct_reads: bool,
+) -> FallbackKnobs {
+    let mut k = FallbackKnobs::default();
+    k.io_threads = io_threads;
+    k.task_size = task_size;
+    k.staging_memory = staging_memory;
+    k.small_io_threshold = small_io_threshold;
+    k.cold_direct_reads = cold_direct_reads;
+    k
 }
 
 /// A fallback with these knobs and the staging sizes they give.
 fn with_knobs(rt: &Arc<HostMemRuntime>, knobs: FallbackKnobs) -> Fallback {
-    let c = {
-        let mut v = config();
-        v.fallback = knobs;
-        v
-    };
+    let mut c = config();
+    c.fallback = knobs;
     Fallback::with_runtime(&c, rt.clone(), StagingConfig::for_knobs(&knobs))
 }
 
@@ -985,15 +984,7 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
             .build(),
     );
     // One thread, so one task with both buffers of a pool of two 16 KiB buffers.
-    let knobs = {
-        let mut v = FallbackKnobs::default();
-        v.io_threads = 1;
-        v.task_size = size as u64;
-        v.staging_memory = 2 * CHUNK as u64;
-        v.small_io_threshold = 0;
-        v.cold_direct_reads = false;
-        v
-    };
+    let knobs = knobs(1, size as u64, 2 * CHUNK as u64, 0, false);
     let staging = StagingConfig::for_knobs(&knobs);
     assert_eq!((staging.chunk_size, staging.max_buffers), (CHUNK, 2));
     let fb = with_knobs(&rt, knobs);
@@ -1278,15 +1269,16 @@ fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
     let size = 5_000_000;
     for (task_size, staging_memory) in [(64 << 30, 64 << 30), (u64::MAX, u64::MAX)] {
         let rt = Arc::new(HostMemRuntime::builder().deferred().build());
-        let fb = with_knobs(&rt, {
-            let mut v = FallbackKnobs::default();
-            v.io_threads = 2;
-            v.task_size = task_size;
-            v.staging_memory = staging_memory;
-            v.small_io_threshold = FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD;
-            v.cold_direct_reads = true;
-            v
-        });
+        let fb = with_knobs(
+            &rt,
+            knobs(
+                2,
+                task_size,
+                staging_memory,
+                FallbackKnobs::DEFAULT_SMALL_IO_THRESHOLD,
+                true,
+            ),
+        );
         let chunk = fb.staging().unwrap().config().chunk_size;
         assert!(
             chunk <= StagingConfig::MAX_CHUNK_SIZE,
@@ -1415,11 +1407,7 @@ fn uncached_parts_of_large_reads_come_through_o_direct() {
     read(&fb, 5, size - 5000);
     assert_eq!(fb.direct_read_bytes(), before);
 
-    let buffered_only = with_knobs(&rt, {
-        let mut v = pipelined_knobs(0);
-        v.cold_direct_reads = false;
-        v
-    });
+    let buffered_only = with_knobs(&rt, knobs(THREADS, TASK as u64, 256 * KIB as u64, 0, false));
     drop_cache(&file);
     read(&buffered_only, 0, size);
     assert_eq!(buffered_only.direct_read_bytes(), 0);
@@ -1437,11 +1425,7 @@ fn long_tasks_read_uncached_parts_buffered() {
     std::fs::write(&path, &data).unwrap();
     let file = File::open(&path).unwrap();
     let rt = Arc::new(HostMemRuntime::builder().deferred().build());
-    let fb = with_knobs(&rt, {
-        let mut v = pipelined_knobs(0);
-        v.io_threads = 1;
-        v
-    });
+    let fb = with_knobs(&rt, knobs(1, TASK as u64, 256 * KIB as u64, 0, true));
     let dst = device(&rt, size);
     for (len, direct) in [(8 * MIB, true), (size, false)] {
         drop_cache(&file);

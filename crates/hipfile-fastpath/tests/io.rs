@@ -88,11 +88,9 @@ impl DirectFile {
 
 /// The configuration: any filesystem that does direct I/O will do for these tests.
 fn config() -> Config {
-    {
-        let mut v = Config::default();
-        v.unsupported_file_systems = true;
-        v
-    }
+    let mut c = Config::default();
+    c.unsupported_file_systems = true;
+    c
 }
 
 /// Validates one request as core does, scores it and runs it: `size` bytes at `file_offset`,
