@@ -171,7 +171,7 @@ mod tests {
     use crate::device::set_device;
     use crate::error::{INVALID_HANDLE, SUCCESS};
     use crate::memory::{counters_lock, device_copy_bytes, hipFree, hipMalloc};
-    use crate::stream::{hipStreamCreateWithFlags, hipStreamDestroy};
+    use crate::stream::{hipStreamCreateWithFlags, hipStreamDestroy, hipStreamSynchronize};
     use std::ptr::null_mut;
 
     fn device_alloc(len: usize) -> *mut u8 {
@@ -218,6 +218,9 @@ mod tests {
                 SUCCESS
             );
         }
+        // An asynchronous copy is done only once its stream is synchronised: the null
+        // stream may have work of other tests queued.
+        assert_eq!(hipStreamSynchronize(null_mut()), SUCCESS);
         assert_eq!(back, src);
         free(d);
         free(d2);
@@ -361,6 +364,7 @@ mod tests {
                 );
                 assert_eq!(r, SUCCESS);
             }
+            assert_eq!(hipStreamSynchronize(s), SUCCESS);
             assert_eq!(back[..1008], src[..1008]);
             let after = copied(10);
             assert_eq!(after.0 - before.0, 4096 + 1000, "into device 10");
@@ -394,6 +398,7 @@ mod tests {
                 let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d11.cast(), 4096, 2, null_mut());
                 assert_eq!(r, SUCCESS);
             }
+            assert_eq!(hipStreamSynchronize(null_mut()), SUCCESS);
             assert_eq!(back, src);
             let (d11_before, d12_before) = before;
             let (d11_after, d12_after) = (copied(11), copied(12));
