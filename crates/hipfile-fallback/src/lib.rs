@@ -19,7 +19,7 @@ mod posix;
 mod staging;
 mod transfer;
 
-pub use staging::{StagingConfig, StagingGuard, StagingPool};
+pub use staging::{OwnedStaging, StagingConfig, StagingGuard, StagingPool};
 
 use hipfile_core::{
     Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, Reason,
@@ -109,6 +109,49 @@ impl Fallback {
     /// The staging pool, for a fallback made with a runtime.
     pub fn staging(&self) -> Option<&StagingPool> {
         self.staging.as_deref()
+    }
+
+    /// The staging pool, shared: for buffers held past a call
+    /// ([`StagingPool::acquire_owned`]).
+    pub fn staging_pool(&self) -> Option<&Arc<StagingPool>> {
+        self.staging.as_ref()
+    }
+
+    /// Fills `buf` from the file at `offset` (plain `pread`s, reissued until `buf` is full or
+    /// the file ends); returns the bytes read. For host memory that the caller then copies
+    /// itself (stream-ordered requests queue that copy on a stream).
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Os`] with `pread`'s errno.
+    pub fn read_to_host(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<usize, BackendError> {
+        posix::pread_full(fd, buf, offset)
+    }
+
+    /// Writes all of `buf` to the file at `offset`; with `last`, ends with an `fdatasync`
+    /// when the fallback's writes are durable (docs/BEHAVIOUR.md), as its own writes do.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Os`] with `pwrite`'s or `fdatasync`'s errno; bytes written before a
+    /// failure are not reported.
+    pub fn write_from_host(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &[u8],
+        offset: u64,
+        last: bool,
+    ) -> Result<(), BackendError> {
+        posix::pwrite_full(fd, buf, offset).map_err(|f| f.error)?;
+        if last && self.durable_writes {
+            posix::sync_data(fd)?;
+        }
+        Ok(())
     }
 }
 

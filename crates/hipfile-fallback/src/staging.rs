@@ -260,7 +260,10 @@ impl StagingPool {
 
     fn give_back(&self, buffer: PinnedMemory) {
         self.lock().idle.push(buffer);
-        self.returned.notify_one();
+        // Every waiter: one that needs several buffers at once
+        // ([`StagingPool::acquire_owned_many`]) may not be able to go on with this one
+        // while another could.
+        self.returned.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
@@ -461,6 +464,189 @@ impl fmt::Debug for StagingGuard<'_> {
     }
 }
 
+impl StagingPool {
+    /// Takes a buffer as [`StagingPool::acquire`] does, held apart from any borrow of the
+    /// pool: for work that outlives the call that takes it (copies queued on a caller's
+    /// stream, which release the buffer from a host function when the stream has passed
+    /// them). The buffer goes back to the pool when the [`OwnedStaging`] is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`StagingPool::acquire`].
+    pub fn acquire_owned(self: &Arc<Self>) -> Result<OwnedStaging, BackendError> {
+        let guard = self.acquire()?;
+        let mut guard = ManuallyDrop::new(guard);
+        // SAFETY: the guard is never used or dropped again (it is in a `ManuallyDrop` that
+        // goes out of scope here), so the buffer has exactly one owner, the new value.
+        let buffer = unsafe { ManuallyDrop::take(&mut guard.buffer) };
+        Ok(self.owned(buffer))
+    }
+
+    /// Takes `n` buffers at once, or none: waits until `n` are idle or may be allocated,
+    /// so that callers who each need several never hold some while waiting for more (two
+    /// such callers could otherwise wait for each other for ever). `n` is capped at the
+    /// pool's `max_buffers`.
+    ///
+    /// # Errors
+    ///
+    /// As [`StagingPool::acquire`]; buffers taken before a failed allocation go back.
+    pub fn acquire_owned_many(
+        self: &Arc<Self>,
+        n: usize,
+    ) -> Result<Vec<OwnedStaging>, BackendError> {
+        let n = n.min(self.config.max_buffers);
+        let mut state = self.lock();
+        loop {
+            let room = self
+                .config
+                .max_buffers
+                .saturating_sub(state.allocated + state.allocating);
+            if state.idle.len() + room >= n {
+                let from_idle = n.min(state.idle.len());
+                let at = state.idle.len() - from_idle;
+                let taken = state.idle.split_off(at);
+                let to_allocate = n - from_idle;
+                state.allocating += to_allocate;
+                drop(state);
+                let mut got: Vec<OwnedStaging> = taken.into_iter().map(|b| self.owned(b)).collect();
+                for left in (0..to_allocate).rev() {
+                    match self.allocate() {
+                        Ok(buffer) => got.push(self.owned(buffer)),
+                        Err(e) => {
+                            // `allocate` gave its own slot back; give back the others.
+                            let mut state = self.lock();
+                            state.allocating -= left;
+                            drop(state);
+                            self.returned.notify_all();
+                            return Err(e);
+                        }
+                    }
+                }
+                return Ok(got);
+            }
+            state = self
+                .returned
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn owned(self: &Arc<Self>, buffer: PinnedMemory) -> OwnedStaging {
+        OwnedStaging {
+            pool: Arc::clone(self),
+            buffer: ManuallyDrop::new(buffer),
+        }
+    }
+}
+
+/// Exclusive use of one staging buffer, holding its pool alive; it goes back to the pool on
+/// drop. Made by [`StagingPool::acquire_owned`].
+pub struct OwnedStaging {
+    pool: Arc<StagingPool>,
+    /// Taken out only by the drop, which gives it back.
+    buffer: ManuallyDrop<PinnedMemory>,
+}
+
+impl OwnedStaging {
+    /// The buffer's size in bytes (the pool's `chunk_size`).
+    pub fn capacity(&self) -> usize {
+        self.pool.config.chunk_size
+    }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buffer.as_slice()[..self.capacity()]
+    }
+
+    /// The buffer's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let capacity = self.capacity();
+        &mut self.buffer.as_mut_slice()[..capacity]
+    }
+
+    /// Queues a copy of the buffer's first `len` bytes to `to` on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `to..to + len` is device memory of the pool's runtime that stays allocated until the
+    /// stream has finished the copy; until then the caller neither writes the buffer nor
+    /// drops this value.
+    ///
+    /// # Errors
+    ///
+    /// The runtime's error; [`BackendError::Unsupported`] when `len` exceeds the buffer.
+    pub unsafe fn copy_to_device_on(
+        &self,
+        to: DevicePtr,
+        len: usize,
+        stream: StreamHandle,
+    ) -> Result<(), BackendError> {
+        self.check_len(len)?;
+        // SAFETY: `len` fits the buffer, which this value holds; the caller vouches for `to`
+        // and keeps both alive and the buffer unwritten until the copy completes.
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_device(to, self.buffer.as_ptr(), len, Some(stream))
+        }
+        .map_err(BackendError::Runtime)
+    }
+
+    /// Queues a copy of `len` bytes at `from` into the start of the buffer on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `from..from + len` is device memory of the pool's runtime that stays allocated until
+    /// the stream has finished the copy; until then the caller neither reads nor writes the
+    /// buffer nor drops this value.
+    ///
+    /// # Errors
+    ///
+    /// As [`OwnedStaging::copy_to_device_on`].
+    pub unsafe fn copy_from_device_on(
+        &mut self,
+        from: DevicePtr,
+        len: usize,
+        stream: StreamHandle,
+    ) -> Result<(), BackendError> {
+        self.check_len(len)?;
+        // SAFETY: as in `copy_to_device_on`, with the buffer held through `&mut self`.
+        unsafe {
+            self.pool
+                .runtime
+                .copy_to_host(self.buffer.as_mut_ptr(), from, len, Some(stream))
+        }
+        .map_err(BackendError::Runtime)
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), BackendError> {
+        if len <= self.capacity() {
+            Ok(())
+        } else {
+            Err(BackendError::Unsupported(format!(
+                "a copy of {len} bytes does not fit a staging buffer of {}",
+                self.capacity()
+            )))
+        }
+    }
+}
+
+impl Drop for OwnedStaging {
+    fn drop(&mut self) {
+        // SAFETY: the buffer is taken out once, here, and the value is not used afterwards.
+        let buffer = unsafe { ManuallyDrop::take(&mut self.buffer) };
+        self.pool.give_back(buffer);
+    }
+}
+
+impl fmt::Debug for OwnedStaging {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedStaging")
+            .field("capacity", &self.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Device memory a request moves, or a piece of it. Made only from a validated request and
 /// by splitting, so it always lies inside the request's buffer (module invariant): this is
 /// what lets the copies above be safe functions.
@@ -585,6 +771,34 @@ mod tests {
         assert_eq!(pool.fill(), 3);
         assert_eq!(pool.idle(), 3);
         assert_eq!(live.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn several_buffers_are_taken_all_at_once_or_not_at_all() {
+        let (rt, _live) = pinned_runtime(4);
+        let pool = Arc::new(StagingPool::new(Arc::new(rt), config(4)));
+        let one = pool.acquire_owned().unwrap();
+        let three = pool.acquire_owned_many(3).unwrap();
+        assert_eq!(three.len(), 3);
+        // Four wanted, four exist, none idle: the taker waits with none taken, so the
+        // buffers given back one by one are not picked off by it before it can have all.
+        let taker = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || pool.acquire_owned_many(4).unwrap().len())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(one);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(
+            pool.idle(),
+            1,
+            "a waiter took buffers before it could have them all"
+        );
+        drop(three);
+        assert_eq!(taker.join().unwrap(), 4);
+        assert_eq!(pool.idle(), 4);
+        // More than the pool holds is capped at what it holds.
+        assert_eq!(pool.acquire_owned_many(9).unwrap().len(), 4);
     }
 
     #[test]

@@ -314,6 +314,22 @@ impl Driver {
         }
     }
 
+    /// The fallback, for stream-ordered requests that it serves through staging buffers
+    /// copied on the caller's stream (`staged.rs`).
+    pub(crate) fn fallback(&self) -> &Fallback {
+        &self.inner.fallback
+    }
+
+    /// Counts a stream-ordered request that the fallback's staging served for a buffer of
+    /// `device`.
+    pub(crate) fn count_staged(&self, bytes: u64, device: i32, op: Op) {
+        let stats = &self.inner.stats;
+        stats.served(hipfile_core::BackendKind::Fallback, bytes, false);
+        if self.inner.config.stats_level >= 1 {
+            stats.served_device(device, op, bytes);
+        }
+    }
+
     /// The engine that serves requests which do not block their caller.
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine

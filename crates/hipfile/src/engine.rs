@@ -32,6 +32,11 @@ pub(crate) type Job = Box<dyn FnOnce() -> Result<IoOutcome, Error> + Send>;
 /// Called once when a request ends (finished or cancelled), without any lock held.
 pub(crate) type Listener = Box<dyn FnOnce() + Send>;
 
+/// What cancelling does instead of ending a waiting request at once, for a request whose
+/// end comes from elsewhere (a stream-ordered request ends when its stream has passed it,
+/// whatever happens to its I/O). Returns whether the I/O was cancelled.
+pub(crate) type CancelHook = Box<dyn Fn() -> bool + Send + Sync>;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -72,6 +77,8 @@ pub enum IoState {
 /// One request: its job until a thread takes it, then its result until someone takes that.
 pub(crate) struct Slot {
     op: Op,
+    /// Replaces [`Slot::cancel`]'s own work when set.
+    on_cancel: Option<CancelHook>,
     state: Mutex<SlotState>,
     /// Signalled when the request ends.
     ended: Condvar,
@@ -108,8 +115,20 @@ impl Engine {
     /// A request that is not queued yet: [`Engine::queue`] queues it later (when a stream
     /// reaches it). It can be cancelled meanwhile, and then is never served.
     pub(crate) fn slot(op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
+        Engine::slot_with(op, job, listener, None)
+    }
+
+    /// A request like [`Engine::slot`]'s whose cancellation is `on_cancel`'s work: the
+    /// request itself still waits to be queued and served.
+    pub(crate) fn slot_with(
+        op: Op,
+        job: Job,
+        listener: Option<Listener>,
+        on_cancel: Option<CancelHook>,
+    ) -> Arc<Slot> {
         Arc::new(Slot {
             op,
+            on_cancel,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
                 job: Some(job),
@@ -119,6 +138,14 @@ impl Engine {
             }),
             ended: Condvar::new(),
         })
+    }
+
+    /// A request that has already ended with `result`: one refused before anything was
+    /// queued for it.
+    pub(crate) fn finished(op: Op, result: Result<IoOutcome, Error>) -> Arc<Slot> {
+        let slot = Engine::slot(op, Box::new(move || result), None);
+        slot.run_with(|job| job());
+        slot
     }
 
     /// A handle that queues requests made by [`Engine::slot`] without owning the engine, for
@@ -201,6 +228,7 @@ impl Drop for Engine {
 }
 
 /// Queues requests on an engine it does not own (see [`Engine::queue_handle`]).
+#[derive(Clone)]
 pub(crate) struct QueueHandle(Arc<Shared>);
 
 impl QueueHandle {
@@ -292,6 +320,9 @@ impl Slot {
     /// Cancels the request if no thread has taken it: its job (and what it holds) is
     /// dropped, and its result is [`Error::Canceled`]. Whether it was cancelled.
     pub(crate) fn cancel(&self) -> bool {
+        if let Some(hook) = &self.on_cancel {
+            return self.phase() == IoState::Waiting && hook();
+        }
         let job = {
             let mut state = lock(&self.state);
             if state.phase != IoState::Waiting {

@@ -4,7 +4,10 @@ use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::{Error, IoTarget, Op, Request, Submission, check_access, submit};
+use hipfile_core::{
+    BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, check_access,
+    decide, submit,
+};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -419,5 +422,99 @@ impl Drop for FileInner {
         if !self.registration.is_deregistered() {
             self.driver.release_fd(self.key);
         }
+    }
+}
+
+/// A stream-ordered request that the fallback is selected for: what `staged.rs` needs to
+/// serve it through staging buffers copied on the caller's stream.
+pub(crate) struct StagedPlan {
+    /// The device address of the request's first byte.
+    pub(crate) address: DevicePtr,
+    pub(crate) size: u64,
+    pub(crate) file_offset: u64,
+    /// The buffer's device.
+    pub(crate) device: i32,
+    /// A registered buffer's in-flight count, held up until the request ends.
+    pub(crate) in_flight: Option<crate::driver::InFlight>,
+}
+
+impl FileHandle {
+    /// Validates a stream-ordered request and selects its backend now, as a synchronous
+    /// call would: `Some` when the fallback is selected, `None` when another backend is (or
+    /// none is: the engine then serves it, and fails it with the same error a synchronous
+    /// call gives).
+    ///
+    /// # Errors
+    ///
+    /// The request's validation errors, as [`FileHandle::read_at`] gives them.
+    pub(crate) fn plan_staged(
+        &self,
+        op: Op,
+        buffer: &Memory,
+        request: Request,
+    ) -> Result<Option<StagedPlan>, Error> {
+        let inner = &self.inner;
+        check_access(&inner.probed.facts, op)?;
+        let (facts, in_flight) = buffer.request_facts()?;
+        let valid = request.validate_checked(&facts)?;
+        let submission = Submission {
+            request: &valid,
+            file: &inner.probed.facts,
+            buffer: facts.facts(),
+        };
+        let decision = decide(&inner.driver.backends(), &submission);
+        if decision.selected_kind() != Some(BackendKind::Fallback) {
+            return Ok(None);
+        }
+        Ok(Some(StagedPlan {
+            address: valid.address(),
+            size: valid.size(),
+            file_offset: valid.file_offset(),
+            device: facts.facts().device,
+            in_flight,
+        }))
+    }
+
+    /// The file's size now, for a regular file (`None` for other kinds, or when `fstat`
+    /// fails).
+    pub(crate) fn size_now(&self) -> Option<u64> {
+        let stat = rustix::fs::fstat(&self.inner.fd).ok()?;
+        (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile)
+            .then(|| u64::try_from(stat.st_size).ok())
+            .flatten()
+    }
+
+    /// Fills `buf` from `offset` with the fallback's reads; the bytes read (fewer at the end
+    /// of the file).
+    pub(crate) fn read_to_host(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
+        let inner = &self.inner;
+        let fd = inner.probed.buffered_fd.as_fd(inner.fd.as_fd());
+        inner
+            .driver
+            .fallback()
+            .read_to_host(fd, buf, offset)
+            .map_err(|e| fallback_failed(Op::Read, e))
+    }
+
+    /// Writes `buf` at `offset` with the fallback's writes; `last` ends the request (a
+    /// durable write synchronises then).
+    pub(crate) fn write_from_host(&self, buf: &[u8], offset: u64, last: bool) -> Result<(), Error> {
+        let inner = &self.inner;
+        let fd = inner.probed.buffered_fd.as_fd(inner.fd.as_fd());
+        inner
+            .driver
+            .fallback()
+            .write_from_host(fd, buf, offset, last)
+            .map_err(|e| fallback_failed(Op::Write, e))
+    }
+}
+
+fn fallback_failed(op: Op, source: BackendError) -> Error {
+    Error::Backend {
+        op,
+        backend: BackendKind::Fallback,
+        source,
+        retried_from: None,
+        retry_refused: None,
     }
 }

@@ -90,6 +90,7 @@ mod gates;
 mod ordered;
 mod outcome;
 mod pending;
+mod staged;
 mod stats;
 mod view;
 
@@ -114,8 +115,12 @@ pub use hipfile_core::{
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 pub use ordered::Stream;
+#[doc(hidden)]
+pub use ordered::StreamParams;
 pub use outcome::IoOutcome;
 pub use pending::{Io, IoOwned, IoOwnedFuture};
+#[doc(hidden)]
+pub use staged::Report;
 pub use stats::{DeviceStats, StatsSnapshot};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 

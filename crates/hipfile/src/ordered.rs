@@ -20,6 +20,7 @@
 use crate::engine::Engine;
 use crate::file::FileHandle;
 use crate::pending::Io;
+use crate::staged::{Report, Staged};
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{Error, Op, Request};
@@ -94,6 +95,37 @@ impl FileHandle {
         range: std::ops::Range<usize>,
         offset: u64,
     ) -> Result<Io<'static>, Error> {
+        let request = Request {
+            op,
+            size: range.len() as u64,
+            file_offset: offset,
+            buffer_offset: range.start as u64,
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.order_on_stream(stream, op, buffer, StreamParams::Fixed(request), None) }
+    }
+
+    /// A stream-ordered request as hipFile's C calls make it: parameters known now or read
+    /// when the stream reaches the request, and `report` called with the result before the
+    /// stream goes on past it. For the C ABI; not a stable interface.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_on_stream`](Self::read_on_stream).
+    ///
+    /// # Safety
+    ///
+    /// As [`read_on_stream`](Self::read_on_stream); `buffer` stays unused by safe code until
+    /// the returned handle has ended (the handle does not borrow it).
+    #[doc(hidden)]
+    pub unsafe fn order_on_stream(
+        &self,
+        stream: StreamHandle,
+        op: Op,
+        buffer: &crate::DeviceBuffer,
+        params: StreamParams,
+        report: Option<Report>,
+    ) -> Result<Io<'static>, Error> {
         let driver = self.driver();
         let gpu = driver.gpu();
         if !gpu.has_stream_wait_value() {
@@ -105,18 +137,70 @@ impl FileHandle {
                     .into(),
             });
         }
-        let request = Request {
-            op,
-            size: range.len() as u64,
-            file_offset: offset,
-            buffer_offset: range.start as u64,
-        };
         driver.prepare_for_streams();
+        if let StreamParams::Fixed(request) = &params {
+            match self.plan_staged(op, buffer.memory(), *request) {
+                Ok(Some(plan)) => {
+                    let staged = Staged {
+                        fh: self,
+                        stream,
+                        op,
+                        memory: Arc::clone(buffer.memory()),
+                        plan,
+                        report,
+                    };
+                    // SAFETY: the caller vouches for the stream.
+                    return Ok(Io::new(unsafe { staged.submit() }));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let result = Err(e);
+                    if let Some(report) = report {
+                        report(&result);
+                    }
+                    return Ok(Io::new(Engine::finished(op, result)));
+                }
+            }
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.serve_on_stream(stream, op, buffer, params, report) }
+    }
+
+    /// A stream-ordered request that the engine serves as any other (the fastpath's, or one
+    /// whose parameters are read when the stream reaches it): the stream waits on a gate
+    /// until the request has ended.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is a live stream of the runtime until the request has ended.
+    unsafe fn serve_on_stream(
+        &self,
+        stream: StreamHandle,
+        op: Op,
+        buffer: &crate::DeviceBuffer,
+        params: StreamParams,
+        report: Option<Report>,
+    ) -> Result<Io<'static>, Error> {
+        let driver = self.driver();
+        let gpu = driver.gpu();
         let memory = Arc::clone(buffer.memory());
         let entered = self.enter_owned();
         let gates = driver.gates();
         let gate = gates.take()?;
-        let job = Box::new(move || entered?.serve(op, &memory, Ok(request)));
+        let job = Box::new(move || {
+            let request = match params {
+                StreamParams::Fixed(r) => Ok(r),
+                StreamParams::Deferred(read) => {
+                    let (size, file_offset, buffer_offset) = read();
+                    Request::from_c(op, size, file_offset, buffer_offset)
+                }
+            };
+            let result = entered.and_then(|fh| fh.serve(op, &memory, request));
+            if let Some(report) = report {
+                report(&result);
+            }
+            result
+        });
         let slot = Engine::slot(op, job, Some(Box::new(move || gate.open())));
         let queue = driver.engine().queue_handle();
         let reached = Arc::clone(&slot);
@@ -145,6 +229,26 @@ impl FileHandle {
             gates.free_words().lose(gate);
         }
         Ok(Io::new(slot))
+    }
+}
+
+/// The size, file offset and buffer offset of a stream-ordered request made through
+/// [`FileHandle::order_on_stream`]. Not a stable interface.
+#[doc(hidden)]
+pub enum StreamParams {
+    /// Known at submission.
+    Fixed(Request),
+    /// Read when the stream reaches the request: size, file offset, buffer offset (hipFile's
+    /// signed offsets, checked then).
+    Deferred(Box<dyn FnOnce() -> (u64, i64, i64) + Send>),
+}
+
+impl std::fmt::Debug for StreamParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamParams::Fixed(r) => f.debug_tuple("Fixed").field(r).finish(),
+            StreamParams::Deferred(_) => f.write_str("Deferred"),
+        }
     }
 }
 

@@ -64,6 +64,18 @@ fn copy_back_on(d: &Driver, stream: StreamHandle, src: hipfile::DevicePtr, host:
     }
 }
 
+/// Waits until `gate` holds `n` calls; a guard against a deadlock, not a measure of speed.
+fn wait_parked(gate: &Gate, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while gate.parked() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} calls never parked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let (d, injected) = require!(driver());
@@ -79,22 +91,25 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     buf.copy_from_host(0, &[0xAA; 8192]).unwrap();
     let src = buf.ptr();
     let mut host = d.alloc_pinned(4000).unwrap();
-    // The request parks in its copy to the device (an unaligned read: the fallback serves it
-    // with a synchronous copy), so the test sees the stream held back.
+    // Both of the engine's threads park in the synchronous copies of two other requests, so
+    // the stream-ordered read (unaligned: the fallback's, whose copies are on the stream) is
+    // reached by its stream but cannot be served until the test lets them go.
     let gate = Gate::new();
-    injected.faults().add(
-        Fault::on(Call::CopyToDevice)
-            .synchronous()
-            .once()
-            .park(&gate),
-    );
+    injected
+        .faults()
+        .add(Fault::on(Call::CopyToDevice).synchronous().park(&gate));
+    let _release = gate.release_on_drop();
+    let mut others = [d.alloc(4096).unwrap(), d.alloc(4096).unwrap()];
+    let busy: Vec<_> = others
+        .iter_mut()
+        .map(|b| fh.read_at_async(b.slice_mut(..1000).unwrap(), 1))
+        .collect();
+    wait_parked(&gate, 2);
     // SAFETY: the stream is live until the end of the test, after the request has ended.
     let io = unsafe { fh.read_on_stream(stream, buf.slice_mut(..4000).unwrap(), 100) }.unwrap();
-    // Released however the test ends (and before `io` is dropped, which waits for it).
-    let _release = gate.release_on_drop();
     copy_back_on(&d, stream, src, &mut host);
-    gate.wait_parked(|| false);
-    assert_eq!(io.state(), IoState::Pending);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(io.state(), IoState::Waiting);
     assert!(
         !d.gpu().stream_query(stream).unwrap(),
         "the stream went past the read"
@@ -104,10 +119,113 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
         "the later copy ran before the read"
     );
     gate.release();
-    assert_eq!(io.wait().unwrap().bytes, 4000);
+    for other in busy {
+        assert_eq!(other.wait().unwrap().bytes, 1000);
+    }
+    let done = io.wait().unwrap();
+    assert_eq!(done.bytes, 4000);
+    assert_eq!(done.backend, hipfile::BackendKind::Fallback);
     d.gpu().stream_synchronize(stream).unwrap();
     assert!(host[..] == data[100..4100]);
     d.gpu().stream_destroy(stream).unwrap();
+}
+
+/// A driver on the emulated runtime that serves everything with the fallback, through a
+/// staging pool of `chunks` buffers of 4 KiB: stream-ordered requests then go through
+/// staging buffers copied on the stream, many pieces and several segments each.
+fn staged_driver(chunks: u64) -> Result<Driver, Skip> {
+    let lib = emulated_runtime()?;
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .io_threads(2)
+        .force_compat_mode(true)
+        .task_size(8 << 10)
+        .staging_memory(chunks * 4096)
+        .build_with(|_| None)
+        .0;
+    Ok(Driver::open_private(config).unwrap())
+}
+
+#[test]
+fn staged_requests_of_many_pieces_keep_stream_order_and_bytes_past_the_end() {
+    let d = require!(staged_driver(8));
+    let dir = TempDir::new("hipfile-staged");
+    let path = dir.path().join("s.bin");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let stream = d.create_stream().unwrap();
+    // 10 pieces of 4 KiB and a bit, so three segments of at most four pieces.
+    let len = 10 * 4096 + 123;
+    let data = pattern(len, 4);
+    let mut src = d.alloc(len).unwrap();
+    src.copy_from_host(0, &data).unwrap();
+    let mut back = d.alloc(len + 5000).unwrap();
+    let marker = vec![0x5Au8; len + 5000];
+    back.copy_from_host(0, &marker).unwrap();
+    // The write then the read, queued before either runs: when the read is queued the file
+    // is still empty, and the read must still see what the write put there.
+    let w = fh.write_on(&stream, &src, 7).unwrap();
+    let r = fh.read_on(&stream, &mut back, 7).unwrap();
+    let written = w.wait().unwrap();
+    assert_eq!(written.bytes, len as u64);
+    assert_eq!(written.backend, hipfile::BackendKind::Fallback);
+    // The file ends `len` bytes after offset 7: the read is short and leaves the rest.
+    assert_eq!(r.wait().unwrap().bytes, len as u64);
+    stream.synchronize().unwrap();
+    let mut got = vec![0u8; len + 5000];
+    back.copy_to_host(0, &mut got).unwrap();
+    assert!(
+        got[..len] == data[..],
+        "the read did not see the write before it"
+    );
+    assert!(
+        got[len..].iter().all(|&b| b == 0x5A),
+        "bytes past the end of the file were changed"
+    );
+    assert!(std::fs::read(&path).unwrap()[7..] == data[..]);
+}
+
+#[test]
+fn many_streams_with_staged_requests_parked_at_once_all_end() {
+    let d = require!(staged_driver(8));
+    let dir = TempDir::new("hipfile-staged-many");
+    let data = pattern(32 * 12288, 6);
+    let path = dir.path().join("m.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let streams: Vec<_> = (0..32).map(|_| d.create_stream().unwrap()).collect();
+    let mut bufs: Vec<_> = (0..32).map(|_| d.alloc(12288).unwrap()).collect();
+    // Every stream held back first, so that all 32 requests are queued before any runs,
+    // and more staging is asked for than the pool holds: submissions wait for earlier
+    // requests to give their buffers back.
+    let holds: Vec<_> = streams.iter().map(|s| hold(&d, s.handle())).collect();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(holds);
+    });
+    let ios: Vec<_> = streams
+        .iter()
+        .zip(bufs.iter_mut())
+        .enumerate()
+        .map(|(i, (s, b))| fh.read_on(s, b, (i * 12288) as u64).unwrap())
+        .collect();
+    release.join().unwrap();
+    for io in ios {
+        assert_eq!(io.wait().unwrap().bytes, 12288);
+    }
+    for (i, (s, b)) in streams.iter().zip(&bufs).enumerate() {
+        s.synchronize().unwrap();
+        let mut got = vec![0u8; 12288];
+        b.copy_to_host(0, &mut got).unwrap();
+        assert!(got[..] == data[i * 12288..(i + 1) * 12288], "stream {i}");
+    }
 }
 
 #[test]

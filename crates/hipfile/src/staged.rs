@@ -1,0 +1,534 @@
+//! Stream-ordered requests that the fallback serves. The bytes move between the file and
+//! staging buffers on the driver's threads, with file I/O only (no GPU call), and between the
+//! staging buffers and device memory by copies queued on the caller's stream when the request
+//! is submitted. The GPU never waits for work that needs the GPU: every wait on the stream is
+//! released by a `pread` or `pwrite` ending, so streams parked on requests cannot hold back
+//! the copies those requests need (on NVIDIA, streams share a few hardware queues, and a
+//! wait on one holds back work queued behind it on the same queue).
+//!
+//! A request is cut into pieces of one staging buffer each, and those into segments of at
+//! most half the staging pool, so that two requests can always be in flight. Each segment
+//! takes all its buffers at once before queuing anything (`acquire_owned_many`), so no
+//! submitter holds some buffers while waiting for more. On the stream, per segment:
+//!
+//! - reads: copies of the device bytes into the buffers of pieces that lie past the end of
+//!   the file as it is at submission (so that a short read leaves those bytes as they were),
+//!   then a host function that queues the segment's I/O on the engine, then per piece a wait
+//!   on the piece's gate, the copy of the piece to the device, and a host function that
+//!   returns the piece's buffer and gate; then a wait on the segment's gate and a host
+//!   function that returns it;
+//! - writes: copies of every piece from the device, then the host function that queues the
+//!   I/O, then the wait on the segment's gate and its return.
+//!
+//! The engine's job reads (or writes) the pieces in order and opens each piece's gate as its
+//! bytes are in place; the segment's gate opens when the job has ended, however it ended
+//! (the slot's listener opens every gate not yet open, so a panicking or cancelled job never
+//! leaves the stream waiting). A gate is opened once, and goes back to the free list only from
+//! a host function queued after the wait on it, so it is never reused while a stream may still
+//! wait on it. After the last segment, a host function queues the request's own slot, whose
+//! job collects the result on an engine thread: the request ends only once the stream has
+//! passed all of it, so the memory it copies into or from is never released before.
+//!
+//! # Safety
+//!
+//! The copies on the stream are given the request's device range (validated against the
+//! buffer by `FileHandle::plan_staged`; the request holds the buffer's memory until its own
+//! slot ends, after the stream passed every copy) and staging buffers held until a host
+//! function queued after the copy that uses them has run (or, when queuing fails, until the
+//! stream has been synchronised). The caller of the `unsafe` entry point vouches for the
+//! stream, as `ordered.rs` says.
+
+#![allow(unsafe_code)]
+
+use crate::buffer::Memory;
+use crate::engine::{Engine, Slot};
+use crate::file::{FileHandle, StagedPlan};
+use crate::gates::{Gate, Gates};
+use crate::outcome::IoOutcome;
+use hipfile_core::runtime::StreamHandle;
+use hipfile_core::{BackendKind, DevicePtr, Error, GpuRuntime, Op};
+use hipfile_fallback::OwnedStaging;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Called with a stream-ordered request's result before its stream goes on past it (the C
+/// ABI writes the bytes moved there). Not a stable interface.
+pub type Report = Box<dyn FnOnce(&Result<IoOutcome, Error>) + Send>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One staging buffer's worth of a request.
+struct Piece {
+    /// Offset of the piece in the request.
+    at: u64,
+    len: usize,
+    staging: Mutex<OwnedStaging>,
+    /// For reads: the buffer was filled with the device's bytes first (the piece lies past
+    /// the end of the file at submission), so a short read leaves them as they were.
+    kept: bool,
+}
+
+/// The gates of one segment: one per piece for reads, then the segment's own.
+struct Gating {
+    gates: Mutex<Vec<(Gate, bool)>>,
+}
+
+impl Gating {
+    /// Opens gate `i` unless it is open already: each is opened once.
+    fn open(&self, i: usize) {
+        if let Some((gate, opened)) = lock(&self.gates).get_mut(i)
+            && !*opened
+        {
+            gate.open();
+            *opened = true;
+        }
+    }
+
+    fn open_all(&self) {
+        for (gate, opened) in lock(&self.gates).iter_mut() {
+            if !*opened {
+                gate.open();
+                *opened = true;
+            }
+        }
+    }
+
+    fn last(&self) -> usize {
+        lock(&self.gates).len().saturating_sub(1)
+    }
+}
+
+/// What the segments of one request share.
+struct Progress {
+    op: Op,
+    /// Bytes moved so far.
+    bytes: AtomicU64,
+    /// A segment failed, met the end of the file, or was cancelled: later ones move nothing.
+    stop: AtomicBool,
+    canceled: AtomicBool,
+    /// The first failure.
+    error: Mutex<Option<Error>>,
+    /// The request's result, set by the last segment's job.
+    result: Mutex<Option<Result<IoOutcome, Error>>>,
+}
+
+impl Progress {
+    fn fail(&self, e: Error) {
+        self.stop.store(true, Ordering::Release);
+        lock(&self.error).get_or_insert(e);
+    }
+
+    /// The request's result from what the segments did.
+    fn outcome(&self) -> Result<IoOutcome, Error> {
+        if let Some(e) = lock(&self.error).take() {
+            return Err(e);
+        }
+        if self.canceled.load(Ordering::Acquire) {
+            return Err(Error::Canceled { op: self.op });
+        }
+        Ok(IoOutcome {
+            bytes: self.bytes.load(Ordering::Acquire),
+            backend: BackendKind::Fallback,
+            retried: false,
+        })
+    }
+}
+
+/// What a segment's submission keeps until the submission is over, so that nothing it
+/// queued loses its memory if queuing fails halfway.
+struct Queued {
+    /// Held, not read: the buffers stay out of the pool until the segment is queued whole
+    /// (or, when queuing fails, until the stream has been synchronised).
+    _pieces: Vec<Arc<Piece>>,
+    gating: Arc<Gating>,
+    io: Arc<Slot>,
+}
+
+/// The submission of one staged request.
+pub(crate) struct Staged<'a> {
+    pub(crate) fh: &'a FileHandle,
+    pub(crate) stream: StreamHandle,
+    pub(crate) op: Op,
+    pub(crate) memory: Arc<Memory>,
+    pub(crate) plan: StagedPlan,
+    pub(crate) report: Option<Report>,
+}
+
+impl Staged<'_> {
+    /// Queues the request on the stream; the returned slot ends when the stream has passed
+    /// all of it.
+    ///
+    /// # Safety
+    ///
+    /// The stream is a live stream of the driver's runtime until the slot has ended.
+    pub(crate) unsafe fn submit(self) -> Arc<Slot> {
+        let op = self.op;
+        let driver = self.fh.driver().clone();
+        let gpu = Arc::clone(driver.gpu());
+        let Some(pool) = driver.fallback().staging_pool().cloned() else {
+            return Engine::finished(
+                op,
+                Err(Error::Internal(
+                    "the fallback has no staging pool; the request was not served".into(),
+                )),
+            );
+        };
+        let chunk = pool.config().chunk_size.max(1);
+        let per_segment = (pool.config().max_buffers / 2).max(1);
+        let size = self.plan.size;
+        let pieces_total = usize::try_from(size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
+        let segments = pieces_total.div_ceil(per_segment).max(1);
+        let end_of_file = match op {
+            Op::Read => self.fh.size_now(),
+            Op::Write => None,
+        };
+        let progress = Arc::new(Progress {
+            op,
+            bytes: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            canceled: AtomicBool::new(false),
+            error: Mutex::new(None),
+            result: Mutex::new(None),
+        });
+        let queue = driver.engine().queue_handle();
+        let gates = driver.gates();
+        let mut report = self.report;
+        let mut queued: Vec<Queued> = Vec::new();
+        let mut ios: Vec<Arc<Slot>> = Vec::new();
+        let mut failure = None;
+        for segment in 0..segments {
+            let first = segment * per_segment;
+            let count = per_segment.min(pieces_total - first.min(pieces_total));
+            let last_segment = segment + 1 == segments;
+            let staging = match pool.acquire_owned_many(count) {
+                Ok(s) => s,
+                Err(e) => {
+                    failure = Some(Error::Backend {
+                        op,
+                        backend: BackendKind::Fallback,
+                        source: e,
+                        retried_from: None,
+                        retry_refused: None,
+                    });
+                    break;
+                }
+            };
+            let pieces: Vec<Arc<Piece>> = staging
+                .into_iter()
+                .enumerate()
+                .map(|(i, staging)| {
+                    let at = (first + i) as u64 * chunk as u64;
+                    let len = usize::try_from((size - at).min(chunk as u64)).unwrap_or(chunk);
+                    let kept = end_of_file
+                        .is_some_and(|eof| self.plan.file_offset + at + len as u64 > eof);
+                    Arc::new(Piece {
+                        at,
+                        len,
+                        staging: Mutex::new(staging),
+                        kept,
+                    })
+                })
+                .collect();
+            let segment = Segment {
+                fh: self.fh,
+                gpu: &gpu,
+                gates,
+                stream: self.stream,
+                op,
+                address: self.plan.address,
+                file_offset: self.plan.file_offset,
+                device: self.plan.device,
+                progress: &progress,
+            };
+            let report = if last_segment { report.take() } else { None };
+            // SAFETY: the stream is live (this function's contract); the device range is the
+            // validated request's, whose memory the request's own slot holds until the stream
+            // has passed everything queued here.
+            match unsafe { segment.queue(pieces, report, last_segment, &queue, &mut queued) } {
+                Ok(io) => {
+                    // Queued whole: its host functions hold its buffers now, and the next
+                    // segment may need them back from the pool.
+                    if let Some(q) = queued.last_mut() {
+                        q._pieces.clear();
+                    }
+                    ios.push(io);
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            // Let the stream pass whatever was queued, then release it all.
+            for q in &queued {
+                q.io.cancel();
+                q.gating.open_all();
+            }
+            progress.stop.store(true, Ordering::Release);
+            let _ = gpu.stream_synchronize(self.stream);
+            for q in &queued {
+                q.io.wait_ended();
+            }
+            drop(queued);
+            return Engine::finished(op, Err(e));
+        }
+        // The request's own slot: queued by the last host function on the stream, it ends the
+        // request on an engine thread (where dropping the memory may call the runtime).
+        let memory = self.memory;
+        let in_flight = self.plan.in_flight;
+        let collected = Arc::clone(&progress);
+        let held = driver.clone();
+        let job = Box::new(move || {
+            let result = lock(&collected.result)
+                .take()
+                .unwrap_or_else(|| collected.outcome());
+            drop((memory, in_flight, held));
+            result
+        });
+        let canceled = Arc::clone(&progress);
+        let to_cancel = ios.clone();
+        let hook = Box::new(move || {
+            let mut any = false;
+            for io in &to_cancel {
+                any |= io.cancel();
+            }
+            if any {
+                canceled.canceled.store(true, Ordering::Release);
+                canceled.stop.store(true, Ordering::Release);
+            }
+            any
+        });
+        let request = Engine::slot_with(op, job, None, Some(hook));
+        let end = Arc::clone(&request);
+        let ending = queue;
+        if gpu
+            .launch_host_func(self.stream, Box::new(move || ending.push(end)))
+            .is_err()
+        {
+            // Queue it from here once the stream has passed the request.
+            let _ = gpu.stream_synchronize(self.stream);
+            driver.engine().queue(Arc::clone(&request));
+        }
+        drop(queued);
+        request
+    }
+}
+
+/// One segment's submission.
+struct Segment<'a> {
+    fh: &'a FileHandle,
+    gpu: &'a Arc<dyn GpuRuntime>,
+    gates: &'a Gates,
+    stream: StreamHandle,
+    op: Op,
+    address: DevicePtr,
+    file_offset: u64,
+    device: i32,
+    progress: &'a Arc<Progress>,
+}
+
+impl Segment<'_> {
+    /// Queues the segment's work on the stream (see the module's documentation); adds what
+    /// must live until the submission is over to `queued`, and returns the segment's I/O.
+    ///
+    /// # Safety
+    ///
+    /// As [`Staged::submit`]; `address..address + size` is device memory that stays
+    /// allocated until the stream has passed the segment.
+    unsafe fn queue(
+        &self,
+        pieces: Vec<Arc<Piece>>,
+        report: Option<Report>,
+        last_segment: bool,
+        queue: &crate::engine::QueueHandle,
+        queued: &mut Vec<Queued>,
+    ) -> Result<Arc<Slot>, Error> {
+        let op = self.op;
+        let reads = op == Op::Read;
+        let mut words = Vec::new();
+        let gate_count = if reads { pieces.len() + 1 } else { 1 };
+        for _ in 0..gate_count {
+            match self.gates.take() {
+                Ok(g) => words.push((g, false)),
+                Err(e) => {
+                    for (g, _) in words {
+                        self.gates.free_words().give_back(g);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let gating = Arc::new(Gating {
+            gates: Mutex::new(words),
+        });
+        let listener_gates = Arc::clone(&gating);
+        let job = self.job(pieces.clone(), Arc::clone(&gating), report, last_segment);
+        let io = Engine::slot(op, job, Some(Box::new(move || listener_gates.open_all())));
+        queued.push(Queued {
+            _pieces: pieces.clone(),
+            gating: Arc::clone(&gating),
+            io: Arc::clone(&io),
+        });
+        let runtime = |e| Error::Runtime(e);
+        let fallback = |e| Error::Backend {
+            op,
+            backend: BackendKind::Fallback,
+            source: e,
+            retried_from: None,
+            retry_refused: None,
+        };
+        // Device bytes into the buffers first: all of a write, and the pieces of a read that
+        // lie past the end of the file.
+        for piece in pieces.iter().filter(|p| !reads || p.kept) {
+            let at = DevicePtr(self.address.0 + piece.at);
+            // SAFETY: the piece lies inside the validated request; the buffer is held (in
+            // `queued`, and by a host function queued later) until the stream has passed the
+            // copy.
+            unsafe { lock(&piece.staging).copy_from_device_on(at, piece.len, self.stream) }
+                .map_err(fallback)?;
+        }
+        let start = Arc::clone(&io);
+        let starter = queue.clone();
+        let writes_hold = if reads { Vec::new() } else { pieces.clone() };
+        self.gpu
+            .launch_host_func(
+                self.stream,
+                Box::new(move || {
+                    starter.push(start);
+                    // A write's buffers are the job's now (or, cancelled, free again): the
+                    // stream has copied into them.
+                    drop(writes_hold);
+                }),
+            )
+            .map_err(runtime)?;
+        let free = self.gates.free_words();
+        if reads {
+            for (i, piece) in pieces.iter().enumerate() {
+                let gate = lock(&gating.gates)[i].0;
+                // SAFETY: the gate's word stays allocated while it is out (`gates.rs`), until
+                // the host function queued below returns it after the stream passed the wait.
+                unsafe { self.gpu.stream_wait_value32(self.stream, gate.device(), 1) }
+                    .map_err(runtime)?;
+                let at = DevicePtr(self.address.0 + piece.at);
+                // SAFETY: as for the copies above; the job has filled the buffer and left it
+                // when the gate opens.
+                unsafe { lock(&piece.staging).copy_to_device_on(at, piece.len, self.stream) }
+                    .map_err(fallback)?;
+                let done = Arc::clone(piece);
+                let words = Arc::clone(free);
+                if self
+                    .gpu
+                    .launch_host_func(
+                        self.stream,
+                        Box::new(move || {
+                            drop(done);
+                            words.give_back(gate);
+                        }),
+                    )
+                    .is_err()
+                {
+                    free.lose(gate);
+                    return Err(Error::Internal(
+                        "a stream-ordered read could not queue the return of a piece".into(),
+                    ));
+                }
+            }
+        }
+        let last = gating.last();
+        let gate = lock(&gating.gates)[last].0;
+        // SAFETY: as above.
+        unsafe { self.gpu.stream_wait_value32(self.stream, gate.device(), 1) }.map_err(runtime)?;
+        let words = Arc::clone(free);
+        if self
+            .gpu
+            .launch_host_func(self.stream, Box::new(move || words.give_back(gate)))
+            .is_err()
+        {
+            free.lose(gate);
+        }
+        Ok(io)
+    }
+
+    /// The segment's I/O, run by an engine thread once the stream has reached it.
+    fn job(
+        &self,
+        pieces: Vec<Arc<Piece>>,
+        gating: Arc<Gating>,
+        report: Option<Report>,
+        last_segment: bool,
+    ) -> crate::engine::Job {
+        let fh = self.fh.clone();
+        let progress = Arc::clone(self.progress);
+        let (op, file_offset, device) = (self.op, self.file_offset, self.device);
+        Box::new(move || {
+            let entered = fh.enter_owned();
+            let mut moved = 0u64;
+            for (i, piece) in pieces.iter().enumerate() {
+                let go = entered.is_ok() && !progress.stop.load(Ordering::Acquire);
+                let mut staging = lock(&piece.staging);
+                let buf = &mut staging.as_mut_slice()[..piece.len];
+                let offset = file_offset + piece.at;
+                match op {
+                    Op::Read => {
+                        let got = if go {
+                            fh.read_to_host(buf, offset)
+                        } else {
+                            Ok(0)
+                        };
+                        match got {
+                            Ok(n) => {
+                                moved += n as u64;
+                                if n < piece.len {
+                                    if go {
+                                        progress.stop.store(true, Ordering::Release);
+                                    }
+                                    if !piece.kept {
+                                        // The file ended before the size it had at
+                                        // submission: the rest reads as zeros.
+                                        buf[n..].fill(0);
+                                    }
+                                }
+                            }
+                            Err(e) => progress.fail(e),
+                        }
+                        drop(staging);
+                        gating.open(i);
+                    }
+                    Op::Write => {
+                        if go {
+                            let last = i + 1 == pieces.len();
+                            match fh.write_from_host(buf, offset, last) {
+                                Ok(()) => moved += piece.len as u64,
+                                Err(e) => progress.fail(e),
+                            }
+                        }
+                    }
+                }
+            }
+            if let Err(e) = entered {
+                progress.fail(e);
+            }
+            progress.bytes.fetch_add(moved, Ordering::AcqRel);
+            if last_segment {
+                let outcome = progress.outcome();
+                match &outcome {
+                    Ok(o) => fh.driver().count_staged(o.bytes, device, op),
+                    Err(_) => fh.driver().count_failed(),
+                }
+                if let Some(report) = report {
+                    report(&outcome);
+                }
+                *lock(&progress.result) = Some(outcome);
+            }
+            // The segment's own result; the request's is in `progress`.
+            Ok(IoOutcome {
+                bytes: moved,
+                backend: BackendKind::Fallback,
+                retried: false,
+            })
+        })
+    }
+}
