@@ -84,6 +84,17 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
     if s.parallel_io && knobs.io_threads > 1 {
         features |= 1 << hipFileParallelIOSupported;
     }
+    // The fastpath moves local NVMe data peer to peer when the runtime has AMD's file I/O
+    // calls and compat mode is not forced; the other kinds are not ours.
+    let fastpath = st
+        .driver
+        .as_ref()
+        .is_some_and(|d| d.runtime().amd_file_io && !config.force_compat_mode);
+    let status = if fastpath {
+        1 << hipFileNVMeSupported
+    } else {
+        0
+    };
     let kib = |bytes: u64| bytes / KIB;
     let c32 = |v: u64| c_uint::try_from(v).unwrap_or(c_uint::MAX);
     hipFileDriverProps_t {
@@ -92,7 +103,7 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
             minor_version: HIPFILE_VERSION_MINOR,
             poll_thresh_size: s.poll_threshold_kib,
             max_direct_io_size: kib(knobs.task_size),
-            driver_status_flags: 0,
+            driver_status_flags: status,
             driver_control_flags: control,
         },
         feature_flags: features,
@@ -108,9 +119,10 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
 /// `*props` with the open driver's limits and settings, sizes in KiB: the version is the
 /// interface's; `max_direct_io_size` the task size; `max_device_cache_size` and
 /// `max_device_pinned_mem_size` the staging pool's limits; `per_buffer_cache_size` one
-/// staging buffer; `max_batch_io_count` 128. No storage-kind status bits are set (the
-/// fastpath's file systems, ext4 and xfs on NVMe or not, have none of their own); the
-/// features are batch I/O, and parallel I/O when more than one I/O worker serves.
+/// staging buffer; `max_batch_io_count` 128. The one storage-kind status bit is NVMe, set
+/// when the fastpath can serve (the runtime has AMD's file I/O calls and compat mode is
+/// not forced); the features are batch I/O, and parallel I/O when more than one I/O worker
+/// serves.
 ///
 /// # Errors
 ///

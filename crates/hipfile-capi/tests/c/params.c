@@ -227,7 +227,8 @@ int main(int argc, char **argv)
     CHECK(p.nvfs.poll_thresh_size == 32);
     CHECK(p.nvfs.driver_control_flags ==
           ((1u << hipFileUsePollMode) | (1u << hipFileAllowCompatMode)));
-    CHECK(p.nvfs.driver_status_flags == 0);
+    /* The emulated runtime has AMD's file I/O calls: the fastpath can serve local NVMe. */
+    CHECK(p.nvfs.driver_status_flags == (1u << hipFileNVMeSupported));
     CHECK(p.feature_flags ==
           ((1u << hipFileBatchIOSupported) | (1u << hipFileParallelIOSupported)));
     CHECK(p.max_device_cache_size == 512);
@@ -297,6 +298,16 @@ int main(int argc, char **argv)
     p = props();
     CHECK(p.nvfs.max_direct_io_size == 32);
     CHECK(p.max_device_cache_size == 16);
+    round_trip(fh, dev, fd);
+    hipFileHandleDeregister(fh);
+    CHECK(IS(hipFileDriverClose(), hipFileSuccess));
+
+    /* Compat mode forced: no fastpath, so no storage kind; the fallback still serves. */
+    CHECK(IS(hipFileSetParameterBool(hipFileParamForceCompatMode, true), hipFileSuccess));
+    CHECK(IS(hipFileHandleRegister(&fh, &d), hipFileSuccess));
+    p = props();
+    CHECK(p.nvfs.driver_status_flags == 0);
+    CHECK(bool_param(hipFileParamForceCompatMode) && !bool_param(hipFileParamUsePcip2pdma));
     round_trip(fh, dev, fd);
     hipFileHandleDeregister(fh);
     CHECK(IS(hipFileDriverClose(), hipFileSuccess));
