@@ -205,9 +205,18 @@ HIPFILE_API hipFileError_t hipFileDriverClose(void);
 /* The use count. */
 HIPFILE_API int64_t hipFileUseCount(void);
 
+/* The open driver's limits and settings, sizes in KiB. hipFileDriverNotInitialized while the
+ * use count is 0. */
 HIPFILE_API hipFileError_t hipFileDriverGetProperties(hipFileDriverProps_t *props);
+
+/* The setters take sizes in KiB and apply to the next open of the driver, and at once while
+ * nothing (no registration, batch or request) uses the open driver. A size out of bounds is
+ * hipFileDriverUnsupportedLimit. Poll mode is recorded and reported only: requests complete
+ * by waiting. */
 HIPFILE_API hipFileError_t hipFileDriverSetPollMode(bool poll, size_t poll_threshold_size);
+/* The largest piece a request is cut into: 4 KiB to 1 GiB. */
 HIPFILE_API hipFileError_t hipFileDriverSetMaxDirectIOSize(size_t max_direct_io_size);
+/* Limits on the staging (bounce) memory: 4 KiB to 64 GiB each; the smaller one applies. */
 HIPFILE_API hipFileError_t hipFileDriverSetMaxCacheSize(size_t max_cache_size);
 HIPFILE_API hipFileError_t hipFileDriverSetMaxPinnedMemSize(size_t max_pinned_size);
 
@@ -406,6 +415,11 @@ typedef enum hipFileStringConfigParameter_t {
     hipFileParamLogDir = 2
 } hipFileStringConfigParameter_t;
 
+/* Getting works at any time: the open driver's value, or the one the next open would use.
+ * Setting works only while the driver is closed (hipFileDriverAlreadyOpen otherwise) and
+ * applies at the next open. ...KB values are in KiB. A param outside its enum or a NULL
+ * pointer is hipFileInvalidValue; a value out of bounds is hipFileDriverUnsupportedLimit.
+ * hipFileGetParameterString writes the value and its NUL only if len holds both. */
 HIPFILE_API hipFileError_t hipFileGetParameterSizeT(hipFileSizeTConfigParameter_t param, size_t *value);
 HIPFILE_API hipFileError_t hipFileGetParameterBool(hipFileBoolConfigParameter_t param, bool *value);
 HIPFILE_API hipFileError_t hipFileGetParameterString(hipFileStringConfigParameter_t param,

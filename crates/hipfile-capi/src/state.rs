@@ -4,6 +4,7 @@
 //! One mutex guards it all, and it is never held while bytes move: I/O takes clones of what
 //! it needs (a `FileHandle`, the driver, a registered buffer's `Arc`) and lets go first.
 
+use crate::params::Params;
 use facade::{DeviceBuffer, Driver, Error, FileHandle};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -31,6 +32,9 @@ pub(crate) struct State {
     pub(crate) files: BTreeMap<usize, Box<File>>,
     /// Registered buffers by their exact base pointer.
     pub(crate) buffers: BTreeMap<u64, Buffer>,
+    /// The settings of the parameter calls and driver setters: for the next open, and those
+    /// the open driver has.
+    pub(crate) params: Params,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -38,6 +42,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     driver: None,
     files: BTreeMap::new(),
     buffers: BTreeMap::new(),
+    params: Params::new(),
 });
 
 /// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
@@ -47,13 +52,21 @@ pub(crate) fn lock() -> MutexGuard<'static, State> {
 }
 
 impl State {
-    /// The driver, opening the process-wide one when none is held (the count is 0 then).
-    /// The count is not changed: callers raise it once their registration has succeeded.
-    pub(crate) fn driver(&self) -> Result<Driver, Error> {
-        match &self.driver {
-            Some(d) => Ok(d.clone()),
-            None => Driver::open(),
+    /// The driver, opening the process-wide one with the pending settings when none is held
+    /// (the count is 0 then). The count is not changed: callers raise it once their
+    /// registration has succeeded.
+    pub(crate) fn driver(&mut self) -> Result<Driver, Error> {
+        if let Some(d) = &self.driver {
+            return Ok(d.clone());
         }
+        // A driver still held elsewhere (by a request or batch of an earlier open) is shared
+        // as it is: its configuration cannot change under what uses it.
+        let d = match Driver::open_with(self.params.pending.builder()) {
+            Err(Error::DriverAlreadyOpen) => Driver::open()?,
+            other => other?,
+        };
+        self.params.live = self.params.pending.clone();
+        Ok(d)
     }
 
     /// Counts the implicit open of a first registration, keeping `driver`: 0 becomes 1, any

@@ -4,7 +4,8 @@
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
-//! same from many threads at once, and `tests/c/batch.c` the batch calls. Also checks the soname and the exported symbols.
+//! same from many threads at once, and `tests/c/batch.c` the batch calls, and `tests/c/params.c` the
+//! properties, driver setters and parameters. Also checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
 //! it); builds the shared library itself.
@@ -146,6 +147,11 @@ fn c_program_runs_batches_through_the_library() {
 }
 
 #[test]
+fn c_program_sets_and_reads_properties_and_parameters() {
+    run_c_program("params");
+}
+
+#[test]
 fn library_has_the_soname_and_exports_only_what_works() {
     let lib = require!(shared_library());
     require!(has_command("readelf"));
@@ -184,12 +190,23 @@ fn library_has_the_soname_and_exports_only_what_works() {
             "hipFileBufDeregister",
             "hipFileBufRegister",
             "hipFileDriverClose",
+            "hipFileDriverGetProperties",
             "hipFileDriverOpen",
+            "hipFileDriverSetMaxCacheSize",
+            "hipFileDriverSetMaxDirectIOSize",
+            "hipFileDriverSetMaxPinnedMemSize",
+            "hipFileDriverSetPollMode",
             "hipFileGetOpErrorString",
+            "hipFileGetParameterBool",
+            "hipFileGetParameterSizeT",
+            "hipFileGetParameterString",
             "hipFileGetVersion",
             "hipFileHandleDeregister",
             "hipFileHandleRegister",
             "hipFileRead",
+            "hipFileSetParameterBool",
+            "hipFileSetParameterSizeT",
+            "hipFileSetParameterString",
             "hipFileUseCount",
             "hipFileWrite",
         ]

@@ -173,6 +173,19 @@ impl Driver {
         }
     }
 
+    /// Whether this is the only handle keeping the driver open: no clone, file handle,
+    /// buffer, batch or request holds it. A caller that owns the only handle can close the
+    /// driver and open another with other settings without pulling it from under anyone.
+    pub fn is_only_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+    }
+
+    /// The bytes of one staging buffer (the most one `pread`/`pwrite` and one copy of the
+    /// fallback move) for a driver with `knobs`.
+    pub fn staging_chunk_size(knobs: &hipfile_core::FallbackKnobs) -> usize {
+        StagingConfig::for_knobs(knobs).chunk_size
+    }
+
     /// Whether `self` and `other` are handles to the same driver.
     pub fn same_as(&self, other: &Driver) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

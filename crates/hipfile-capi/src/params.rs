@@ -1,0 +1,671 @@
+//! `hipFileGetParameter{SizeT,Bool,String}` and `hipFileSetParameter{SizeT,Bool,String}`,
+//! and the settings they keep, with the driver setters of `props.rs`, for the next open of
+//! the process-wide driver.
+//!
+//! Every enum value of the header has a place (docs/DECISIONS.md, "C ABI: properties,
+//! setters and parameters", has the table): *applied* values become the driver's
+//! [`ConfigBuilder`] overrides (they win over the environment); *recorded* values are kept
+//! and reported back but change nothing, since this library has no such mechanism; *fixed*
+//! values are limits of ours that a set can only confirm (another value is
+//! `hipFileDriverUnsupportedLimit`).
+//!
+//! Setting a parameter while the driver is open (use count above 0) is
+//! `hipFileDriverAlreadyOpen`, as in cuFile; getting works at any time and reports what the
+//! open driver uses, or, when it is closed, what the next open would use (the settings over
+//! the environment over the defaults).
+//!
+//! # Safety
+//!
+//! Value pointers are the caller's, checked for NULL before use; a string is read only up to
+//! its NUL, and written only within the `len` bytes the caller gave.
+
+use crate::boundary;
+use crate::state::{self, State};
+use crate::types::*;
+use facade::{Config, ConfigBuilder, Driver, FallbackKnobs};
+use std::ffi::{CStr, CString, c_char, c_int};
+
+const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
+
+/// 1 KiB: the unit of every `...KB` parameter and driver property, as in cuFile.
+pub(crate) const KIB: u64 = 1024;
+
+/// The most requests one batch may hold (`hipFileBatchIOSetUp`'s limit).
+pub(crate) const MAX_BATCH_IO: u64 = 128;
+
+/// The longest string parameter, without its NUL: `PATH_MAX` less one.
+const MAX_STRING: usize = 4095;
+
+/// The logging levels a `hipFileParamLoggingLevel` may name (cuFile's), case-insensitive.
+const LOG_LEVELS: [&str; 6] = ["TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "ERROR"];
+
+/// What a program set, through the parameters and the driver setters. `None` and the
+/// defaults below mean "as the environment or the built-in default says".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) allow_compat_mode: Option<bool>,
+    pub(crate) force_compat_mode: Option<bool>,
+    pub(crate) stats_level: Option<u32>,
+    pub(crate) io_threads: Option<usize>,
+    /// false: one I/O worker, whatever `io_threads` says.
+    pub(crate) parallel_io: bool,
+    /// Bytes; from the largest direct I/O size.
+    pub(crate) task_size: Option<u64>,
+    /// Bytes; the staging pool holds at most this (and at most `pinned_size`).
+    pub(crate) cache_size: Option<u64>,
+    /// Bytes; the staging pool's pinned memory limit.
+    pub(crate) pinned_size: Option<u64>,
+    /// Bytes; from the minimum size worth splitting over the workers.
+    pub(crate) small_io_threshold: Option<u64>,
+    /// Recorded: requests complete by waiting, never by polling.
+    pub(crate) poll_mode: bool,
+    /// Recorded, KiB.
+    pub(crate) poll_threshold_kib: u64,
+    /// Recorded.
+    pub(crate) queue_depth: u64,
+    /// Recorded; `None` reports the I/O thread count.
+    pub(crate) request_parallelism: Option<u64>,
+    /// Recorded, milliseconds; 0: no cap of ours (a batch waits as long as its caller says).
+    pub(crate) batch_timeout_ms: u64,
+    /// Recorded booleans: `FsMiscApiCheckAggressive`, `ProfileNvtx`, `ForceOdirectMode`,
+    /// `SkipTopologyDetection`, `StreamMemopsBypass`, by [`recorded_slot`].
+    pub(crate) recorded: [bool; 5],
+    /// Recorded strings, by `hipFileStringConfigParameter_t` value; `None`: the default.
+    pub(crate) strings: [Option<CString>; 3],
+}
+
+impl Settings {
+    /// Nothing set.
+    pub(crate) const fn new() -> Settings {
+        Settings {
+            allow_compat_mode: None,
+            force_compat_mode: None,
+            stats_level: None,
+            io_threads: None,
+            parallel_io: true,
+            task_size: None,
+            cache_size: None,
+            pinned_size: None,
+            small_io_threshold: None,
+            poll_mode: false,
+            poll_threshold_kib: 4,
+            queue_depth: 128,
+            request_parallelism: None,
+            batch_timeout_ms: 0,
+            recorded: [false; 5],
+            strings: [None, None, None],
+        }
+    }
+
+    /// The overrides a driver opened with these settings gets.
+    pub(crate) fn builder(&self) -> ConfigBuilder {
+        let mut b = ConfigBuilder::new();
+        if let Some(on) = self.allow_compat_mode {
+            b = b.allow_compat_mode(on);
+        }
+        if let Some(on) = self.force_compat_mode {
+            b = b.force_compat_mode(on);
+        }
+        if let Some(level) = self.stats_level {
+            b = b.stats_level(level);
+        }
+        if !self.parallel_io {
+            b = b.io_threads(1);
+        } else if let Some(n) = self.io_threads {
+            b = b.io_threads(n);
+        }
+        if let Some(bytes) = self.task_size {
+            b = b.task_size(bytes);
+        }
+        if let Some(bytes) = self.small_io_threshold {
+            b = b.small_io_threshold(bytes);
+        }
+        let staging = match (self.cache_size, self.pinned_size) {
+            (Some(c), Some(p)) => Some(c.min(p)),
+            (c, p) => c.or(p),
+        };
+        if let Some(bytes) = staging {
+            b = b.staging_memory(bytes);
+        }
+        b
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::new()
+    }
+}
+
+/// The settings of the next open, and those the open driver was opened with.
+#[derive(Debug)]
+pub(crate) struct Params {
+    /// What the next open uses.
+    pub(crate) pending: Settings,
+    /// What the open driver was opened with (meaningless while it is closed).
+    pub(crate) live: Settings,
+}
+
+impl Params {
+    pub(crate) const fn new() -> Params {
+        Params {
+            pending: Settings::new(),
+            live: Settings::new(),
+        }
+    }
+}
+
+/// The driver's configuration and the settings behind it: the open driver's, or those the
+/// next open would settle.
+pub(crate) fn current(st: &State) -> (Config, &Settings) {
+    match &st.driver {
+        Some(d) if st.count > 0 => (d.config().clone(), &st.params.live),
+        _ => (
+            st.params.pending.builder().build_from_env(),
+            &st.params.pending,
+        ),
+    }
+}
+
+/// The staging pool's limit as the cache-size property reports it, in bytes.
+pub(crate) fn cache_bytes(config: &Config, settings: &Settings) -> u64 {
+    settings
+        .cache_size
+        .unwrap_or(config.fallback.staging_memory)
+}
+
+/// The staging pool's limit as the pinned-memory property reports it, in bytes.
+pub(crate) fn pinned_bytes(config: &Config, settings: &Settings) -> u64 {
+    settings
+        .pinned_size
+        .unwrap_or(config.fallback.staging_memory)
+}
+
+/// The bytes of one staging buffer, for `config`.
+pub(crate) fn chunk_bytes(config: &Config) -> u64 {
+    Driver::staging_chunk_size(&config.fallback) as u64
+}
+
+/// `kib` KiB in bytes, when that lies in `min..=max` bytes.
+pub(crate) fn kib_within(kib: u64, min: u64, max: u64) -> Result<u64, hipFileOpError_t> {
+    kib.checked_mul(KIB)
+        .filter(|b| (min..=max).contains(b))
+        .ok_or(hipFileDriverUnsupportedLimit)
+}
+
+/// The largest direct I/O size in KiB: the task size.
+pub(crate) fn set_task_kib(s: &mut Settings, kib: u64) -> Result<(), hipFileOpError_t> {
+    s.task_size = Some(kib_within(
+        kib,
+        FallbackKnobs::MIN_TASK_SIZE,
+        FallbackKnobs::MAX_TASK_SIZE,
+    )?);
+    Ok(())
+}
+
+/// The cache size in KiB: a limit on the staging pool.
+pub(crate) fn set_cache_kib(s: &mut Settings, kib: u64) -> Result<(), hipFileOpError_t> {
+    s.cache_size = Some(kib_within(
+        kib,
+        FallbackKnobs::MIN_STAGING_MEMORY,
+        FallbackKnobs::MAX_STAGING_MEMORY,
+    )?);
+    Ok(())
+}
+
+/// The pinned memory size in KiB: a limit on the staging pool.
+pub(crate) fn set_pinned_kib(s: &mut Settings, kib: u64) -> Result<(), hipFileOpError_t> {
+    s.pinned_size = Some(kib_within(
+        kib,
+        FallbackKnobs::MIN_STAGING_MEMORY,
+        FallbackKnobs::MAX_STAGING_MEMORY,
+    )?);
+    Ok(())
+}
+
+/// Where a recorded boolean lives in [`Settings::recorded`].
+fn recorded_slot(param: hipFileBoolConfigParameter_t) -> Option<usize> {
+    match param {
+        hipFileParamFsMiscApiCheckAggressive => Some(0),
+        hipFileParamProfileNvtx => Some(1),
+        hipFileParamForceOdirectMode => Some(2),
+        hipFileParamSkipTopologyDetection => Some(3),
+        hipFileParamStreamMemopsBypass => Some(4),
+        _ => None,
+    }
+}
+
+/// The value of a `size_t` parameter.
+fn get_size(param: hipFileSizeTConfigParameter_t, st: &State) -> Option<u64> {
+    let (config, s) = current(st);
+    let knobs = config.fallback;
+    Some(match param {
+        hipFileParamProfileStats => u64::from(config.stats_level),
+        hipFileParamExecutionMaxIOQueueDepth => s.queue_depth,
+        hipFileParamExecutionMaxIOThreads => knobs.io_threads as u64,
+        hipFileParamExecutionMinIOThresholdSizeKB => knobs.small_io_threshold / KIB,
+        hipFileParamExecutionMaxRequestParallelism => {
+            s.request_parallelism.unwrap_or(knobs.io_threads as u64)
+        }
+        hipFileParamPropertiesMaxDirectIOSizeKB => knobs.task_size / KIB,
+        hipFileParamPropertiesMaxDeviceCacheSizeKB => cache_bytes(&config, s) / KIB,
+        hipFileParamPropertiesPerBufferCacheSizeKB => chunk_bytes(&config) / KIB,
+        hipFileParamPropertiesMaxDevicePinnedMemSizeKB => pinned_bytes(&config, s) / KIB,
+        hipFileParamPropertiesIOBatchsize => MAX_BATCH_IO,
+        hipFileParamPollthresholdSizeKB => s.poll_threshold_kib,
+        hipFileParamPropertiesBatchIOTimeoutMs => s.batch_timeout_ms,
+        _ => return None,
+    })
+}
+
+/// Sets a `size_t` parameter in `s`; `fixed` is the current value of a fixed one.
+fn set_size(
+    param: hipFileSizeTConfigParameter_t,
+    value: u64,
+    s: &mut Settings,
+    fixed: Option<u64>,
+) -> Result<(), hipFileOpError_t> {
+    const LIMIT: hipFileOpError_t = hipFileDriverUnsupportedLimit;
+    match param {
+        hipFileParamProfileStats => {
+            s.stats_level = Some(u32::try_from(value).map_err(|_| LIMIT)?);
+        }
+        hipFileParamExecutionMaxIOQueueDepth => {
+            s.queue_depth = Some(value).filter(|v| *v >= 1).ok_or(LIMIT)?;
+        }
+        hipFileParamExecutionMaxIOThreads => {
+            s.io_threads = Some(
+                usize::try_from(value)
+                    .ok()
+                    .filter(|n| (1..=FallbackKnobs::MAX_IO_THREADS).contains(n))
+                    .ok_or(LIMIT)?,
+            );
+        }
+        hipFileParamExecutionMinIOThresholdSizeKB => {
+            s.small_io_threshold =
+                Some(kib_within(value, 0, FallbackKnobs::MAX_SMALL_IO_THRESHOLD)?);
+        }
+        hipFileParamExecutionMaxRequestParallelism => {
+            s.request_parallelism = Some(Some(value).filter(|v| *v >= 1).ok_or(LIMIT)?);
+        }
+        hipFileParamPropertiesMaxDirectIOSizeKB => set_task_kib(s, value)?,
+        hipFileParamPropertiesMaxDeviceCacheSizeKB => set_cache_kib(s, value)?,
+        hipFileParamPropertiesMaxDevicePinnedMemSizeKB => set_pinned_kib(s, value)?,
+        hipFileParamPropertiesPerBufferCacheSizeKB | hipFileParamPropertiesIOBatchsize => {
+            if fixed != Some(value) {
+                return Err(LIMIT);
+            }
+        }
+        hipFileParamPollthresholdSizeKB => s.poll_threshold_kib = value,
+        hipFileParamPropertiesBatchIOTimeoutMs => {
+            u32::try_from(value).map_err(|_| LIMIT)?;
+            s.batch_timeout_ms = value;
+        }
+        _ => return Err(hipFileInvalidValue),
+    }
+    Ok(())
+}
+
+/// The value of a boolean parameter.
+fn get_bool(param: hipFileBoolConfigParameter_t, st: &State) -> Option<bool> {
+    let (config, s) = current(st);
+    if let Some(slot) = recorded_slot(param) {
+        return Some(s.recorded[slot]);
+    }
+    Some(match param {
+        hipFileParamPropertiesUsePollMode => s.poll_mode,
+        hipFileParamPropertiesAllowCompatMode => config.allow_compat_mode,
+        hipFileParamForceCompatMode => config.force_compat_mode,
+        hipFileParamExecutionParallelIO => s.parallel_io,
+        // Only device memory is accepted; the fastpath is peer-to-peer DMA, the fallback not.
+        hipFileParamPropertiesAllowSystemMemory => false,
+        hipFileParamUsePcip2pdma => !config.force_compat_mode,
+        hipFileParamPreferIOUring => false,
+        _ => return None,
+    })
+}
+
+/// Sets a boolean parameter in `s`.
+fn set_bool(
+    param: hipFileBoolConfigParameter_t,
+    value: bool,
+    s: &mut Settings,
+) -> Result<(), hipFileOpError_t> {
+    if let Some(slot) = recorded_slot(param) {
+        s.recorded[slot] = value;
+        return Ok(());
+    }
+    match param {
+        hipFileParamPropertiesUsePollMode => s.poll_mode = value,
+        hipFileParamPropertiesAllowCompatMode => s.allow_compat_mode = Some(value),
+        hipFileParamForceCompatMode => s.force_compat_mode = Some(value),
+        hipFileParamExecutionParallelIO => s.parallel_io = value,
+        hipFileParamUsePcip2pdma => s.force_compat_mode = Some(!value),
+        hipFileParamPropertiesAllowSystemMemory | hipFileParamPreferIOUring => {
+            if value {
+                return Err(hipFileDriverUnsupportedLimit);
+            }
+        }
+        _ => return Err(hipFileInvalidValue),
+    }
+    Ok(())
+}
+
+/// The index of a string parameter in [`Settings::strings`].
+fn string_slot(param: hipFileStringConfigParameter_t) -> Option<usize> {
+    match param {
+        hipFileParamLoggingLevel | hipFileParamEnvLogfilePath | hipFileParamLogDir => {
+            usize::try_from(param).ok()
+        }
+        _ => None,
+    }
+}
+
+/// The value of a string parameter: what was set, else the default ("WARN": the library
+/// writes warnings, each once, to stderr; no log file or directory).
+fn get_string(slot: usize, s: &Settings) -> CString {
+    match s.strings.get(slot).and_then(Option::as_ref) {
+        Some(v) => v.clone(),
+        None if slot == 0 => c"WARN".to_owned(),
+        None => CString::default(),
+    }
+}
+
+/// Checks a string parameter's value, upper-casing a logging level.
+fn string_value(slot: usize, text: &CStr) -> Result<CString, hipFileOpError_t> {
+    let bytes = text.to_bytes();
+    if bytes.len() > MAX_STRING {
+        return Err(hipFileInvalidValue);
+    }
+    if slot == 0 {
+        let level = std::str::from_utf8(bytes)
+            .map_err(|_| hipFileInvalidValue)?
+            .trim()
+            .to_ascii_uppercase();
+        if !LOG_LEVELS.contains(&level.as_str()) {
+            return Err(hipFileInvalidValue);
+        }
+        return CString::new(level).map_err(|_| hipFileInvalidValue);
+    }
+    Ok(text.to_owned())
+}
+
+/// Runs `change` on the pending settings when the driver is closed.
+fn set_pending(
+    change: impl FnOnce(&mut Settings, &State) -> Result<(), hipFileOpError_t>,
+) -> hipFileError_t {
+    let mut st = state::lock();
+    if st.count > 0 {
+        return hipFileError_t::code(hipFileDriverAlreadyOpen);
+    }
+    let mut next = st.params.pending.clone();
+    match change(&mut next, &st) {
+        Ok(()) => {
+            st.params.pending = next;
+            hipFileError_t::SUCCESS
+        }
+        Err(code) => hipFileError_t::code(code),
+    }
+}
+
+/// `hipFileError_t hipFileGetParameterSizeT(hipFileSizeTConfigParameter_t param, size_t
+/// *value)` — stores the parameter's value in `*value`: the open driver's, or what the next
+/// open would use. Sizes named `...KB` are in KiB.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for NULL or a value that is not one of the enum's.
+///
+/// # Safety
+///
+/// `value` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipFileGetParameterSizeT(
+    param: hipFileSizeTConfigParameter_t,
+    value: *mut usize,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        if value.is_null() {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        let Some(v) = get_size(param, &state::lock()) else {
+            return hipFileError_t::code(hipFileInvalidValue);
+        };
+        // SAFETY: non-NULL, and the caller vouches that it is writable.
+        unsafe { value.write(usize::try_from(v).unwrap_or(usize::MAX)) };
+        hipFileError_t::SUCCESS
+    })
+}
+
+/// `hipFileError_t hipFileSetParameterSizeT(hipFileSizeTConfigParameter_t param, size_t
+/// value)` — sets the parameter for the next open of the driver. Sizes named `...KB` are
+/// in KiB.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
+/// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
+/// a value outside the parameter's bounds (or another than a fixed parameter's own).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipFileSetParameterSizeT(
+    param: hipFileSizeTConfigParameter_t,
+    value: usize,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        if !(hipFileParamProfileStats..=hipFileParamPropertiesBatchIOTimeoutMs).contains(&param) {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        set_pending(|s, st| {
+            let fixed = get_size(param, st);
+            set_size(param, value as u64, s, fixed)
+        })
+    })
+}
+
+/// `hipFileError_t hipFileGetParameterBool(hipFileBoolConfigParameter_t param, bool
+/// *value)` — stores the parameter's value in `*value`: the open driver's, or what the next
+/// open would use.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for NULL or a value that is not one of the enum's.
+///
+/// # Safety
+///
+/// `value` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipFileGetParameterBool(
+    param: hipFileBoolConfigParameter_t,
+    value: *mut bool,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        if value.is_null() {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        let Some(v) = get_bool(param, &state::lock()) else {
+            return hipFileError_t::code(hipFileInvalidValue);
+        };
+        // SAFETY: non-NULL, and the caller vouches that it is writable.
+        unsafe { value.write(v) };
+        hipFileError_t::SUCCESS
+    })
+}
+
+/// `hipFileError_t hipFileSetParameterBool(hipFileBoolConfigParameter_t param, bool value)`
+/// — sets the parameter for the next open of the driver.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
+/// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
+/// `true` to `AllowSystemMemory` or `PreferIOUring`, which this library does not do.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipFileSetParameterBool(
+    param: hipFileBoolConfigParameter_t,
+    value: bool,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        if !(hipFileParamPropertiesUsePollMode..=hipFileParamStreamMemopsBypass).contains(&param) {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        set_pending(|s, _| set_bool(param, value, s))
+    })
+}
+
+/// `hipFileError_t hipFileGetParameterString(hipFileStringConfigParameter_t param, char
+/// *desc_str, int len)` — copies the parameter's value, NUL-terminated, into the `len`
+/// bytes at `desc_str`.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for NULL, a value of `param` that is not one of the enum's, or
+/// `len` too small for the value and its NUL (nothing is written then).
+///
+/// # Safety
+///
+/// `desc_str` is NULL or points to `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipFileGetParameterString(
+    param: hipFileStringConfigParameter_t,
+    desc_str: *mut c_char,
+    len: c_int,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        let Some(slot) = string_slot(param) else {
+            return hipFileError_t::code(hipFileInvalidValue);
+        };
+        if desc_str.is_null() {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        let value = {
+            let st = state::lock();
+            get_string(slot, current(&st).1)
+        };
+        let bytes = value.as_bytes_with_nul();
+        if usize::try_from(len).map_or(true, |room| room < bytes.len()) {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        // SAFETY: `desc_str` is non-NULL and has `len` ≥ `bytes.len()` writable bytes (the
+        // caller's contract); the source is ours and does not overlap it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), desc_str.cast::<u8>(), bytes.len())
+        };
+        hipFileError_t::SUCCESS
+    })
+}
+
+/// `hipFileError_t hipFileSetParameterString(hipFileStringConfigParameter_t param, const
+/// char *desc_str)` — sets the parameter for the next open of the driver. A logging level
+/// is one of TRACE, DEBUG, INFO, NOTICE, WARN or ERROR (any case).
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for NULL, a value of `param` that is not one of the enum's, a
+/// string longer than 4095 bytes or an unknown logging level; `hipFileDriverAlreadyOpen`
+/// while the driver is open.
+///
+/// # Safety
+///
+/// `desc_str` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipFileSetParameterString(
+    param: hipFileStringConfigParameter_t,
+    desc_str: *const c_char,
+) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        let Some(slot) = string_slot(param) else {
+            return hipFileError_t::code(hipFileInvalidValue);
+        };
+        if desc_str.is_null() {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
+        // SAFETY: non-NULL, and the caller vouches that it is NUL-terminated.
+        let text = unsafe { CStr::from_ptr(desc_str) };
+        set_pending(|s, _| {
+            s.strings[slot] = Some(string_value(slot, text)?);
+            Ok(())
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_kib_and_bounded() {
+        let mut s = Settings::new();
+        assert_eq!(set_task_kib(&mut s, 8), Ok(()));
+        assert_eq!(s.task_size, Some(8192));
+        assert_eq!(set_task_kib(&mut s, 3), Err(hipFileDriverUnsupportedLimit));
+        assert_eq!(set_task_kib(&mut s, 0), Err(hipFileDriverUnsupportedLimit));
+        assert_eq!(
+            set_task_kib(&mut s, u64::MAX),
+            Err(hipFileDriverUnsupportedLimit)
+        );
+        assert_eq!(s.task_size, Some(8192), "a refused value changes nothing");
+        assert_eq!(set_pinned_kib(&mut s, 64 << 20), Ok(()));
+        assert_eq!(
+            set_pinned_kib(&mut s, (64 << 20) + 1),
+            Err(hipFileDriverUnsupportedLimit)
+        );
+    }
+
+    #[test]
+    fn the_staging_pool_takes_the_smaller_of_cache_and_pinned() {
+        let lookup = |_: &str| None;
+        let mut s = Settings::new();
+        assert_eq!(
+            s.builder().build_with(lookup).0,
+            ConfigBuilder::new().build_with(lookup).0
+        );
+        s.cache_size = Some(1 << 20);
+        assert_eq!(
+            s.builder().build_with(lookup).0.fallback.staging_memory,
+            1 << 20
+        );
+        s.pinned_size = Some(64 << 10);
+        assert_eq!(
+            s.builder().build_with(lookup).0.fallback.staging_memory,
+            64 << 10
+        );
+        s.io_threads = Some(7);
+        assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 7);
+        s.parallel_io = false;
+        assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 1);
+    }
+
+    #[test]
+    fn unknown_values_are_invalid_and_fixed_ones_only_confirm() {
+        let mut s = Settings::new();
+        assert_eq!(set_size(12, 1, &mut s, None), Err(hipFileInvalidValue));
+        assert_eq!(set_size(-1, 1, &mut s, None), Err(hipFileInvalidValue));
+        assert_eq!(set_bool(12, true, &mut s), Err(hipFileInvalidValue));
+        assert_eq!(string_slot(3), None);
+        assert_eq!(string_slot(-1), None);
+        assert_eq!(
+            set_size(hipFileParamPropertiesIOBatchsize, 128, &mut s, Some(128)),
+            Ok(())
+        );
+        assert_eq!(
+            set_size(hipFileParamPropertiesIOBatchsize, 64, &mut s, Some(128)),
+            Err(hipFileDriverUnsupportedLimit)
+        );
+        assert_eq!(
+            set_bool(hipFileParamPreferIOUring, true, &mut s),
+            Err(hipFileDriverUnsupportedLimit)
+        );
+        assert_eq!(set_bool(hipFileParamPreferIOUring, false, &mut s), Ok(()));
+    }
+
+    #[test]
+    fn logging_levels_are_checked_and_upper_cased() {
+        assert_eq!(string_value(0, c" debug").as_deref(), Ok(c"DEBUG"));
+        assert_eq!(string_value(0, c"LOUD"), Err(hipFileInvalidValue));
+        assert_eq!(string_value(1, c"/tmp/x.log").as_deref(), Ok(c"/tmp/x.log"));
+        let long = CString::new(vec![b'a'; MAX_STRING + 1]).unwrap();
+        assert_eq!(string_value(2, &long), Err(hipFileInvalidValue));
+        assert_eq!(get_string(0, &Settings::new()).as_c_str(), c"WARN");
+        assert_eq!(get_string(2, &Settings::new()).as_c_str(), c"");
+    }
+}

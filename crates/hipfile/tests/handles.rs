@@ -1,0 +1,47 @@
+//! What keeps a driver open, as `Driver::is_only_handle` reports it (the C library relies on
+//! it to reopen its driver with new settings only when nothing uses it), and the staging
+//! buffer size `Driver::staging_chunk_size` derives from the fallback's knobs.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile::{ConfigBuilder, Driver};
+use hipfile_testfs::{TempDir, emulated_runtime, require};
+
+#[test]
+fn clones_files_and_buffers_each_hold_the_driver() {
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new().hip_library(lib).build_with(|_| None).0;
+    let d = Driver::open_private(config).unwrap();
+    assert!(d.is_only_handle());
+    let other = d.clone();
+    assert!(!d.is_only_handle() && !other.is_only_handle());
+    drop(other);
+    assert!(d.is_only_handle());
+
+    let buf = d.alloc(4096).unwrap();
+    assert!(!d.is_only_handle());
+    drop(buf);
+    assert!(d.is_only_handle());
+
+    let dir = TempDir::new("handles");
+    let file = std::fs::File::create(dir.path().join("f")).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    assert!(!d.is_only_handle());
+    drop(fh);
+    assert!(d.is_only_handle());
+}
+
+#[test]
+fn a_staging_buffer_is_half_a_task_within_the_pool() {
+    let knobs = |b: ConfigBuilder| b.build_with(|_| None).0.fallback;
+    let four_mib_tasks = knobs(ConfigBuilder::new().task_size(4 << 20).io_threads(4));
+    assert_eq!(Driver::staging_chunk_size(&four_mib_tasks), 2 << 20);
+    // 16 KiB over 3 workers' 2 buffers is under a page: one page it is.
+    let tiny = knobs(
+        ConfigBuilder::new()
+            .task_size(8 << 10)
+            .staging_memory(16 << 10)
+            .io_threads(3),
+    );
+    assert_eq!(Driver::staging_chunk_size(&tiny), 4096);
+}
