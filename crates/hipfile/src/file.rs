@@ -3,6 +3,7 @@
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::outcome::IoOutcome;
+use crate::stats::Registration as Counted;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, IoTarget, Op, Request, Submission, check_access, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
@@ -22,7 +23,9 @@ impl Driver {
     /// [`Error::HandleAlreadyRegistered`] when this descriptor is registered already;
     /// [`Error::Probe`] when the file cannot be probed or reopened.
     pub fn register_file(&self, file: &impl AsFd) -> Result<FileHandle, Error> {
-        FileHandle::register(self.clone(), file.as_fd())
+        let result = FileHandle::register(self.clone(), file.as_fd());
+        self.count_registration(Counted::FileRegister, result.is_ok());
+        result
     }
 }
 
@@ -353,9 +356,14 @@ impl FileHandle {
     /// [`Error::InUse`] while requests are in flight (nothing changes then);
     /// [`Error::HandleNotRegistered`] when already deregistered.
     pub fn deregister(&self) -> Result<(), Error> {
-        self.inner.registration.deregister()?;
-        self.inner.driver.release_fd(self.inner.key);
-        Ok(())
+        let result = self.inner.registration.deregister();
+        if result.is_ok() {
+            self.inner.driver.release_fd(self.inner.key);
+        }
+        self.inner
+            .driver
+            .count_registration(Counted::FileDeregister, result.is_ok());
+        result
     }
 
     /// Serves `request`; one that could not be made (a negative offset of hipFile's call)
@@ -378,11 +386,17 @@ impl FileHandle {
         request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
-        check_access(&inner.probed.facts, op)?;
         let driver = &inner.driver;
+        // Timed only when counted: a clock read is cheap, but level 0 costs nothing.
+        let started = driver.counting().then(std::time::Instant::now);
+        let mut device = None;
+        let mut size = 0;
         let result = (|| {
+            check_access(&inner.probed.facts, op)?;
             let (facts, _registered) = buffer.request_facts()?;
+            device = Some(facts.facts().device);
             let request = request?.validate_checked(&facts)?;
+            size = request.size();
             let caller = inner.fd.as_fd();
             let target = IoTarget {
                 direct: inner.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
@@ -397,7 +411,9 @@ impl FileHandle {
         })();
         match result {
             Ok((o, device)) => {
-                driver.count_served(&o, device, op);
+                if let Some(t) = started {
+                    driver.count_served(&o, device, op, size, t.elapsed());
+                }
                 Ok(IoOutcome {
                     bytes: o.bytes,
                     backend: o.backend,
@@ -405,7 +421,7 @@ impl FileHandle {
                 })
             }
             Err(e) => {
-                driver.count_failed();
+                driver.count_failed(op, device);
                 Err(e)
             }
         }

@@ -90,6 +90,7 @@ mod gates;
 mod ordered;
 mod outcome;
 mod pending;
+mod publish;
 mod stats;
 mod view;
 
@@ -116,7 +117,13 @@ pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, l
 pub use ordered::Stream;
 pub use outcome::IoOutcome;
 pub use pending::{Io, IoOwned, IoOwnedFuture};
-pub use stats::{DeviceStats, StatsSnapshot};
+pub use publish::{
+    PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,
+};
+pub use stats::{
+    DeviceStats, DirectionStats, GpuDirectionStats, OpCount, STATS_HISTOGRAM_BUCKETS,
+    STATS_MAX_GPUS, StatsSnapshot, histogram_bucket,
+};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 
 use hipfile_core::{Backend, Submission, decide};
