@@ -9,9 +9,9 @@
 //! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
 //! project's contract, docs/BEHAVIOUR.md, answers otherwise).
 //!
-//! What it does not do yet: the properties, setters, parameters, stream-ordered and
-//! statistics functions are declared in the header but not exported (README.md lists them),
-//! so a program that calls one fails to link rather than getting a stub.
+//! What it does not do yet: the properties, setters, parameters and stream-ordered
+//! functions are declared in the header but not exported (README.md lists them), so a
+//! program that calls one fails to link rather than getting a stub.
 //!
 //! Nothing depends on this crate; it is a leaf like the CLI.
 //!
@@ -29,10 +29,12 @@ mod api;
 mod batch;
 mod codes;
 mod state;
+mod stats;
 pub mod types;
 
 pub use api::*;
 pub use batch::*;
+pub use stats::*;
 
 /// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
 pub(crate) fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
