@@ -3,16 +3,20 @@
  * the counts and bytes checked exactly. Usage: stats DIR LEVEL, where DIR is an empty
  * directory for its files and LEVEL the HIPFILE_STATS_LEVEL the program runs under (3: every
  * level answers; 1: level 1 answers and levels 2 and 3 are refused). Exits 0 when every
- * check passes; otherwise prints each failed check with its line and exits 1.
+ * check passes; otherwise prints each failed check with its line and exits 1. Also checks
+ * the channel `hipfile stats PID` reads: /dev/shm/hipfile-stats.PID, mode 0600, while the
+ * driver is open, and gone once it is closed.
  * tests/basic.rs builds and runs it.
  */
 
 #include "hipfile.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -69,6 +73,11 @@ int main(int argc, char **argv)
     /* Before the driver is open, and NULL. */
     CHECK(IS(hipFileGetStatsL1(&l1), hipFileDriverNotInitialized));
     CHECK(IS(hipFileDriverOpen(), hipFileSuccess));
+    char channel[64];
+    snprintf(channel, sizeof channel, "/dev/shm/hipfile-stats.%d", (int)getpid());
+    struct stat st;
+    CHECK(lstat(channel, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600 &&
+          st.st_uid == getuid());
     CHECK(IS(hipFileGetStatsL1(NULL), hipFileInvalidValue));
     CHECK(IS(hipFileGetStatsL2(NULL), hipFileInvalidValue));
     CHECK(IS(hipFileGetStatsL3(NULL), hipFileInvalidValue));
@@ -144,6 +153,8 @@ int main(int argc, char **argv)
     CHECK(l1.buf_deregister_ops.ok == 1 && l1.hdl_deregister_ops.ok == 1);
     CHECK(IS(hipFileDriverClose(), hipFileSuccess));
     CHECK(IS(hipFileGetStatsL1(&l1), hipFileDriverNotInitialized));
+    errno = 0;
+    CHECK(lstat(channel, &st) == -1 && errno == ENOENT);
     CHECK(hipFree(dev) == 0);
     close(fd);
 
