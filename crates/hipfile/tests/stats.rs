@@ -115,3 +115,44 @@ fn level_zero_counts_nothing() {
     assert_eq!(d.stats(), None);
     assert!(!d.publish_stats().unwrap(), "nothing to publish at level 0");
 }
+
+#[test]
+fn asynchronous_and_batch_requests_are_counted_as_reads_and_writes() {
+    use hipfile::BatchIo;
+    let dir = TempDir::new("stats-async");
+    let d = require!(driver(1));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("data"))
+        .unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let mut buf = d.alloc(64 << 10).unwrap();
+    fh.write_all_at(&buf, 0).unwrap();
+    let got = fh.read_at_async(&mut buf, 0).wait().unwrap();
+    assert_eq!(got.bytes, 64 << 10);
+    {
+        let ios: Vec<BatchIo<'_>> = buf
+            .slice_mut(..)
+            .unwrap()
+            .chunks(32 << 10)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(i, view)| BatchIo::read(&fh, view, i as u64 * 100, i as u64))
+            .collect();
+        let mut batch = d.batch(4).unwrap();
+        batch.submit(ios).unwrap();
+        let mut events = 0;
+        while batch.outstanding() > 0 {
+            events += batch.poll(1, 4, None).len();
+        }
+        assert_eq!(events, 2);
+    }
+    let s = d.stats().unwrap();
+    assert_eq!(s.write.ops, OpCount::new(1, 0));
+    assert_eq!(s.read.ops, OpCount::new(3, 0));
+    assert_eq!(s.read.bytes, (64 << 10) + (32 << 10) + (32 << 10));
+}
