@@ -1,7 +1,8 @@
 //! `hipfile stats PID` against live processes: this test process opens a driver counting at
 //! level 3, does known I/O and publishes, and the `hipfile` binary, run as a child, reads the
 //! figures back (JSON and table); a process that does not publish, one that does not exist,
-//! and the channel's mode (0600, its owner's only).
+//! another user's (when run as root: the reader runs as `nobody`), and the channel's mode
+//! (0600, its owner's only).
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
@@ -99,6 +100,8 @@ fn shows_what_a_process_did_at_level_three() {
         table.stdout
     );
 
+    another_user_is_refused(pid);
+
     drop((fh, buf, d));
     let closed = hipfile(&["stats", &pid.to_string()], &[]);
     assert_eq!(closed.status, 1);
@@ -107,6 +110,28 @@ fn shows_what_a_process_did_at_level_three() {
         "{}",
         closed.stderr
     );
+}
+
+/// As root, runs `hipfile stats PID` as `nobody`, which the channel's mode must refuse
+/// (root itself passes every permission check, so only a second user shows it).
+fn another_user_is_refused(pid: u32) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
+    if std::fs::metadata("/proc/self").map(|m| m.uid()).ok() != Some(0) {
+        eprintln!("skipped: another user's process needs root to run the reader as nobody");
+        return;
+    }
+    let run = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(["stats", &pid.to_string()])
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(run.stdout.is_empty());
+    assert!(stderr.contains("permission denied"), "{stderr}");
 }
 
 #[test]

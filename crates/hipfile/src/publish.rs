@@ -316,9 +316,10 @@ pub fn read_published_stats(pid: u32) -> Result<PublishedStats, ReadStatsError> 
         return Err(ReadStatsError::NoSuchProcess { pid });
     }
     let path = stats_channel_path(pid);
+    // Never through a link someone else planted.
     let mut file = match OpenOptions::new()
         .read(true)
-        .custom_flags(libc_o_nofollow())
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
     {
         Ok(f) => f,
@@ -348,11 +349,6 @@ pub fn read_published_stats(pid: u32) -> Result<PublishedStats, ReadStatsError> 
         sequence,
         stats,
     })
-}
-
-/// `O_NOFOLLOW`: the channel is never opened through a link someone else planted.
-fn libc_o_nofollow() -> i32 {
-    libc::O_NOFOLLOW
 }
 
 /// Writes the records of one process.
@@ -403,7 +399,7 @@ impl Writer {
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .custom_flags(libc_o_nofollow())
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&tmp)
         };
         let mut file = match create() {
