@@ -20,7 +20,21 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
         .hip_library(lib)
         .build_with(|_| None)
         .0;
+    // Left by an earlier process with this pid: a record to replace, and a link where the
+    // temporary file goes, which must be removed, not followed.
+    let dir = TempDir::new("stats-channel");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"untouched").unwrap();
+    std::fs::write(&path, b"stale garbage").unwrap();
+    let tmp = std::path::PathBuf::from(format!("/dev/shm/.hipfile-stats.{pid}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    let e = read_published_stats(pid).unwrap_err();
+    assert!(matches!(e, ReadStatsError::Malformed { .. }), "{e}");
+
     let d = Driver::open_private(config).unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
+    assert!(std::fs::symlink_metadata(&tmp).is_err(), "the link is gone");
     // Published from the open on, with nothing counted yet.
     let first = read_published_stats(pid).unwrap();
     assert_eq!(first.stats.read.ops.ok, 0);
@@ -31,7 +45,6 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
         .mode();
     assert_eq!(mode & 0o777, 0o600, "the channel is its owner's only");
 
-    let dir = TempDir::new("stats-channel");
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -53,8 +66,17 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
     );
     assert_eq!(read.stats.gpus.len(), 1);
 
+    // The same record as an earlier process with this pid would have left it: another
+    // start time (word 4).
+    let mut stale = std::fs::read(&path).unwrap();
+    stale[32] ^= 1;
+
     drop((fh, buf, d));
     assert!(!path.exists(), "the channel goes with the driver");
+    std::fs::write(&path, &stale).unwrap();
+    let e = read_published_stats(pid).unwrap_err();
+    assert!(matches!(e, ReadStatsError::NotPublishing { .. }), "{e}");
+    std::fs::remove_file(&path).unwrap();
     let e = read_published_stats(pid).unwrap_err();
     assert!(matches!(e, ReadStatsError::NotPublishing { .. }), "{e}");
     assert!(e.to_string().contains("HIPFILE_STATS_LEVEL"), "{e}");
