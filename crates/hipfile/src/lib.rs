@@ -22,6 +22,10 @@
 //! buffer and give it back, [`Driver::batch`] is cuFile's batch API, and
 //! [`FileHandle::read_on`] / [`write_on`] order a request on a GPU [`Stream`].
 //!
+//! With `HIPFILE_STATS_LEVEL` set, the driver counts every request ([`Driver::stats`]) and
+//! publishes the counters for other processes of its user; [`read_published_stats`] reads
+//! them (as `hipfile stats PID` does).
+//!
 //! [`write_at_async`]: FileHandle::write_at_async
 //! [`write_owned`]: FileHandle::write_owned
 //! [`write_on`]: FileHandle::write_on
