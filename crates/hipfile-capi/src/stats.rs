@@ -3,7 +3,7 @@
 //!
 //! Figures the facade does not count stay 0, as hipFile leaves them: the batch block of
 //! level 1 (batch requests are counted with the reads and writes), the GPU UUIDs,
-//! utilisation, unaligned, nvidia-fs, sparse, inline and mmap counts of level 3. Rates are
+//! utilisation, nvidia-fs, direct, sparse, inline and mmap counts and `reg_bytes` of level 3. Rates are
 //! per second of the time spent serving requests (bytes or requests × 10⁶ / the summed
 //! microseconds), 0 while no time was counted.
 //!
@@ -99,6 +99,7 @@ fn level3(s: &StatsSnapshot) -> hipFileStatsLevel3_t {
             n_total_reads: r.ops,
             n_p2p_reads: r.fastpath,
             n_posix_reads: r.fallback,
+            n_unaligned_reads: r.unaligned,
             n_reads_err: r.errors,
             write_bytes: w.bytes,
             write_bw_bytes_per_sec: per_second(w.bytes, w.duration_us),
@@ -106,6 +107,7 @@ fn level3(s: &StatsSnapshot) -> hipFileStatsLevel3_t {
             n_total_writes: w.ops,
             n_p2p_writes: w.fastpath,
             n_posix_writes: w.fallback,
+            n_unaligned_writes: w.unaligned,
             n_writes_err: w.errors,
             ..hipFilePerGpuStats_t::default()
         };

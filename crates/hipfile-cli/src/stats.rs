@@ -112,6 +112,7 @@ struct JsonGpuDirection {
     fallback: u64,
     errors: u64,
     duration_us: u64,
+    unaligned: u64,
 }
 
 impl From<GpuDirectionStats> for JsonGpuDirection {
@@ -123,6 +124,7 @@ impl From<GpuDirectionStats> for JsonGpuDirection {
             fallback: g.fallback,
             errors: g.errors,
             duration_us: g.duration_us,
+            unaligned: g.unaligned,
         }
     }
 }
@@ -284,8 +286,16 @@ fn write_table(out: &mut impl Write, p: &PublishedStats) -> io::Result<()> {
             for (name, d) in [("reads", g.read), ("writes", g.write)] {
                 writeln!(
                     out,
-                    "GPU {} {name}: {} ok ({} fastpath, {} fallback), {} failed, {} bytes, {} us",
-                    g.device, d.ops, d.fastpath, d.fallback, d.errors, d.bytes, d.duration_us
+                    "GPU {} {name}: {} ok ({} fastpath, {} fallback, {} unaligned), {} failed, {} bytes, \
+                     {} us",
+                    g.device,
+                    d.ops,
+                    d.fastpath,
+                    d.fallback,
+                    d.unaligned,
+                    d.errors,
+                    d.bytes,
+                    d.duration_us
                 )?;
             }
         }

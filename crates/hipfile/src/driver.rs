@@ -9,9 +9,9 @@
 use crate::engine::Engine;
 use crate::gates::Gates;
 use crate::publish::Publisher;
-use crate::stats::{DeviceStats, Registration, Stats, StatsSnapshot};
+use crate::stats::{DeviceStats, Registration, Served, Stats, StatsSnapshot};
 use hipfile_core::{
-    Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op, Outcome,
+    Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op,
 };
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
@@ -333,25 +333,9 @@ impl Driver {
         self.inner.stats.level() >= 1
     }
 
-    /// Counts a request of `size` bytes that `outcome` served for a buffer of `device`
-    /// in `took`.
-    pub(crate) fn count_served(
-        &self,
-        outcome: &Outcome,
-        device: i32,
-        op: Op,
-        size: u64,
-        took: std::time::Duration,
-    ) {
-        self.inner.stats.served(
-            op,
-            device,
-            outcome.backend,
-            outcome.bytes,
-            size,
-            outcome.retried,
-            took,
-        );
+    /// Counts a request served.
+    pub(crate) fn count_served(&self, served: &Served) {
+        self.inner.stats.served(served);
     }
 
     /// Counts a registration call and whether it succeeded.

@@ -3,9 +3,9 @@
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::outcome::IoOutcome;
-use crate::stats::Registration as Counted;
+use crate::stats::{Registration as Counted, Served};
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::{Error, IoTarget, Op, Request, Submission, check_access, submit};
+use hipfile_core::{Error, IoTarget, Op, Request, Submission, ValidRequest, check_access, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -407,12 +407,23 @@ impl FileHandle {
                 file: &inner.probed.facts,
                 buffer: facts.facts(),
             };
-            submit(&driver.backends(), &submission, &target).map(|o| (o, facts.facts().device))
+            let aligned = is_aligned(&inner.probed.facts, &request);
+            submit(&driver.backends(), &submission, &target)
+                .map(|o| (o, facts.facts().device, aligned))
         })();
         match result {
-            Ok((o, device)) => {
+            Ok((o, device, aligned)) => {
                 if let Some(t) = started {
-                    driver.count_served(&o, device, op, size, t.elapsed());
+                    driver.count_served(&Served {
+                        op,
+                        device,
+                        backend: o.backend,
+                        bytes: o.bytes,
+                        size,
+                        retried: o.retried,
+                        aligned,
+                        took: t.elapsed(),
+                    });
                 }
                 Ok(IoOutcome {
                     bytes: o.bytes,
@@ -426,6 +437,20 @@ impl FileHandle {
             }
         }
     }
+}
+
+/// Whether `request` meets `file`'s direct-I/O alignment (offset, size and memory address),
+/// as hipFile's statistics count it: a file without a direct descriptor never does.
+fn is_aligned(file: &FileFacts, request: &ValidRequest) -> bool {
+    let (offset, mem) = (
+        u64::from(file.dio_offset_align()),
+        u64::from(file.dio_mem_align()),
+    );
+    offset != 0
+        && mem != 0
+        && request.file_offset().is_multiple_of(offset)
+        && request.size().is_multiple_of(offset)
+        && request.address().0.is_multiple_of(mem)
 }
 
 impl Drop for FileInner {

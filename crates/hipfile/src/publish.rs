@@ -41,7 +41,7 @@ const PERIOD: Duration = Duration::from_millis(100);
 
 const HEADER_WORDS: usize = 8;
 const DIRECTION_WORDS: usize = 4 + STATS_HISTOGRAM_BUCKETS;
-const GPU_WORDS: usize = 13;
+const GPU_WORDS: usize = 15;
 const RECORD_WORDS: usize =
     HEADER_WORDS + 6 + 2 * DIRECTION_WORDS + 8 + 1 + STATS_MAX_GPUS * GPU_WORDS;
 
@@ -112,6 +112,7 @@ fn encode(snap: &StatsSnapshot, pid: u32, start: u64, sequence: u64) -> Vec<u8> 
                 d.fallback,
                 d.errors,
                 d.duration_us,
+                d.unaligned,
             ]);
         }
     }
@@ -286,6 +287,7 @@ fn decode(bytes: &[u8]) -> Result<(u32, u64, u64, StatsSnapshot), ReadStatsError
             fallback: next(),
             errors: next(),
             duration_us: next(),
+            unaligned: next(),
         };
         let read = gpu(&mut next);
         let write = gpu(&mut next);

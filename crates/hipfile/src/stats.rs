@@ -65,6 +65,7 @@ struct GpuDirection {
     fallback: AtomicU64,
     errors: AtomicU64,
     duration_us: AtomicU64,
+    unaligned: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +134,10 @@ pub struct GpuDirectionStats {
     pub errors: u64,
     /// Microseconds spent serving them, summed.
     pub duration_us: u64,
+    /// Of those served, requests whose file offset, size or memory address missed the
+    /// file's direct-I/O alignment (or whose file has no direct descriptor): hipFile's
+    /// `n_unaligned_*`.
+    pub unaligned: u64,
 }
 
 /// What was served for buffers of one device.
@@ -188,6 +193,23 @@ pub struct StatsSnapshot {
     pub gpus: Vec<DeviceStats>,
 }
 
+/// A request served, as [`Stats::served`] counts it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Served {
+    pub(crate) op: Op,
+    /// The device of its buffer.
+    pub(crate) device: i32,
+    pub(crate) backend: BackendKind,
+    /// Bytes moved.
+    pub(crate) bytes: u64,
+    /// Bytes asked for (after validation).
+    pub(crate) size: u64,
+    pub(crate) retried: bool,
+    /// Whether offset, size and address met the file's direct-I/O alignment.
+    pub(crate) aligned: bool,
+    pub(crate) took: Duration,
+}
+
 /// Which registration call [`Stats::registration`] counts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Registration {
@@ -237,19 +259,18 @@ impl Stats {
         })
     }
 
-    /// Counts a request that `backend` served for a buffer of `device`, moving `bytes` of a
-    /// request of `size` bytes, in `took`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn served(
-        &self,
-        op: Op,
-        device: i32,
-        backend: BackendKind,
-        bytes: u64,
-        size: u64,
-        retried: bool,
-        took: Duration,
-    ) {
+    /// Counts a request `served`.
+    pub(crate) fn served(&self, served: &Served) {
+        let Served {
+            op,
+            device,
+            backend,
+            bytes,
+            size,
+            retried,
+            aligned,
+            took,
+        } = *served;
         if self.level == 0 {
             return;
         }
@@ -274,6 +295,9 @@ impl Stats {
             add(&g.bytes, bytes);
             add(&g.ops, 1);
             add(&g.duration_us, us);
+            if !aligned {
+                add(&g.unaligned, 1);
+            }
             match backend {
                 BackendKind::Fastpath => add(&g.fastpath, 1),
                 BackendKind::Fallback => add(&g.fallback, 1),
@@ -333,6 +357,7 @@ impl Stats {
             fallback: g.fallback.load(Ordering::Relaxed),
             errors: g.errors.load(Ordering::Relaxed),
             duration_us: g.duration_us.load(Ordering::Relaxed),
+            unaligned: g.unaligned.load(Ordering::Relaxed),
         };
         self.gpus
             .iter()
@@ -395,15 +420,16 @@ mod tests {
     #[test]
     fn level_zero_counts_nothing() {
         let s = Stats::new(0);
-        s.served(
-            Op::Read,
-            0,
-            BackendKind::Fallback,
-            10,
-            10,
-            false,
-            Duration::ZERO,
-        );
+        s.served(&Served {
+            op: Op::Read,
+            device: 0,
+            backend: BackendKind::Fallback,
+            bytes: 10,
+            size: 10,
+            retried: false,
+            aligned: true,
+            took: Duration::ZERO,
+        });
         s.failed(Op::Write, Some(0));
         s.registration(Registration::FileRegister, true);
         assert_eq!(s.snapshot(), StatsSnapshot::default());
@@ -414,15 +440,16 @@ mod tests {
     fn levels_add_histograms_then_gpus() {
         for level in 1..=3 {
             let s = Stats::new(level);
-            s.served(
-                Op::Read,
-                1,
-                BackendKind::Fastpath,
-                4096,
-                8192,
-                false,
-                Duration::from_micros(5),
-            );
+            s.served(&Served {
+                op: Op::Read,
+                device: 1,
+                backend: BackendKind::Fastpath,
+                bytes: 4096,
+                size: 8192,
+                retried: false,
+                aligned: false,
+                took: Duration::from_micros(5),
+            });
             s.failed(Op::Read, Some(1));
             let snap = s.snapshot();
             assert_eq!(snap.read.ops, OpCount { ok: 1, err: 1 });
@@ -434,6 +461,7 @@ mod tests {
                 let g = snap.gpus[0];
                 assert_eq!((g.device, g.read.ops, g.read.fastpath), (1, 1, 1));
                 assert_eq!((g.read.errors, g.read.bytes), (1, 4096));
+                assert_eq!(g.read.unaligned, 1);
             }
         }
     }

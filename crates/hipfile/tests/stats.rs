@@ -20,8 +20,9 @@ fn driver(level: u32) -> Result<Driver, Skip> {
 
 /// Does the same requests at `level`: two writes (64 KiB, 4 KiB), three reads (64 KiB,
 /// 1000 bytes, 10 bytes past the end of the file: a short read of 0), one read that fails
-/// validation, and registrations; returns the driver.
-fn workload(level: u32, dir: &TempDir) -> Result<Driver, Skip> {
+/// validation, and registrations; returns the driver and whether the file had a direct
+/// descriptor (which makes the 64 KiB read aligned).
+fn workload(level: u32, dir: &TempDir) -> Result<(Driver, bool), Skip> {
     let d = driver(level)?;
     let path = dir.path().join(format!("data-{level}.bin"));
     let file = OpenOptions::new()
@@ -32,6 +33,7 @@ fn workload(level: u32, dir: &TempDir) -> Result<Driver, Skip> {
         .open(&path)
         .unwrap();
     let fh = d.register_file(&file).unwrap();
+    let direct = fh.facts().has_direct_io();
     let mut buf = d.alloc(128 << 10).unwrap();
     buf.copy_from_host(0, &[5u8; 128 << 10]).unwrap();
     d.register_buffer(&buf).unwrap();
@@ -45,13 +47,13 @@ fn workload(level: u32, dir: &TempDir) -> Result<Driver, Skip> {
     d.deregister_buffer(&buf).unwrap();
     fh.deregister().unwrap();
     assert!(fh.deregister().is_err(), "deregistered twice");
-    Ok(d)
+    Ok((d, direct))
 }
 
 #[test]
 fn level_one_counts_requests_bytes_and_registrations() {
     let dir = TempDir::new("stats-l1");
-    let d = require!(workload(1, &dir));
+    let (d, _) = require!(workload(1, &dir));
     let s = d.stats().unwrap();
     assert_eq!(s.level, 1);
     assert_eq!(s.read.ops, OpCount::new(3, 1));
@@ -75,7 +77,7 @@ fn level_one_counts_requests_bytes_and_registrations() {
 #[test]
 fn level_two_adds_size_histograms() {
     let dir = TempDir::new("stats-l2");
-    let s = require!(workload(2, &dir)).stats().unwrap();
+    let s = require!(workload(2, &dir)).0.stats().unwrap();
     let mut reads = [0u64; 32];
     for size in [64 << 10, 1000, 10] {
         reads[histogram_bucket(size)] += 1;
@@ -93,7 +95,8 @@ fn level_two_adds_size_histograms() {
 #[test]
 fn level_three_adds_each_device() {
     let dir = TempDir::new("stats-l3");
-    let s = require!(workload(3, &dir)).stats().unwrap();
+    let (d, direct) = require!(workload(3, &dir));
+    let s = d.stats().unwrap();
     assert_eq!(s.gpus.len(), 1, "{:?}", s.gpus);
     let g = s.gpus[0];
     assert_eq!(g.device, 0);
@@ -105,13 +108,17 @@ fn level_three_adds_each_device() {
         g.read.errors, 1,
         "the failed read counts against its buffer's device"
     );
+    // 1000 bytes, and 10 at an odd offset, miss any alignment; 64 KiB at 0 into the start of
+    // an allocation meets it where the file has a direct descriptor.
+    assert_eq!(g.read.unaligned, if direct { 2 } else { 3 });
+    assert_eq!(g.write.unaligned, if direct { 0 } else { 2 });
     assert_eq!(s.read.ops.err, 1);
 }
 
 #[test]
 fn level_zero_counts_nothing() {
     let dir = TempDir::new("stats-l0");
-    let d = require!(workload(0, &dir));
+    let (d, _) = require!(workload(0, &dir));
     assert_eq!(d.stats(), None);
     assert!(!d.publish_stats().unwrap(), "nothing to publish at level 0");
 }
