@@ -537,6 +537,13 @@ typedef struct hipFileStatsLevel3 {
     hipFilePerGpuStats_t per_gpu_stats[HIPFILE_MAX_GPUS];
 } hipFileStatsLevel3_t;
 
+/* The counters of HIPFILE_STATS_LEVEL (read when the driver opens): level 1 counts requests,
+ * bytes, time and registrations, 2 adds the size histograms (bucket 0: below 2 KiB; bucket i:
+ * 2^i KiB up to 2^(i+1) KiB; the last: everything larger), 3 each GPU (entry i is device i).
+ * Figures not counted (batch, UUID, utilisation, nvfs, direct, sparse, inline, mmap, reg_bytes)
+ * are 0. Errors: hipFileInvalidValue for
+ * NULL or a level below the one asked for, hipFileDriverNotInitialized while the driver is
+ * not open. */
 HIPFILE_API hipFileError_t hipFileGetStatsL1(hipFileStatsLevel1_t *stats);
 HIPFILE_API hipFileError_t hipFileGetStatsL2(hipFileStatsLevel2_t *stats);
 HIPFILE_API hipFileError_t hipFileGetStatsL3(hipFileStatsLevel3_t *stats);

@@ -9,9 +9,9 @@
 //! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
 //! project's contract, docs/BEHAVIOUR.md, answers otherwise).
 //!
-//! What it does not do yet: the stream-ordered and statistics functions are declared in the
-//! header but not exported (README.md lists them), so a program that calls one fails to link
-//! rather than getting a stub.
+//! What it does not do yet: the stream-ordered functions are declared in the header but not
+//! exported (README.md lists them), so a program that calls one fails to link rather than
+//! getting a stub.
 //!
 //! Nothing depends on this crate; it is a leaf like the CLI.
 //!
@@ -31,12 +31,14 @@ mod codes;
 mod params;
 mod props;
 mod state;
+mod stats;
 pub mod types;
 
 pub use api::*;
 pub use batch::*;
 pub use params::*;
 pub use props::*;
+pub use stats::*;
 
 /// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
 pub(crate) fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {

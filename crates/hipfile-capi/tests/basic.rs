@@ -4,8 +4,9 @@
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
-//! same from many threads at once, and `tests/c/batch.c` the batch calls, and `tests/c/params.c` the
-//! properties, driver setters and parameters. Also checks the soname and the exported symbols.
+//! same from many threads at once, `tests/c/batch.c` the batch calls, `tests/c/params.c` the
+//! properties, driver setters and parameters, and `tests/c/stats.c` the statistics at levels 3
+//! and 1. Also checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
 //! it); builds the shared library itself.
@@ -78,6 +79,11 @@ fn install(lib: &Path, dir: &Path) {
 /// Compiles `tests/c/{name}.c` against the header and the installed library, runs it with
 /// a fresh working directory and the emulated runtime, and expects it to pass.
 fn run_c_program(name: &str) {
+    run_c_program_with(name, &[], &[]);
+}
+
+/// As [`run_c_program`], with `env` set and `args` after the working directory.
+fn run_c_program_with(name: &str, env: &[(&str, &str)], args: &[&str]) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -118,6 +124,9 @@ fn run_c_program(name: &str) {
 
     let ran = Command::new(&exe)
         .arg(&work)
+        .args(args)
+        .env_remove("HIPFILE_STATS_LEVEL")
+        .envs(env.iter().copied())
         .env("HIPFILE_HIP_LIBRARY", &emu)
         .output()
         .unwrap();
@@ -149,6 +158,16 @@ fn c_program_runs_batches_through_the_library() {
 #[test]
 fn c_program_sets_and_reads_properties_and_parameters() {
     run_c_program("params");
+}
+
+#[test]
+fn c_program_reads_the_statistics_of_every_level() {
+    run_c_program_with("stats", &[("HIPFILE_STATS_LEVEL", "3")], &["3"]);
+}
+
+#[test]
+fn c_program_is_refused_statistics_above_its_level() {
+    run_c_program_with("stats", &[("HIPFILE_STATS_LEVEL", "1")], &["1"]);
 }
 
 #[test]
@@ -200,6 +219,9 @@ fn library_has_the_soname_and_exports_only_what_works() {
             "hipFileGetParameterBool",
             "hipFileGetParameterSizeT",
             "hipFileGetParameterString",
+            "hipFileGetStatsL1",
+            "hipFileGetStatsL2",
+            "hipFileGetStatsL3",
             "hipFileGetVersion",
             "hipFileHandleDeregister",
             "hipFileHandleRegister",

@@ -539,8 +539,26 @@ fn header_and_rust_declarations_agree() {
             ("hipFileIOParams_t", 64),
             ("hipFileIOEvents_t", 24),
             ("hipFileDriverProps_t", 72),
+            // The statistics: upstream's fields, all 64-bit but the UUID and num_gpus.
+            ("hipFileOpCounter_t", 16),
+            ("hipFileStatsLevel1_t", 512),
+            ("hipFileStatsLevel2_t", 1024),
+            ("hipFilePerGpuStats_t", 248),
+            ("hipFileStatsLevel3_t", 5000),
         ] {
             assert_eq!(c[&format!("size {name}")], size, "{name}");
+        }
+        for (field, offset) in [
+            ("hipFileStatsLevel1_t.batch_submit_ops", 176),
+            ("hipFileStatsLevel1_t.last_batch_write_bytes", 504),
+            ("hipFileStatsLevel2_t.write_size_kb_hist", 768),
+            ("hipFilePerGpuStats_t.read_bytes", 16),
+            ("hipFilePerGpuStats_t.write_bytes", 120),
+            ("hipFilePerGpuStats_t.reg_bytes", 240),
+            ("hipFileStatsLevel3_t.num_gpus", 1024),
+            ("hipFileStatsLevel3_t.per_gpu_stats", 1032),
+        ] {
+            assert_eq!(c[&format!("offset {field}")], offset, "{field}");
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   and reports how many bytes each backend moved.
 //! - `hipfile bench` times whole-file reads or writes through GPU buffers, with the raw
 //!   bandwidths and latencies they compare against measured in the same run.
+//! - `hipfile stats PID` shows the statistics a running process that uses hipfile publishes
+//!   (`HIPFILE_STATS_LEVEL` >= 1).
 //!
 //! The tool adds argument parsing (clap: each command's arguments live in its module, the
 //! command enum here), output and, for `cp` and `bench`, the I/O loops; every I/O decision is
@@ -23,6 +25,7 @@ mod cp;
 mod options;
 mod report;
 mod runtime;
+mod stats;
 mod tally;
 
 use clap::{Parser, Subcommand};
@@ -38,8 +41,9 @@ pub const EXIT_USAGE: u8 = 2;
     name = "hipfile",
     version,
     subcommand_required = true,
-    after_help = "Run 'hipfile check --help', 'hipfile cp --help' or 'hipfile bench --help' \
-                  (or 'hipfile help COMMAND') for the options of each command."
+    after_help = "Run 'hipfile check --help', 'hipfile cp --help', 'hipfile bench --help' or \
+                  'hipfile stats --help' (or 'hipfile help COMMAND') for the options of each \
+                  command."
 )]
 pub struct Cli {
     /// The command to run.
@@ -55,6 +59,7 @@ pub enum Command {
     Check(check::CheckArgs),
     Cp(cp::CpArgs),
     Bench(bench::BenchArgs),
+    Stats(stats::StatsArgs),
 }
 
 /// An error that ends the program: what went wrong, as a chain, and the exit status.
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Cp(a) => cp::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Stats(a) => stats::run(a),
     };
     match result {
         Ok(status) => ExitCode::from(status),
@@ -133,7 +139,7 @@ fn usage_error(e: &clap::Error, args: &[OsString]) -> u8 {
         .iter()
         .skip(1)
         .find_map(|a| match a.to_str() {
-            Some(name @ ("check" | "cp" | "bench")) => Some(name),
+            Some(name @ ("check" | "cp" | "bench" | "stats")) => Some(name),
             _ => None,
         })
         .map_or_else(
@@ -180,6 +186,7 @@ pub mod tests {
             &["check", "x", "-h"],
             &["cp", "--help"],
             &["bench", "--help"],
+            &["stats", "--help"],
         ] {
             let e = parse(args).expect_err("help");
             assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{args:?}");

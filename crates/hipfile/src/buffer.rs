@@ -2,6 +2,7 @@
 //! buffers.
 
 use crate::driver::{Driver, InFlight};
+use crate::stats::Registration;
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{CheckedBuffer, DevicePtr, Error, PinnedMemory};
 use std::sync::Arc;
@@ -58,6 +59,12 @@ impl Driver {
     /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
     /// ([`Error::PointerRange`]).
     pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        let result = self.register_buffer_uncounted(buffer);
+        self.count_registration(Registration::BufferRegister, result.is_ok());
+        result
+    }
+
+    fn register_buffer_uncounted(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
         if !buffer.driver().same_as(self) {
             return Err(Error::InvalidValue {
                 op: None,
@@ -93,7 +100,9 @@ impl Driver {
     /// [`Error::MemoryNotRegistered`] when this buffer is not registered (another buffer at
     /// the same address may be); [`Error::InUse`] while I/O uses it.
     pub fn deregister_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
-        self.remove_registration(buffer.ptr(), buffer.id())
+        let result = self.remove_registration(buffer.ptr(), buffer.id());
+        self.count_registration(Registration::BufferDeregister, result.is_ok());
+        result
     }
 }
 

@@ -8,9 +8,10 @@
 
 use crate::engine::Engine;
 use crate::gates::Gates;
-use crate::stats::{DeviceStats, Stats, StatsSnapshot};
+use crate::publish::Publisher;
+use crate::stats::{DeviceStats, Registration, Served, Stats, StatsSnapshot};
 use hipfile_core::{
-    Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op, Outcome,
+    Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op,
 };
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
@@ -53,7 +54,10 @@ struct Inner {
     fallback: Fallback,
     files: Mutex<HashSet<i32>>,
     buffers: RwLock<BTreeMap<u64, Arc<RegisteredBuffer>>>,
-    stats: Stats,
+    stats: Arc<Stats>,
+    /// Publishes the counters for `hipfile stats PID` while the driver is open (level ≥ 1,
+    /// and only the first such driver of the process).
+    publisher: Option<Publisher>,
     /// Serves the requests that do not block their caller.
     engine: Engine,
     /// The words streams wait on for stream-ordered requests.
@@ -156,6 +160,8 @@ impl Driver {
         );
         let engine = Engine::new(config.fallback_knobs().io_threads);
         let gates = Gates::new(Arc::clone(&runtime));
+        let stats = Arc::new(Stats::new(config.stats_level));
+        let publisher = Publisher::start(&stats);
         Driver {
             inner: Arc::new(Inner {
                 config,
@@ -165,7 +171,8 @@ impl Driver {
                 fallback,
                 files: Mutex::new(HashSet::new()),
                 buffers: RwLock::new(BTreeMap::new()),
-                stats: Stats::default(),
+                stats,
+                publisher,
                 engine,
                 gates,
                 filled: std::sync::Once::new(),
@@ -206,15 +213,30 @@ impl Driver {
         &self.inner.runtime
     }
 
-    /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
+    /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise. What each level
+    /// adds: [`StatsSnapshot`].
     pub fn stats(&self) -> Option<StatsSnapshot> {
-        (self.inner.config.stats_level >= 1).then(|| self.inner.stats.snapshot())
+        (self.inner.stats.level() >= 1).then(|| self.inner.stats.snapshot())
+    }
+
+    /// Publishes the counters for other processes (`hipfile stats PID`) now, rather than at
+    /// the publisher's next round; `Ok(false)` when this driver does not publish (level 0,
+    /// or another driver of the process publishes).
+    ///
+    /// # Errors
+    ///
+    /// The failure to write the channel (docs/DECISIONS.md, "Statistics").
+    pub fn publish_stats(&self) -> std::io::Result<bool> {
+        match &self.inner.publisher {
+            Some(p) => p.publish_now().map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// The counters of each device whose buffers were served, by device number, when
     /// `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
     pub fn device_stats(&self) -> Option<Vec<DeviceStats>> {
-        (self.inner.config.stats_level >= 1).then(|| self.inner.stats.devices())
+        (self.inner.stats.level() >= 1).then(|| self.inner.stats.devices())
     }
 
     /// The number of devices the runtime sees.
@@ -318,29 +340,26 @@ impl Driver {
         [&self.inner.fastpath, &self.inner.fallback]
     }
 
-    /// Counts a request that `outcome` served for a buffer of `device`.
-    pub(crate) fn count_served(&self, outcome: &Outcome, device: i32, op: Op) {
-        let stats = &self.inner.stats;
-        stats.served(outcome.backend, outcome.bytes, outcome.retried);
-        if self.inner.config.stats_level >= 1 {
-            stats.served_device(device, op, outcome.bytes);
-        }
+    /// Whether requests are counted (`HIPFILE_STATS_LEVEL` ≥ 1), so that callers time
+    /// them only then.
+    pub(crate) fn counting(&self) -> bool {
+        self.inner.stats.level() >= 1
+    }
+
+    /// Counts a request served.
+    pub(crate) fn count_served(&self, served: &Served) {
+        self.inner.stats.served(served);
+    }
+
+    /// Counts a registration call and whether it succeeded.
+    pub(crate) fn count_registration(&self, which: Registration, ok: bool) {
+        self.inner.stats.registration(which, ok);
     }
 
     /// The fallback, for stream-ordered requests that it serves through staging buffers
     /// copied on the caller's stream (`staged.rs`).
     pub(crate) fn fallback(&self) -> &Fallback {
         &self.inner.fallback
-    }
-
-    /// Counts a stream-ordered request that the fallback's staging served for a buffer of
-    /// `device`.
-    pub(crate) fn count_staged(&self, bytes: u64, device: i32, op: Op) {
-        let stats = &self.inner.stats;
-        stats.served(hipfile_core::BackendKind::Fallback, bytes, false);
-        if self.inner.config.stats_level >= 1 {
-            stats.served_device(device, op, bytes);
-        }
     }
 
     /// The engine that serves requests which do not block their caller.
@@ -363,9 +382,9 @@ impl Driver {
         &self.inner.gates
     }
 
-    /// Counts a request that failed.
-    pub(crate) fn count_failed(&self) {
-        self.inner.stats.failed();
+    /// Counts a request that failed; `device` when its buffer was known.
+    pub(crate) fn count_failed(&self, op: Op, device: Option<i32>) {
+        self.inner.stats.failed(op, device);
     }
 
     pub(crate) fn claim_fd(&self, fd: &impl AsRawFd) -> Result<(), Error> {

@@ -3,10 +3,11 @@
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::outcome::IoOutcome;
+use crate::stats::{Registration as Counted, Served};
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{
-    BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, check_access,
-    decide, submit,
+    BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, ValidRequest,
+    check_access, decide, submit,
 };
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
@@ -25,7 +26,9 @@ impl Driver {
     /// [`Error::HandleAlreadyRegistered`] when this descriptor is registered already;
     /// [`Error::Probe`] when the file cannot be probed or reopened.
     pub fn register_file(&self, file: &impl AsFd) -> Result<FileHandle, Error> {
-        FileHandle::register(self.clone(), file.as_fd())
+        let result = FileHandle::register(self.clone(), file.as_fd());
+        self.count_registration(Counted::FileRegister, result.is_ok());
+        result
     }
 }
 
@@ -356,9 +359,14 @@ impl FileHandle {
     /// [`Error::InUse`] while requests are in flight (nothing changes then);
     /// [`Error::HandleNotRegistered`] when already deregistered.
     pub fn deregister(&self) -> Result<(), Error> {
-        self.inner.registration.deregister()?;
-        self.inner.driver.release_fd(self.inner.key);
-        Ok(())
+        let result = self.inner.registration.deregister();
+        if result.is_ok() {
+            self.inner.driver.release_fd(self.inner.key);
+        }
+        self.inner
+            .driver
+            .count_registration(Counted::FileDeregister, result.is_ok());
+        result
     }
 
     /// Serves `request`; one that could not be made (a negative offset of hipFile's call)
@@ -381,11 +389,17 @@ impl FileHandle {
         request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
-        check_access(&inner.probed.facts, op)?;
         let driver = &inner.driver;
+        // Timed only when counted: a clock read is cheap, but level 0 costs nothing.
+        let started = driver.counting().then(std::time::Instant::now);
+        let mut device = None;
+        let mut size = 0;
         let result = (|| {
+            check_access(&inner.probed.facts, op)?;
             let (facts, _registered) = buffer.request_facts()?;
+            device = Some(facts.facts().device);
             let request = request?.validate_checked(&facts)?;
+            size = request.size();
             let caller = inner.fd.as_fd();
             let target = IoTarget {
                 direct: inner.probed.direct_fd.as_ref().map(|d| d.as_fd(caller)),
@@ -396,11 +410,24 @@ impl FileHandle {
                 file: &inner.probed.facts,
                 buffer: facts.facts(),
             };
-            submit(&driver.backends(), &submission, &target).map(|o| (o, facts.facts().device))
+            let aligned = is_aligned(&inner.probed.facts, &request);
+            submit(&driver.backends(), &submission, &target)
+                .map(|o| (o, facts.facts().device, aligned))
         })();
         match result {
-            Ok((o, device)) => {
-                driver.count_served(&o, device, op);
+            Ok((o, device, aligned)) => {
+                if let Some(t) = started {
+                    driver.count_served(&Served {
+                        op,
+                        device,
+                        backend: o.backend,
+                        bytes: o.bytes,
+                        size,
+                        retried: o.retried,
+                        aligned,
+                        took: t.elapsed(),
+                    });
+                }
                 Ok(IoOutcome {
                     bytes: o.bytes,
                     backend: o.backend,
@@ -408,11 +435,25 @@ impl FileHandle {
                 })
             }
             Err(e) => {
-                driver.count_failed();
+                driver.count_failed(op, device);
                 Err(e)
             }
         }
     }
+}
+
+/// Whether `request` meets `file`'s direct-I/O alignment (offset, size and memory address),
+/// as hipFile's statistics count it: a file without a direct descriptor never does.
+fn is_aligned(file: &FileFacts, request: &ValidRequest) -> bool {
+    let (offset, mem) = (
+        u64::from(file.dio_offset_align()),
+        u64::from(file.dio_mem_align()),
+    );
+    offset != 0
+        && mem != 0
+        && request.file_offset().is_multiple_of(offset)
+        && request.size().is_multiple_of(offset)
+        && request.address().0.is_multiple_of(mem)
 }
 
 impl Drop for FileInner {
@@ -436,6 +477,8 @@ pub(crate) struct StagedPlan {
     pub(crate) device: i32,
     /// A registered buffer's in-flight count, held up until the request ends.
     pub(crate) in_flight: Option<crate::driver::InFlight>,
+    /// Whether it meets the file's direct-I/O alignment (for the statistics).
+    pub(crate) aligned: bool,
 }
 
 impl FileHandle {
@@ -472,6 +515,7 @@ impl FileHandle {
             file_offset: valid.file_offset(),
             device: facts.facts().device,
             in_flight,
+            aligned: is_aligned(&inner.probed.facts, &valid),
         }))
     }
 

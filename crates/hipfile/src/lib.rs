@@ -22,6 +22,10 @@
 //! buffer and give it back, [`Driver::batch`] is cuFile's batch API, and
 //! [`FileHandle::read_on`] / [`write_on`] order a request on a GPU [`Stream`].
 //!
+//! With `HIPFILE_STATS_LEVEL` set, the driver counts every request ([`Driver::stats`]) and
+//! publishes the counters for other processes of its user; [`read_published_stats`] reads
+//! them (as `hipfile stats PID` does).
+//!
 //! [`write_at_async`]: FileHandle::write_at_async
 //! [`write_owned`]: FileHandle::write_owned
 //! [`write_on`]: FileHandle::write_on
@@ -90,6 +94,7 @@ mod gates;
 mod ordered;
 mod outcome;
 mod pending;
+mod publish;
 mod staged;
 mod stats;
 mod view;
@@ -119,9 +124,15 @@ pub use ordered::Stream;
 pub use ordered::StreamParams;
 pub use outcome::IoOutcome;
 pub use pending::{Io, IoOwned, IoOwnedFuture};
+pub use publish::{
+    PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,
+};
 #[doc(hidden)]
 pub use staged::Report;
-pub use stats::{DeviceStats, StatsSnapshot};
+pub use stats::{
+    DeviceStats, DirectionStats, GpuDirectionStats, OpCount, STATS_HISTOGRAM_BUCKETS,
+    STATS_MAX_GPUS, StatsSnapshot, histogram_bucket,
+};
 pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 
 use hipfile_core::{Backend, Submission, decide};

@@ -45,6 +45,7 @@ use crate::engine::{Engine, Slot};
 use crate::file::{FileHandle, StagedPlan};
 use crate::gates::{Gate, Gates};
 use crate::outcome::IoOutcome;
+use crate::stats::Served;
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{BackendKind, DevicePtr, Error, GpuRuntime, Op};
 use hipfile_fallback::OwnedStaging;
@@ -112,6 +113,11 @@ struct Progress {
     error: Mutex<Option<Error>>,
     /// The request's result, set by the last segment's job.
     result: Mutex<Option<Result<IoOutcome, Error>>>,
+    /// For the statistics: when it was submitted (`None` when not counting), its size and
+    /// alignment.
+    started: Option<std::time::Instant>,
+    size: u64,
+    aligned: bool,
 }
 
 impl Progress {
@@ -191,6 +197,9 @@ impl Staged<'_> {
             canceled: AtomicBool::new(false),
             error: Mutex::new(None),
             result: Mutex::new(None),
+            started: driver.counting().then(std::time::Instant::now),
+            size,
+            aligned: self.plan.aligned,
         });
         let queue = driver.engine().queue_handle();
         let gates = driver.gates();
@@ -515,8 +524,21 @@ impl Segment<'_> {
             if last_segment {
                 let outcome = progress.outcome();
                 match &outcome {
-                    Ok(o) => fh.driver().count_staged(o.bytes, device, op),
-                    Err(_) => fh.driver().count_failed(),
+                    Ok(o) => {
+                        if let Some(started) = progress.started {
+                            fh.driver().count_served(&Served {
+                                op,
+                                device,
+                                backend: BackendKind::Fallback,
+                                bytes: o.bytes,
+                                size: progress.size,
+                                retried: false,
+                                aligned: progress.aligned,
+                                took: started.elapsed(),
+                            });
+                        }
+                    }
+                    Err(_) => fh.driver().count_failed(op, Some(device)),
                 }
                 if let Some(report) = report {
                     report(&outcome);
