@@ -4,7 +4,10 @@
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
-//! same from many threads at once, and `tests/c/batch.c` the batch calls. Also checks the soname and the exported symbols.
+//! same from many threads at once, and `tests/c/batch.c` the batch calls.
+//! `tests/c/hipruntime.c` links the runtime as a HIP application does (`-lamdhip64`) and runs
+//! without `HIPFILE_HIP_LIBRARY`: the library must use the runtime the program loaded. Also
+//! checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
 //! it); builds the shared library itself.
@@ -66,17 +69,36 @@ fn shared_library() -> Result<PathBuf, Skip> {
     )))
 }
 
-/// Lays the library out as an installation would: `libhipfile.so` for the linker and
-/// `libhipfile.so.0` (the soname) for the loader, both links to the built file.
-fn install(lib: &Path, dir: &Path) {
+/// Lays the libraries out as an installation would: `libhipfile.so` for the linker and
+/// `libhipfile.so.0` (the soname) for the loader, both links to the built file, and the
+/// emulated runtime as a HIP runtime is installed: `libamdhip64.so` for the linker and
+/// `libamdhip64.so.7` (its soname) for the loader.
+fn install(lib: &Path, emu: &Path, dir: &Path) {
     for name in ["libhipfile.so", "libhipfile.so.0"] {
         std::os::unix::fs::symlink(lib, dir.join(name)).unwrap();
     }
+    for name in ["libamdhip64.so", "libamdhip64.so.7"] {
+        std::os::unix::fs::symlink(emu, dir.join(name)).unwrap();
+    }
+}
+
+/// How a test program links the HIP runtime and finds it at run time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    /// Linked by the emulated runtime's path, and named to hipFile in `HIPFILE_HIP_LIBRARY`.
+    Named,
+    /// Linked with `-lamdhip64`, as a HIP application is, with neither `HIPFILE_HIP_LIBRARY`
+    /// nor `ROCM_PATH` set: hipFile must find the runtime the program loaded.
+    Linked,
 }
 
 /// Compiles `tests/c/{name}.c` against the header and the installed library, runs it with
 /// a fresh working directory and the emulated runtime, and expects it to pass.
 fn run_c_program(name: &str) {
+    run_c_program_with(name, Runtime::Named);
+}
+
+fn run_c_program_with(name: &str, runtime: Runtime) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -85,41 +107,49 @@ fn run_c_program(name: &str) {
     let work = tmp.path().join("work");
     std::fs::create_dir(&libdir).unwrap();
     std::fs::create_dir(&work).unwrap();
-    install(&lib, &libdir);
+    install(&lib, &emu, &libdir);
 
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = tmp.path().join(name);
-    let built = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-            "-pthread",
-            "-I",
-        ])
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join(format!("tests/c/{name}.c")))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", libdir.display()))
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-lhipfile")
-        .arg(&emu)
-        .output()
-        .unwrap();
+    let mut cc = Command::new("cc");
+    cc.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+        "-pthread",
+        "-I",
+    ])
+    .arg(crate_dir.join("include"))
+    .arg(crate_dir.join(format!("tests/c/{name}.c")))
+    .arg("-o")
+    .arg(&exe)
+    .arg(format!("-L{}", libdir.display()))
+    .arg(format!("-Wl,-rpath,{}", libdir.display()))
+    .arg("-lhipfile");
+    // Either way the program records the runtime's soname, libamdhip64.so.7, which the
+    // rpath finds in `libdir`.
+    match runtime {
+        Runtime::Named => cc.arg(&emu),
+        Runtime::Linked => cc.arg("-lamdhip64"),
+    };
+    let built = cc.output().unwrap();
     assert!(
         built.status.success(),
         "cc failed:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
 
-    let ran = Command::new(&exe)
-        .arg(&work)
-        .env("HIPFILE_HIP_LIBRARY", &emu)
-        .output()
-        .unwrap();
+    let mut run = Command::new(&exe);
+    run.arg(&work);
+    match runtime {
+        Runtime::Named => run.env("HIPFILE_HIP_LIBRARY", &emu),
+        Runtime::Linked => run
+            .env_remove("HIPFILE_HIP_LIBRARY")
+            .env_remove("ROCM_PATH"),
+    };
+    let ran = run.output().unwrap();
     let stdout = String::from_utf8_lossy(&ran.stdout);
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(
@@ -143,6 +173,13 @@ fn c_program_uses_the_library_from_many_threads() {
 #[test]
 fn c_program_runs_batches_through_the_library() {
     run_c_program("batch");
+}
+
+/// The program links the emulated runtime as `libamdhip64` and leaves hipFile to find it:
+/// hipFile must use the instance already loaded, not load a runtime of its own.
+#[test]
+fn c_program_shares_its_hip_runtime_with_the_library() {
+    run_c_program_with("hipruntime", Runtime::Linked);
 }
 
 #[test]
