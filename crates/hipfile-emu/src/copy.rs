@@ -521,4 +521,25 @@ mod tests {
         assert_eq!(hipStreamDestroy(s), SUCCESS);
         free(d);
     }
+
+    #[test]
+    fn the_last_error_is_kept_per_thread_until_read() {
+        use crate::error::{hipGetLastError, hipPeekAtLastError};
+        std::thread::spawn(|| {
+            assert_eq!(hipGetLastError(), SUCCESS);
+            // SAFETY: null is refused before anything is written.
+            assert_eq!(unsafe { hipMalloc(null_mut(), 16) }, INVALID_VALUE);
+            let d = device_alloc(16);
+            assert_eq!(hipPeekAtLastError(), INVALID_VALUE, "a success keeps it");
+            assert_eq!(hipGetLastError(), INVALID_VALUE);
+            assert_eq!(hipGetLastError(), SUCCESS, "read and reset");
+            // SAFETY: the copy is refused: an unknown direction.
+            let r = unsafe { hipMemcpy(d.cast(), d.cast(), 16, 9) };
+            assert_eq!(r, INVALID_MEMCPY_DIRECTION);
+            assert_eq!(hipPeekAtLastError(), INVALID_MEMCPY_DIRECTION);
+            free(d);
+        })
+        .join()
+        .unwrap();
+    }
 }

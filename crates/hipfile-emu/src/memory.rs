@@ -273,10 +273,10 @@ fn release(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
     if let Err(e) = config::with_device() {
-        return e;
+        return crate::error::record(e);
     }
     if ptr.is_null() {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     let result = if size == 0 {
         Ok(std::ptr::null_mut())
@@ -295,7 +295,7 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
             unsafe { ptr.write(p) };
             SUCCESS
         }
-        Err(e) => e,
+        Err(e) => crate::error::record(e),
     }
 }
 
@@ -338,13 +338,13 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> i32 {
     if let Err(e) = config::with_device() {
-        return e;
+        return crate::error::record(e);
     }
     if ptr.is_null()
         || flags & !HOST_MALLOC_FLAGS != 0
         || flags & COHERENCE_FLAGS == COHERENCE_FLAGS
     {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     let result = if size == 0 {
         Ok(std::ptr::null_mut())
@@ -357,7 +357,7 @@ pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags
             unsafe { ptr.write(p) };
             SUCCESS
         }
-        Err(e) => e,
+        Err(e) => crate::error::record(e),
     }
 }
 
@@ -402,10 +402,10 @@ pub unsafe extern "C" fn hipMallocManaged(
     flags: c_uint,
 ) -> i32 {
     if let Err(e) = config::with_device() {
-        return e;
+        return crate::error::record(e);
     }
     if ptr.is_null() || !MANAGED_FLAGS.contains(&flags) {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     let result = if size == 0 {
         Ok(std::ptr::null_mut())
@@ -424,7 +424,7 @@ pub unsafe extern "C" fn hipMallocManaged(
             unsafe { ptr.write(p) };
             SUCCESS
         }
-        Err(e) => e,
+        Err(e) => crate::error::record(e),
     }
 }
 

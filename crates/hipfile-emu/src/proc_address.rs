@@ -67,6 +67,8 @@ pub fn lookup(name: &[u8], version: RocmVersion) -> Option<*mut c_void> {
         b"hipMemset" => copy::hipMemset as *const (),
         b"hipStreamCreate" => stream::hipStreamCreate as *const (),
         b"hipDeviceSynchronize" => stream::hipDeviceSynchronize as *const (),
+        b"hipGetLastError" => error::hipGetLastError as *const (),
+        b"hipPeekAtLastError" => error::hipPeekAtLastError as *const (),
         _ => return None,
     };
     Some(address.cast_mut().cast())

@@ -72,6 +72,8 @@ const EXPORTED: &[&str] = &[
     "hipMemset",
     "hipStreamCreate",
     "hipDeviceSynchronize",
+    "hipGetLastError",
+    "hipPeekAtLastError",
     "hipGetProcAddress",
     "hipfileEmuVersion",
     "hipfileEmuReset",
