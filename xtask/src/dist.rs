@@ -200,16 +200,26 @@ fn output_of(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<Strin
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// What [`check`] leaves for the checks that follow it.
+#[derive(Debug)]
+pub struct Checked {
+    /// The tree `dist` laid out, absolute.
+    pub tree: PathBuf,
+    /// The directory holding the emulated runtime as `libhipfile_emu.so`, `libamdhip64.so`
+    /// and `libamdhip64.so.7`, absolute.
+    pub runtime: PathBuf,
+}
+
 /// What `cargo xtask ci` checks of the layout: `dist` into `target/dist-check`, then
 /// [`SMOKE_PROGRAM`] compiled and linked with the flags `pkg-config --cflags --libs hipfile`
 /// gives for that tree (and the emulated runtime, linked as `-lamdhip64`), and run: it
-/// writes and reads back through the library, bytes verified. Returns the tree, which the
-/// Python bindings' check builds against.
+/// writes and reads back through the library, bytes verified. Returns the tree and the
+/// runtime's directory, which the Python bindings' check uses.
 ///
 /// # Errors
 ///
 /// Any step failing, `cc` or `pkg-config` missing included: CI installs both.
-pub fn check(metadata: &Value) -> Result<PathBuf, String> {
+pub fn check(metadata: &Value) -> Result<Checked, String> {
     let target = metadata["target_directory"]
         .as_str()
         .ok_or("cargo metadata names no target directory")?;
@@ -263,7 +273,7 @@ pub fn check(metadata: &Value) -> Result<PathBuf, String> {
         return Err(format!("dist_smoke did not pass:\n{stdout}"));
     }
     eprintln!("xtask: dist check passed ({})", tree.display());
-    Ok(tree)
+    Ok(Checked { tree, runtime })
 }
 
 /// The emulated runtime, copied into `dir` and linked there under the names a HIP runtime

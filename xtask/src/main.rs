@@ -3,9 +3,11 @@
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
 //!   capability fails instead, unless `--allow-skips`), the `hipfile` examples and doc tests
-//!   on the emulated runtime, the layering check, packaging, and the C distribution (`dist`
-//!   into a scratch tree and a C program built with `pkg-config` against it).
-//! - `dist-check`: only the last step of `ci`, the C distribution.
+//!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
+//!   into a scratch tree and a C program built with `pkg-config` against it), and AMD's
+//!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
+//! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
+//!   bindings.
 //! - `dist [--out DIR]`: the C library's installation tree (`dist.rs`): `lib/libhipfile.so.0`,
 //!   `lib/libhipfile.so`, `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, in `target/dist`
 //!   unless `--out` says otherwise.
@@ -18,7 +20,7 @@
 //!   the workspace's publishable crates. It needs crates.io for the external dependencies.
 //!
 //! It has one dependency (serde_json, to read `cargo metadata`) and runs `cargo`, and for the
-//! distribution check `cc` and `pkg-config`.
+//! distribution checks `cc`, `pkg-config` and `python3` (with pip, which needs PyPI).
 
 #![forbid(unsafe_code)]
 
@@ -26,6 +28,7 @@ mod dist;
 mod emulated;
 mod layers;
 mod package;
+mod python;
 
 use std::process::{Command, ExitCode};
 
@@ -125,10 +128,11 @@ fn ci(strict: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The C distribution (see `dist.rs`).
+/// The C distribution and the Python bindings built on it (see `dist.rs`, `python.rs`).
 fn dist_check() -> Result<(), String> {
     let metadata = layers::workspace_metadata()?;
-    dist::check(&metadata).map(|_| ())
+    let checked = dist::check(&metadata)?;
+    python::check(&metadata, &checked)
 }
 
 /// Runs the `hipfile` examples and doc tests on the emulated runtime, named in
