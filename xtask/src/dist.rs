@@ -69,9 +69,9 @@ pub fn pc_file(version: &str) -> String {
 # hipfile: GPU direct storage with hipFile's C interface (libhipfile.so.0).
 # hipfile.h declares the HIP types it needs (hipError_t, hipStream_t) unless
 # <hip/hip_runtime_api.h> is included before it, so no HIP package is required to build.
-# The HIP runtime is loaded when the library starts: the libamdhip64 the program links,
-# else HIPFILE_HIP_LIBRARY, ROCM_PATH, /opt/rocm, the libamdhip64 sonames. A program that
-# allocates device memory links the runtime itself (-lamdhip64).
+# The HIP runtime is loaded when the library starts: HIPFILE_HIP_LIBRARY if set, else the
+# libamdhip64 the program already loaded, else ROCM_PATH, /opt/rocm, the libamdhip64
+# sonames. A program that allocates device memory links the runtime itself (-lamdhip64).
 prefix=${{pcfiledir}}/../..
 libdir=${{prefix}}/lib
 includedir=${{prefix}}/include

@@ -6,7 +6,8 @@
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
 //! same from many threads at once, and `tests/c/batch.c` the batch calls.
 //! `tests/c/hipruntime.c` links the runtime as a HIP application does (`-lamdhip64`) and runs
-//! without `HIPFILE_HIP_LIBRARY`: the library must use the runtime the program loaded. Also
+//! without `HIPFILE_HIP_LIBRARY`, `ROCM_PATH` naming another copy of the runtime: the library
+//! must use the runtime the program loaded. Also
 //! checks the soname and the exported symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
@@ -87,8 +88,9 @@ fn install(lib: &Path, emu: &Path, dir: &Path) {
 enum Runtime {
     /// Linked by the emulated runtime's path, and named to hipFile in `HIPFILE_HIP_LIBRARY`.
     Named,
-    /// Linked with `-lamdhip64`, as a HIP application is, with neither `HIPFILE_HIP_LIBRARY`
-    /// nor `ROCM_PATH` set: hipFile must find the runtime the program loaded.
+    /// Linked with `-lamdhip64`, as a HIP application is, without `HIPFILE_HIP_LIBRARY` and
+    /// with `ROCM_PATH` naming an installation whose `lib/libamdhip64.so` is another copy of
+    /// the runtime: hipFile must use the runtime the program loaded, not load that one.
     Linked,
 }
 
@@ -145,9 +147,13 @@ fn run_c_program_with(name: &str, runtime: Runtime) {
     run.arg(&work);
     match runtime {
         Runtime::Named => run.env("HIPFILE_HIP_LIBRARY", &emu),
-        Runtime::Linked => run
-            .env_remove("HIPFILE_HIP_LIBRARY")
-            .env_remove("ROCM_PATH"),
+        Runtime::Linked => {
+            let rocm = tmp.path().join("rocm");
+            std::fs::create_dir_all(rocm.join("lib")).unwrap();
+            std::fs::copy(&emu, rocm.join("lib/libamdhip64.so")).unwrap();
+            run.env_remove("HIPFILE_HIP_LIBRARY")
+                .env("ROCM_PATH", &rocm)
+        }
     };
     let ran = run.output().unwrap();
     let stdout = String::from_utf8_lossy(&ran.stdout);

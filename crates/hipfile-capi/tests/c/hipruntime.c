@@ -1,10 +1,10 @@
 /*
  * A C client as a HIP application is built: linked against the HIP runtime under its own
  * name (-lamdhip64; here the emulated runtime, whose soname is libamdhip64.so.7) and
- * against libhipfile.so.0, run WITHOUT HIPFILE_HIP_LIBRARY. The library must find the
- * runtime the program already loaded (by its soname) and use that very instance: memory
- * from the program's hipMalloc is device memory to hipFile, which a second runtime would
- * not know. Checks the HIP calls such a client makes (devices, hipMalloc/hipMemset/
+ * against libhipfile.so.0, run WITHOUT HIPFILE_HIP_LIBRARY (and, by tests/basic.rs, with
+ * ROCM_PATH naming another copy of the runtime). The library must find the runtime the
+ * program already loaded (by its soname) and use that very instance: memory from the
+ * program's hipMalloc is device memory to hipFile, which a second runtime would not know. Checks the HIP calls such a client makes (devices, hipMalloc/hipMemset/
  * hipMemcpy, streams, hipMemcpyAsync, hipDeviceSynchronize, error names and strings),
  * a hipMemset buffer written to a file through hipFile and a file read into hipMalloc'd
  * memory through hipFile, bytes verified, and that managed and pinned host memory are
