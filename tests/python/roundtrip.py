@@ -12,7 +12,8 @@ this script with:
 Checks, through the bindings' own API: the version, the driver's use count, a file handle
 on a real file, a buffer registered on memory from the runtime's hipMalloc, a write of a
 pattern copied in with hipMemcpy, the file's bytes, a read back verified with hipMemcpy,
-the error of a second registration, deregistration and closing. The asynchronous calls
+the errors of a second registration and of a read into host memory, deregistration and
+closing. The asynchronous calls
 (read_async/write_async on a registered stream) and driver_get_properties run once the
 library exports what they call: PENDING lists the functions the bindings reference that
 the library does not export yet, and the script fails both when one outside that list is
@@ -145,6 +146,16 @@ def main():
                     check(fh.read(buffer, SIZE, 0, 0) == SIZE, "read returns the size")
                     check(hip.hipMemcpy(back, device, SIZE, D2H) == 0, "hipMemcpy out")
                     check(back.raw == pattern, "the bytes read back are the pattern")
+                    # Host memory is not device memory: refused, through their exception.
+                    host = Buffer(ctypes.addressof(back), SIZE, 0)
+                    try:
+                        fh.read(host, SIZE, 0, 0)
+                        check(False, "a read into host memory is refused")
+                    except HipFileException as e:
+                        check(
+                            e.hipfile_err == OpError.HIP_MEMORY_TYPE_INVALID,
+                            f"read into host memory: {e}",
+                        )
                     if not PENDING & {"hipFileStreamRegister", "hipFileReadAsync",
                                       "hipFileWriteAsync", "hipFileStreamDeregister"}:
                         async_round_trip(hip, hipfile, fh, buffer, device, pattern, back)
