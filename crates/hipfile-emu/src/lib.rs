@@ -14,7 +14,8 @@
 //! What it does not do: run kernels, do real DMA or peer-to-peer transfers, synchronise the
 //! legacy null stream with other streams, migrate managed memory (`hipMallocManaged` memory is
 //! one host allocation that every side may name), or stand in for HIP on NVIDIA. It is never
-//! chosen silently: hipfile loads it only when it is given its path, and recognises it by
+//! chosen silently: hipfile loads it only when it is given its path, or uses it when the
+//! program itself has loaded it (linked as `libamdhip64`), and recognises it by
 //! `hipfileEmuVersion` to report `platform: emulated`.
 //!
 //! Its soname is `libamdhip64.so.7`, a real runtime's (the emulated version is ROCm 7.2 by
