@@ -87,6 +87,11 @@ pub fn build(args: &Args) -> Result<PathBuf, String> {
 
 /// The `libhipfile_emu.so` among the artifacts in cargo's JSON messages, one per line.
 fn library_in_messages(stdout: &str) -> Option<PathBuf> {
+    artifact_in_messages(stdout, LIBRARY)
+}
+
+/// The artifact whose file name is `name` among cargo's JSON messages, one per line.
+pub fn artifact_in_messages(stdout: &str, name: &str) -> Option<PathBuf> {
     stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -94,7 +99,7 @@ fn library_in_messages(stdout: &str) -> Option<PathBuf> {
         .filter_map(|m| m["filenames"].as_array().cloned())
         .flatten()
         .filter_map(|f| f.as_str().map(PathBuf::from))
-        .find(|f| f.file_name().is_some_and(|n| n == LIBRARY))
+        .find(|f| f.file_name().is_some_and(|n| n == name))
 }
 
 fn copy_into(built: &Path, dir: &Path) -> Result<PathBuf, String> {

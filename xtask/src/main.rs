@@ -3,7 +3,14 @@
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
 //!   capability fails instead, unless `--allow-skips`), the `hipfile` examples and doc tests
-//!   on the emulated runtime, the layering check, and packaging.
+//!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
+//!   into a scratch tree and a C program built with `pkg-config` against it), and AMD's
+//!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
+//! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
+//!   bindings.
+//! - `dist [--out DIR]`: the C library's installation tree (`dist.rs`): `lib/libhipfile.so.0`,
+//!   `lib/libhipfile.so`, `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, in `target/dist`
+//!   unless `--out` says otherwise.
 //! - `emulated [--release] [--out DIR]`: builds the emulated runtime (`hipfile-emu`) and
 //!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out`, for an
 //!   application to name in `HIPFILE_HIP_LIBRARY` (`emulated.rs`).
@@ -12,18 +19,22 @@
 //!   (`package.rs`), each built from its own tarball, after checking that they are exactly
 //!   the workspace's publishable crates. It needs crates.io for the external dependencies.
 //!
-//! It has one dependency (serde_json, to read `cargo metadata`) and runs only `cargo`.
+//! It has one dependency (serde_json, to read `cargo metadata`) and runs `cargo`, and for the
+//! distribution checks `cc`, `pkg-config` and `python3` (with pip, which needs PyPI).
 
 #![forbid(unsafe_code)]
 
+mod dist;
 mod emulated;
 mod layers;
 mod package;
+mod python;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | cargo xtask emulated [--release] \
-                     [--out DIR] | cargo xtask layers | cargo xtask package";
+const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | cargo xtask dist [--out DIR] | \
+                     cargo xtask dist-check | cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
+                     cargo xtask package";
 
 /// The examples of the `hipfile` crate (`crates/hipfile/examples/`), which `ci` runs on the
 /// emulated runtime.
@@ -48,6 +59,13 @@ fn main() -> ExitCode {
         ["emulated", rest @ ..] => emulated::parse(rest)
             .and_then(|args| emulated::build(&args))
             .map(|path| println!("{}", path.display())),
+        ["dist", rest @ ..] => dist::parse(rest).and_then(|args| {
+            let metadata = layers::workspace_metadata()?;
+            let tree = dist::dist(&metadata, args.out.as_deref())?;
+            println!("{}", tree.display());
+            Ok(())
+        }),
+        ["dist-check"] => dist_check(),
         ["layers"] => layers_check(),
         ["package"] => package_check(),
         ["-h" | "--help" | "help"] => {
@@ -105,8 +123,16 @@ fn ci(strict: bool) -> Result<(), String> {
     examples_and_doc_tests()?;
     layers_check()?;
     package_check()?;
+    dist_check()?;
     eprintln!("xtask: ci passed");
     Ok(())
+}
+
+/// The C distribution and the Python bindings built on it (see `dist.rs`, `python.rs`).
+fn dist_check() -> Result<(), String> {
+    let metadata = layers::workspace_metadata()?;
+    let checked = dist::check(&metadata)?;
+    python::check(&metadata, &checked)
 }
 
 /// Runs the `hipfile` examples and doc tests on the emulated runtime, named in

@@ -6,7 +6,10 @@
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
 //! same from many threads at once, `tests/c/batch.c` the batch calls, `tests/c/params.c` the
 //! properties, driver setters and parameters, and `tests/c/stats.c` the statistics at levels 3
-//! and 1. Also checks the soname and the exported symbols.
+//! and 1. `tests/c/hipruntime.c` links the runtime as a HIP application does (`-lamdhip64`) and
+//! runs without `HIPFILE_HIP_LIBRARY`, `ROCM_PATH` naming another copy of the runtime: the
+//! library must use the runtime the program loaded. Also checks the soname and the exported
+//! symbols.
 //!
 //! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
 //! it); builds the shared library itself.
@@ -68,22 +71,39 @@ fn shared_library() -> Result<PathBuf, Skip> {
     )))
 }
 
-/// Lays the library out as an installation would: `libhipfile.so` for the linker and
-/// `libhipfile.so.0` (the soname) for the loader, both links to the built file.
-fn install(lib: &Path, dir: &Path) {
+/// Lays the libraries out as an installation would: `libhipfile.so` for the linker and
+/// `libhipfile.so.0` (the soname) for the loader, both links to the built file, and the
+/// emulated runtime as a HIP runtime is installed: `libamdhip64.so` for the linker and
+/// `libamdhip64.so.7` (its soname) for the loader.
+fn install(lib: &Path, emu: &Path, dir: &Path) {
     for name in ["libhipfile.so", "libhipfile.so.0"] {
         std::os::unix::fs::symlink(lib, dir.join(name)).unwrap();
     }
+    for name in ["libamdhip64.so", "libamdhip64.so.7"] {
+        std::os::unix::fs::symlink(emu, dir.join(name)).unwrap();
+    }
+}
+
+/// How a test program links the HIP runtime and finds it at run time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    /// Linked by the emulated runtime's path, and named to hipFile in `HIPFILE_HIP_LIBRARY`.
+    Named,
+    /// Linked with `-lamdhip64`, as a HIP application is, without `HIPFILE_HIP_LIBRARY` and
+    /// with `ROCM_PATH` naming an installation whose `lib/libamdhip64.so` is another copy of
+    /// the runtime: hipFile must use the runtime the program loaded, not load that one.
+    Linked,
 }
 
 /// Compiles `tests/c/{name}.c` against the header and the installed library, runs it with
 /// a fresh working directory and the emulated runtime, and expects it to pass.
 fn run_c_program(name: &str) {
-    run_c_program_with(name, &[], &[]);
+    run_c_program_with(name, Runtime::Named, &[], &[]);
 }
 
-/// As [`run_c_program`], with `env` set and `args` after the working directory.
-fn run_c_program_with(name: &str, env: &[(&str, &str)], args: &[&str]) {
+/// As [`run_c_program`], with the runtime found as `runtime` says, `env` set and `args`
+/// after the working directory.
+fn run_c_program_with(name: &str, runtime: Runtime, env: &[(&str, &str)], args: &[&str]) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -92,44 +112,56 @@ fn run_c_program_with(name: &str, env: &[(&str, &str)], args: &[&str]) {
     let work = tmp.path().join("work");
     std::fs::create_dir(&libdir).unwrap();
     std::fs::create_dir(&work).unwrap();
-    install(&lib, &libdir);
+    install(&lib, &emu, &libdir);
 
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = tmp.path().join(name);
-    let built = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-            "-pthread",
-            "-I",
-        ])
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join(format!("tests/c/{name}.c")))
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", libdir.display()))
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-lhipfile")
-        .arg(&emu)
-        .output()
-        .unwrap();
+    let mut cc = Command::new("cc");
+    cc.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+        "-pthread",
+        "-I",
+    ])
+    .arg(crate_dir.join("include"))
+    .arg(crate_dir.join(format!("tests/c/{name}.c")))
+    .arg("-o")
+    .arg(&exe)
+    .arg(format!("-L{}", libdir.display()))
+    .arg(format!("-Wl,-rpath,{}", libdir.display()))
+    .arg("-lhipfile");
+    // Either way the program records the runtime's soname, libamdhip64.so.7, which the
+    // rpath finds in `libdir`.
+    match runtime {
+        Runtime::Named => cc.arg(&emu),
+        Runtime::Linked => cc.arg("-lamdhip64"),
+    };
+    let built = cc.output().unwrap();
     assert!(
         built.status.success(),
         "cc failed:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
 
-    let ran = Command::new(&exe)
-        .arg(&work)
+    let mut run = Command::new(&exe);
+    run.arg(&work)
         .args(args)
         .env_remove("HIPFILE_STATS_LEVEL")
-        .envs(env.iter().copied())
-        .env("HIPFILE_HIP_LIBRARY", &emu)
-        .output()
-        .unwrap();
+        .envs(env.iter().copied());
+    match runtime {
+        Runtime::Named => run.env("HIPFILE_HIP_LIBRARY", &emu),
+        Runtime::Linked => {
+            let rocm = tmp.path().join("rocm");
+            std::fs::create_dir_all(rocm.join("lib")).unwrap();
+            std::fs::copy(&emu, rocm.join("lib/libamdhip64.so")).unwrap();
+            run.env_remove("HIPFILE_HIP_LIBRARY")
+                .env("ROCM_PATH", &rocm)
+        }
+    };
+    let ran = run.output().unwrap();
     let stdout = String::from_utf8_lossy(&ran.stdout);
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(
@@ -155,6 +187,13 @@ fn c_program_runs_batches_through_the_library() {
     run_c_program("batch");
 }
 
+/// The program links the emulated runtime as `libamdhip64` and leaves hipFile to find it:
+/// hipFile must use the instance already loaded, not load a runtime of its own.
+#[test]
+fn c_program_shares_its_hip_runtime_with_the_library() {
+    run_c_program_with("hipruntime", Runtime::Linked, &[], &[]);
+}
+
 #[test]
 fn c_program_sets_and_reads_properties_and_parameters() {
     run_c_program("params");
@@ -162,12 +201,22 @@ fn c_program_sets_and_reads_properties_and_parameters() {
 
 #[test]
 fn c_program_reads_the_statistics_of_every_level() {
-    run_c_program_with("stats", &[("HIPFILE_STATS_LEVEL", "3")], &["3"]);
+    run_c_program_with(
+        "stats",
+        Runtime::Named,
+        &[("HIPFILE_STATS_LEVEL", "3")],
+        &["3"],
+    );
 }
 
 #[test]
 fn c_program_is_refused_statistics_above_its_level() {
-    run_c_program_with("stats", &[("HIPFILE_STATS_LEVEL", "1")], &["1"]);
+    run_c_program_with(
+        "stats",
+        Runtime::Named,
+        &[("HIPFILE_STATS_LEVEL", "1")],
+        &["1"],
+    );
 }
 
 #[test]

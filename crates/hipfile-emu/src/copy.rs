@@ -141,6 +141,45 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     code_of_submission(queue.submit(Box::new(job), true))
 }
 
+/// `hipError_t hipMemset(void* dst, int value, size_t size)` — sets `size` bytes at `dst` to
+/// the low byte of `value`. `dst..dst+size` must lie in one allocation of this runtime that a
+/// device can reach: `hipMalloc`, `hipMallocManaged` or `hipHostMalloc` memory, or a
+/// `hipHostRegister` range. Ordered on the null stream, as [`hipMemcpy`]; size 0 is a no-op.
+/// It is not a copy: the per-device copy counters do not count it.
+///
+/// # Errors
+///
+/// `hipErrorInvalidValue` for a null `dst` or a range outside every allocation (nothing is
+/// written), or when called from a host function of the null stream.
+///
+/// # Safety
+///
+/// None beyond HIP's: the range is checked against the table, under the transfer gate.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> i32 {
+    if dst.is_null() {
+        return INVALID_VALUE;
+    }
+    if size == 0 {
+        return crate::error::SUCCESS;
+    }
+    let dst = SendPtr(dst);
+    code_of(null_queue().run_ordered(move || {
+        let dst = dst.get();
+        let _gate = transfer_gate();
+        let lookup = crate::memory::lookup(dst as usize);
+        if lookup.is_none_or(|a| size > a.len - (dst as usize - a.base)) {
+            return Err(INVALID_VALUE);
+        }
+        // HIP's memset takes the value's low byte.
+        let byte = value.to_le_bytes()[0];
+        // SAFETY: `dst..dst+size` lies inside a live entry of the table, which the gate keeps
+        // alive until the write ends.
+        unsafe { std::ptr::write_bytes(dst.cast::<u8>(), byte, size) };
+        Ok(())
+    }))
+}
+
 /// The checks of [`copy`], without the copy: made when a copy is queued, so that its caller
 /// learns of a bad argument at once.
 fn check_async_copy(
@@ -408,6 +447,97 @@ mod tests {
             assert_eq!(d12_after.1 - d12_before.1, 2048);
             free(d11);
             free(d12);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn memset_fills_known_memory_only() {
+        let d = device_alloc(8192);
+        let mut back = vec![0u8; 8192];
+        // SAFETY: `d` is a live 8192-byte allocation; `back` is 8192 bytes; the bad ranges
+        // are refused before anything is written.
+        unsafe {
+            assert_eq!(hipMemset(d.add(4096).cast(), 0x1a5, 4096), SUCCESS);
+            assert_eq!(hipMemset(d.cast(), 0x11, 0), SUCCESS);
+            assert_eq!(hipMemset(d.add(4096).cast(), 0, 4097), INVALID_VALUE);
+            assert_eq!(hipMemset(null_mut(), 0, 1), INVALID_VALUE);
+            let mut local = [0u8; 16];
+            assert_eq!(hipMemset(local.as_mut_ptr().cast(), 0, 16), INVALID_VALUE);
+            assert_eq!(local, [0u8; 16]);
+            let r = hipMemcpy(back.as_mut_ptr().cast(), d.cast(), 8192, 2);
+            assert_eq!(r, SUCCESS);
+        }
+        assert!(back[..4096].iter().all(|&b| b == 0));
+        assert!(back[4096..].iter().all(|&b| b == 0xa5), "the low byte");
+        free(d);
+    }
+
+    #[test]
+    fn managed_memory_is_either_side_of_a_copy_and_freed_by_hip_free() {
+        use crate::memory::{MemoryAbi, hipMallocManaged, pointer_attributes};
+        let mut m = null_mut();
+        // SAFETY: `m` is writable.
+        unsafe {
+            assert_eq!(hipMallocManaged(&mut m, 4096, 0), INVALID_VALUE);
+            assert_eq!(hipMallocManaged(&mut m, 4096, 3), INVALID_VALUE);
+            assert_eq!(hipMallocManaged(&mut m, 4096, 1), SUCCESS);
+        }
+        let attr = pointer_attributes(m, MemoryAbi::Rocm6, 0).unwrap();
+        assert_eq!((attr.memory_type, attr.is_managed), (3, 1));
+        let old = pointer_attributes(m, MemoryAbi::Rocm5 { managed: false }, 0).unwrap();
+        assert_eq!(old.memory_type, 3, "Unified before ROCm 5.3");
+        let src = vec![0x5au8; 4096];
+        let mut back = vec![0u8; 4096];
+        // SAFETY: `m` is a live 4096-byte allocation; the host buffers are 4096 bytes.
+        unsafe {
+            assert_eq!(hipMemcpy(m, src.as_ptr().cast(), 4096, 1), SUCCESS);
+            assert_eq!(hipMemcpy(back.as_mut_ptr().cast(), m, 4096, 2), SUCCESS);
+        }
+        assert_eq!(back, src);
+        // SAFETY: `m` is not used afterwards.
+        assert_eq!(unsafe { hipFree(m) }, SUCCESS);
+    }
+
+    #[test]
+    fn device_synchronize_waits_for_the_current_devices_streams() {
+        use crate::stream::{hipDeviceSynchronize, hipStreamCreate};
+        let mut s = null_mut();
+        // SAFETY: `s` is writable.
+        assert_eq!(unsafe { hipStreamCreate(&mut s) }, SUCCESS);
+        let d = device_alloc(4096);
+        let src = vec![0x33u8; 4096];
+        let mut back = vec![0u8; 4096];
+        // SAFETY: the buffers outlive the copies, which the device synchronisation ends.
+        unsafe {
+            let r = hipMemcpyAsync(d.cast(), src.as_ptr().cast(), 4096, 1, s);
+            assert_eq!(r, SUCCESS);
+            let r = hipMemcpyAsync(back.as_mut_ptr().cast(), d.cast(), 4096, 2, s);
+            assert_eq!(r, SUCCESS);
+        }
+        assert_eq!(hipDeviceSynchronize(), SUCCESS);
+        assert_eq!(back, src);
+        assert_eq!(hipStreamDestroy(s), SUCCESS);
+        free(d);
+    }
+
+    #[test]
+    fn the_last_error_is_kept_per_thread_until_read() {
+        use crate::error::{hipGetLastError, hipPeekAtLastError};
+        std::thread::spawn(|| {
+            assert_eq!(hipGetLastError(), SUCCESS);
+            // SAFETY: null is refused before anything is written.
+            assert_eq!(unsafe { hipMalloc(null_mut(), 16) }, INVALID_VALUE);
+            let d = device_alloc(16);
+            assert_eq!(hipPeekAtLastError(), INVALID_VALUE, "a success keeps it");
+            assert_eq!(hipGetLastError(), INVALID_VALUE);
+            assert_eq!(hipGetLastError(), SUCCESS, "read and reset");
+            // SAFETY: the copy is refused: an unknown direction.
+            let r = unsafe { hipMemcpy(d.cast(), d.cast(), 16, 9) };
+            assert_eq!(r, INVALID_MEMCPY_DIRECTION);
+            assert_eq!(hipPeekAtLastError(), INVALID_MEMCPY_DIRECTION);
+            free(d);
         })
         .join()
         .unwrap();

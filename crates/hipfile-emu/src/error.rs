@@ -123,9 +123,43 @@ pub extern "C" fn hipGetErrorString(error: i32) -> *const c_char {
     description(error).as_ptr()
 }
 
-/// Turns an internal result into the `hipError_t` a C caller sees.
+/// Turns an internal result into the `hipError_t` a C caller sees, and records an error as
+/// the thread's last ([`hipGetLastError`]).
 pub(crate) fn code_of(result: Result<(), i32>) -> i32 {
-    result.err().unwrap_or(SUCCESS)
+    record(result.err().unwrap_or(SUCCESS))
+}
+
+std::thread_local! {
+    /// The last error a call of this thread returned (see [`hipGetLastError`]).
+    static LAST_ERROR: std::cell::Cell<i32> = const { std::cell::Cell::new(SUCCESS) };
+}
+
+/// Records `code`, when it is an error, as the calling thread's last error; returns it.
+pub(crate) fn record(code: i32) -> i32 {
+    if code != SUCCESS {
+        // During thread teardown the thread-local may be gone: nothing is left to ask.
+        let _ = LAST_ERROR.try_with(|last| last.set(code));
+    }
+    code
+}
+
+/// `hipError_t hipGetLastError(void)` — the last error a call of this thread returned, reset
+/// to `hipSuccess` by this call, as HIP does. The calls that record their errors are those
+/// that report through the runtime's common paths: allocations (`hipMalloc`,
+/// `hipHostMalloc`, `hipMallocManaged`), frees, copies (`hipMemcpy`, `hipMemcpyAsync`),
+/// `hipMemset`, and stream and device synchronisation; the others return their error
+/// without recording it.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetLastError() -> i32 {
+    LAST_ERROR
+        .try_with(|last| last.replace(SUCCESS))
+        .unwrap_or(SUCCESS)
+}
+
+/// `hipError_t hipPeekAtLastError(void)` — [`hipGetLastError`] without the reset.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipPeekAtLastError() -> i32 {
+    LAST_ERROR.try_with(std::cell::Cell::get).unwrap_or(SUCCESS)
 }
 
 #[cfg(test)]

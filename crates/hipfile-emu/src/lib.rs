@@ -12,10 +12,18 @@
 //! before its call returns, as it always did.
 //!
 //! What it does not do: run kernels, do real DMA or peer-to-peer transfers, synchronise the
-//! legacy null stream with other streams, provide managed memory, or stand in for HIP on
-//! NVIDIA. It is never chosen silently: hipfile uses it
-//! only when it is given its path, and recognises it by `hipfileEmuVersion` to report
-//! `platform: emulated`.
+//! legacy null stream with other streams, migrate managed memory (`hipMallocManaged` memory is
+//! one host allocation that every side may name), or stand in for HIP on NVIDIA. It is never
+//! chosen silently: hipfile loads it only when it is given its path, or uses it when the
+//! program itself has loaded it (linked as `libamdhip64`), and recognises it by
+//! `hipfileEmuVersion` to report `platform: emulated`.
+//!
+//! Its soname is `libamdhip64.so.7`, a real runtime's (the emulated version is ROCm 7.2 by
+//! default), so that a C program can link against it under the name `libamdhip64.so` and
+//! hipfile, searching by soname, finds that very instance already loaded in the process
+//! instead of loading a second runtime (the dynamic linker matches loaded objects by soname).
+//! A program that links it by path records that soname too, and must find a
+//! `libamdhip64.so.7` (a link to it) at run time.
 //!
 //! Where a real runtime would quietly go through peer access, it is stricter, so that tests of
 //! multi-GPU routing can fail: streams and events belong to the device current at their

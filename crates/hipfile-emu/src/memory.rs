@@ -45,6 +45,8 @@ const HOST_MALLOC_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x2000_0000 | 0x4000_0000 | 
 const COHERENCE_FLAGS: c_uint = 0x4000_0000 | 0x8000_0000;
 /// `hipHostRegisterPortable | Mapped | IoMemory | ReadOnly`.
 const HOST_REGISTER_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x8;
+/// `hipMemAttachGlobal` and `hipMemAttachHost`: exactly one of them for `hipMallocManaged`.
+const MANAGED_FLAGS: [c_uint; 2] = [0x1, 0x2];
 
 /// What a table entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +58,12 @@ pub enum Kind {
     },
     /// `hipHostMalloc` memory.
     Pinned,
+    /// `hipMallocManaged` memory: one address for the host and every device, attached to
+    /// the device that was current when it was allocated.
+    Managed {
+        /// The device that was current when it was allocated.
+        device: i32,
+    },
     /// A caller's range given to `hipHostRegister`.
     Registered,
 }
@@ -265,10 +273,10 @@ fn release(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
     if let Err(e) = config::with_device() {
-        return e;
+        return crate::error::record(e);
     }
     if ptr.is_null() {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     let result = if size == 0 {
         Ok(std::ptr::null_mut())
@@ -287,17 +295,18 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> i32 {
             unsafe { ptr.write(p) };
             SUCCESS
         }
-        Err(e) => e,
+        Err(e) => crate::error::record(e),
     }
 }
 
-/// `hipError_t hipFree(void* ptr)` — frees memory from `hipMalloc`; null is a no-op. Waits for
-/// running transfers first.
+/// `hipError_t hipFree(void* ptr)` — frees memory from `hipMalloc` or `hipMallocManaged`;
+/// null is a no-op. Waits for running transfers first.
 ///
 /// # Errors
 ///
-/// `hipErrorInvalidValue` for anything but the base of a live `hipMalloc` allocation (interior
-/// pointers, pinned memory and foreign memory are refused, never freed).
+/// `hipErrorInvalidValue` for anything but the base of a live `hipMalloc` or
+/// `hipMallocManaged` allocation (interior pointers, pinned memory and foreign memory are
+/// refused, never freed).
 ///
 /// # Safety
 ///
@@ -309,7 +318,7 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> i32 {
     }
     code_of(release(
         ptr,
-        |k| matches!(k, Kind::Device { .. }),
+        |k| matches!(k, Kind::Device { .. } | Kind::Managed { .. }),
         true,
         INVALID_VALUE,
     ))
@@ -329,13 +338,13 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> i32 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> i32 {
     if let Err(e) = config::with_device() {
-        return e;
+        return crate::error::record(e);
     }
     if ptr.is_null()
         || flags & !HOST_MALLOC_FLAGS != 0
         || flags & COHERENCE_FLAGS == COHERENCE_FLAGS
     {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     let result = if size == 0 {
         Ok(std::ptr::null_mut())
@@ -348,7 +357,7 @@ pub unsafe extern "C" fn hipHostMalloc(ptr: *mut *mut c_void, size: usize, flags
             unsafe { ptr.write(p) };
             SUCCESS
         }
-        Err(e) => e,
+        Err(e) => crate::error::record(e),
     }
 }
 
@@ -367,6 +376,56 @@ pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> i32 {
         return SUCCESS;
     }
     code_of(release(ptr, |k| k == Kind::Pinned, true, INVALID_VALUE))
+}
+
+/// `hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags)` — allocates
+/// `size` bytes of managed memory, attached to the calling thread's current device,
+/// 4096-aligned and zeroed; 0 gives null and success. Managed memory is one address for the
+/// host and every device: copies may name it on either side, `hipPointerGetAttributes`
+/// reports it as Managed (Unified before ROCm 5.3) with `isManaged` set, and `hipFree`
+/// releases it. The emulated `hipAmdFileRead`/`hipAmdFileWrite` refuse it, as they refuse
+/// everything but `hipMalloc` memory.
+///
+/// # Errors
+///
+/// `hipErrorInvalidDevice` without devices; `hipErrorInvalidValue` for a null `ptr` or flags
+/// other than exactly one of `hipMemAttachGlobal` (1) and `hipMemAttachHost` (2);
+/// `hipErrorOutOfMemory`.
+///
+/// # Safety
+///
+/// `ptr` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipMallocManaged(
+    ptr: *mut *mut c_void,
+    size: usize,
+    flags: c_uint,
+) -> i32 {
+    if let Err(e) = config::with_device() {
+        return crate::error::record(e);
+    }
+    if ptr.is_null() || !MANAGED_FLAGS.contains(&flags) {
+        return crate::error::record(INVALID_VALUE);
+    }
+    let result = if size == 0 {
+        Ok(std::ptr::null_mut())
+    } else {
+        allocate(
+            size,
+            Kind::Managed {
+                device: current_device(),
+            },
+            flags,
+        )
+    };
+    match result {
+        Ok(p) => {
+            // SAFETY: non-null and writable by the caller's promise.
+            unsafe { ptr.write(p) };
+            SUCCESS
+        }
+        Err(e) => crate::error::record(e),
+    }
 }
 
 /// `hipError_t hipHostRegister(void* ptr, size_t size, unsigned int flags)` — records the
@@ -503,7 +562,7 @@ pub struct HipPointerAttribute {
     pub device_pointer: *mut c_void,
     /// The host address of the pointer (null for device memory).
     pub host_pointer: *mut c_void,
-    /// Whether the memory is managed (never, here).
+    /// Whether the memory is managed (`hipMallocManaged`).
     pub is_managed: c_int,
     /// The flags of the allocation or registration.
     pub allocation_flags: c_uint,
@@ -542,6 +601,19 @@ pub fn pointer_attributes(
             device_pointer: p,
             host_pointer: std::ptr::null_mut(),
             is_managed: 0,
+            allocation_flags: flags,
+        }),
+        Some(Allocation {
+            kind: Kind::Managed { device },
+            flags,
+            ..
+        }) => Ok(HipPointerAttribute {
+            // ROCm before 5.3 numbers no Managed type: such memory was Unified there.
+            memory_type: code(MemoryType::Managed).or_else(|_| code(MemoryType::Unified))?,
+            device,
+            device_pointer: p,
+            host_pointer: p,
+            is_managed: 1,
             allocation_flags: flags,
         }),
         Some(Allocation { flags, .. }) => Ok(HipPointerAttribute {
@@ -675,6 +747,8 @@ pub fn check_copy(dst: usize, src: usize, len: usize, kind: c_int) -> Result<Rou
     for (addr, device) in [(dst, dst_device), (src, src_device)] {
         let ok = if device {
             device_range_in(&table, addr, len).is_some()
+                || containing(&table, addr)
+                    .is_some_and(|a| matches!(a.kind, Kind::Managed { .. }) && a.holds(addr, len))
         } else {
             host_range_ok(&table, addr, len)
         };

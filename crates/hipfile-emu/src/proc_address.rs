@@ -63,6 +63,12 @@ pub fn lookup(name: &[u8], version: RocmVersion) -> Option<*mut c_void> {
         b"hipStreamWriteValue32" => stream::hipStreamWriteValue32 as *const (),
         b"hipStreamWriteValue64" => stream::hipStreamWriteValue64 as *const (),
         b"hipHostGetDevicePointer" => memory::hipHostGetDevicePointer as *const (),
+        b"hipMallocManaged" => memory::hipMallocManaged as *const (),
+        b"hipMemset" => copy::hipMemset as *const (),
+        b"hipStreamCreate" => stream::hipStreamCreate as *const (),
+        b"hipDeviceSynchronize" => stream::hipDeviceSynchronize as *const (),
+        b"hipGetLastError" => error::hipGetLastError as *const (),
+        b"hipPeekAtLastError" => error::hipPeekAtLastError as *const (),
         _ => return None,
     };
     Some(address.cast_mut().cast())

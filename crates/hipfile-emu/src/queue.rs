@@ -253,10 +253,10 @@ fn run(job: Job) -> Result<(), i32> {
 /// The code of a submission, for a C entry point: success unless it failed inline or could
 /// not be queued.
 pub fn code_of_submission(submitted: Result<Submitted, i32>) -> i32 {
-    match submitted {
+    crate::error::record(match submitted {
         Ok(Submitted::Inline(Ok(())) | Submitted::Queued) => SUCCESS,
         Ok(Submitted::Inline(Err(e))) | Err(e) => e,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -194,6 +194,53 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut HipStream, flags:
     SUCCESS
 }
 
+/// `hipError_t hipStreamCreate(hipStream_t* stream)` — [`hipStreamCreateWithFlags`] with
+/// flags 0.
+///
+/// # Errors
+///
+/// As [`hipStreamCreateWithFlags`].
+///
+/// # Safety
+///
+/// `stream` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipStreamCreate(stream: *mut HipStream) -> i32 {
+    // SAFETY: the caller's promise is the callee's.
+    unsafe { hipStreamCreateWithFlags(stream, 0) }
+}
+
+/// `hipError_t hipDeviceSynchronize(void)` — waits until the work queued so far on the null
+/// stream and on every live stream of the calling thread's current device is done.
+///
+/// # Errors
+///
+/// `hipErrorInvalidDevice` without devices; otherwise the first error one of those streams
+/// reports (see [`hipStreamSynchronize`]), after every one of them has been waited for.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipDeviceSynchronize() -> i32 {
+    if let Err(e) = crate::config::with_device() {
+        return e;
+    }
+    let device = current_device();
+    let mut queues = vec![null_queue()];
+    queues.extend(
+        streams()
+            .values()
+            .filter(|s| s.device == device)
+            .map(|s| Arc::clone(&s.queue)),
+    );
+    // Every queue is waited for, so that none is left running when an earlier one failed.
+    let mut first = Ok(());
+    for queue in queues {
+        let result = queue.synchronize();
+        if first.is_ok() {
+            first = result;
+        }
+    }
+    crate::error::code_of(first)
+}
+
 /// `hipError_t hipStreamDestroy(hipStream_t stream)` — ends a stream's handle at once; the
 /// work queued on it still completes, after which its worker ends.
 ///

@@ -348,6 +348,29 @@ pub(crate) unsafe fn open_library(path: &Path) -> Result<Library, LoadFailure> {
         .map_err(|e| LoadFailure::Open(error_chain(&e)))
 }
 
+/// Whether the process has already loaded a library the dynamic linker knows as `name` (a
+/// soname such as `libamdhip64.so.7`): `dlopen` with `RTLD_NOLOAD`, which never loads.
+pub(crate) fn is_loaded(name: &str) -> bool {
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: `name` is NUL-terminated; with RTLD_NOLOAD nothing is loaded and no initialiser
+    // runs: the call returns a handle to an object already loaded, or null.
+    let handle = unsafe {
+        libc::dlopen(
+            name.as_ptr(),
+            libc::RTLD_NOLOAD | libc::RTLD_NOW | libc::RTLD_LOCAL,
+        )
+    };
+    if handle.is_null() {
+        return false;
+    }
+    // SAFETY: `handle` came from the `dlopen` above and is closed once, which only gives back
+    // the reference that call took; the object stays loaded for whoever loaded it.
+    unsafe { libc::dlclose(handle) };
+    true
+}
+
 /// Resolves `name` from `library` as a function pointer of type `T`, refusing a null address.
 ///
 /// # Safety
@@ -443,6 +466,13 @@ pub(crate) unsafe fn c_string(text: *const c_char) -> String {
 mod tests {
     use super::*;
     use std::ptr;
+
+    #[test]
+    fn is_loaded_sees_loaded_sonames_and_loads_nothing() {
+        assert!(is_loaded("libc.so.6"), "every test links the C library");
+        assert!(!is_loaded("libhipfile-no-such-library.so.9"));
+        assert!(!is_loaded("with\0nul"));
+    }
 
     #[test]
     fn c_string_is_null_safe_and_lossy() {

@@ -41,7 +41,8 @@ pub use types::{
 pub use version::{RuntimeVersion, decode_version};
 
 use crate::loader::{
-    self, Candidate, LibraryKind, LoadError, LoadFailure, c_string, loaded_file, optional, required,
+    self, Candidate, CandidateOrigin, LibraryKind, LoadError, LoadFailure, c_string, loaded_file,
+    optional, required,
 };
 use libloading::os::unix::Library;
 use std::cell::Cell;
@@ -369,12 +370,24 @@ impl Hip {
     /// Loads the HIP runtime from the first of [`candidates(opts)`](candidates) that
     /// opens and has every required symbol.
     ///
-    /// With an explicit path, that path alone is tried.
+    /// With an explicit path, that path alone is tried. Otherwise a runtime the process has
+    /// already loaded under one of the [`SONAMES`] (a program linked with `-lamdhip64`) comes
+    /// first, before any path: that very instance is used, so the library shares the
+    /// program's runtime, and its memory, instead of loading a second one. When it lacks a
+    /// required symbol the usual order follows.
     ///
     /// # Errors
     ///
     /// [`LoadError`] listing every candidate tried and why each failed.
     pub fn load(opts: &LoadOptions) -> Result<Hip, LoadError> {
+        if opts.explicit_path.is_none()
+            && let Some(soname) = SONAMES.iter().find(|s| loader::is_loaded(s))
+        {
+            let loaded = Candidate::new(*soname, CandidateOrigin::Soname);
+            if let Ok((_, hip)) = loader::load_first(vec![loaded], Hip::open) {
+                return Ok(hip);
+            }
+        }
         loader::load_first(candidates(opts), Hip::open)
             .map(|(_, hip)| hip)
             .map_err(|attempts| LoadError::new(LibraryKind::HipRuntime, attempts))

@@ -2,6 +2,8 @@
 //!
 //! The search order is data ([`candidates`]) so that it can be shown and tested without
 //! loading anything; the [`loader`](crate::loader) opens it and reports a failed search.
+//! Before it, [`Hip::load`](super::Hip::load) takes a runtime the process has already loaded
+//! under one of the [`SONAMES`], so that a program's own runtime is shared, not doubled.
 //! Nothing here reads the environment: callers put what they read (`HIPFILE_HIP_LIBRARY`,
 //! `ROCM_PATH`) into [`LoadOptions`].
 
