@@ -49,8 +49,8 @@ use crate::stats::Served;
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{BackendKind, DevicePtr, Error, GpuRuntime, Op};
 use hipfile_fallback::OwnedStaging;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Called with a stream-ordered request's result before its stream goes on past it (the C
 /// ABI writes the bytes moved there). Not a stable interface.
@@ -150,6 +150,8 @@ struct Queued {
     _pieces: Vec<Arc<Piece>>,
     gating: Arc<Gating>,
     io: Arc<Slot>,
+    /// Whether the host function that returns the segment's gates was queued.
+    returned_by_stream: bool,
 }
 
 /// The submission of one staged request.
@@ -183,6 +185,9 @@ impl Staged<'_> {
         };
         let chunk = pool.config().chunk_size.max(1);
         let per_segment = (pool.config().max_buffers / 2).max(1);
+        // A quarter of the engine's threads per segment: with the pool's default size, four
+        // large requests in flight keep every thread busy.
+        let readers = (driver.config().fallback_knobs().io_threads / 4).max(1);
         let size = self.plan.size;
         let pieces_total = usize::try_from(size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
         let segments = pieces_total.div_ceil(per_segment).max(1);
@@ -250,6 +255,7 @@ impl Staged<'_> {
                 file_offset: self.plan.file_offset,
                 device: self.plan.device,
                 progress: &progress,
+                readers,
             };
             let report = if last_segment { report.take() } else { None };
             // SAFETY: the stream is live (this function's contract); the device range is the
@@ -261,6 +267,7 @@ impl Staged<'_> {
                     // segment may need them back from the pool.
                     if let Some(q) = queued.last_mut() {
                         q._pieces.clear();
+                        q.returned_by_stream = true;
                     }
                     ios.push(io);
                 }
@@ -280,6 +287,13 @@ impl Staged<'_> {
             let _ = gpu.stream_synchronize(self.stream);
             for q in &queued {
                 q.io.wait_ended();
+                if !q.returned_by_stream {
+                    // No host function returns this segment's gates, and the stream has
+                    // passed its waits: they go back from here.
+                    for (gate, _) in lock(&q.gating.gates).iter() {
+                        gates.free_words().give_back(*gate);
+                    }
+                }
             }
             drop(queued);
             return Engine::finished(op, Err(e));
@@ -337,6 +351,8 @@ struct Segment<'a> {
     file_offset: u64,
     device: i32,
     progress: &'a Arc<Progress>,
+    /// The most engine threads that serve one segment's pieces at once.
+    readers: usize,
 }
 
 impl Segment<'_> {
@@ -374,12 +390,19 @@ impl Segment<'_> {
             gates: Mutex::new(words),
         });
         let listener_gates = Arc::clone(&gating);
-        let job = self.job(pieces.clone(), Arc::clone(&gating), report, last_segment);
+        let job = self.job(
+            pieces.clone(),
+            Arc::clone(&gating),
+            report,
+            last_segment,
+            queue.clone(),
+        );
         let io = Engine::slot(op, job, Some(Box::new(move || listener_gates.open_all())));
         queued.push(Queued {
             _pieces: pieces.clone(),
             gating: Arc::clone(&gating),
             io: Arc::clone(&io),
+            returned_by_stream: false,
         });
         let runtime = |e| Error::Runtime(e);
         let fallback = |e| Error::Backend {
@@ -413,7 +436,6 @@ impl Segment<'_> {
                 }),
             )
             .map_err(runtime)?;
-        let free = self.gates.free_words();
         if reads {
             for (i, piece) in pieces.iter().enumerate() {
                 let gate = lock(&gating.gates)[i].0;
@@ -426,108 +448,102 @@ impl Segment<'_> {
                 // when the gate opens.
                 unsafe { lock(&piece.staging).copy_to_device_on(at, piece.len, self.stream) }
                     .map_err(fallback)?;
-                let done = Arc::clone(piece);
-                let words = Arc::clone(free);
-                if self
-                    .gpu
-                    .launch_host_func(
-                        self.stream,
-                        Box::new(move || {
-                            drop(done);
-                            words.give_back(gate);
-                        }),
-                    )
-                    .is_err()
-                {
-                    free.lose(gate);
-                    return Err(Error::Internal(
-                        "a stream-ordered read could not queue the return of a piece".into(),
-                    ));
-                }
             }
         }
         let last = gating.last();
         let gate = lock(&gating.gates)[last].0;
         // SAFETY: as above.
         unsafe { self.gpu.stream_wait_value32(self.stream, gate.device(), 1) }.map_err(runtime)?;
+        // One host function returns every gate of the segment and a read's buffers, once the
+        // stream has passed all its waits and copies.
+        let free = self.gates.free_words();
         let words = Arc::clone(free);
+        let returned: Vec<Gate> = lock(&gating.gates).iter().map(|(g, _)| *g).collect();
+        let reads_hold = if reads { pieces.clone() } else { Vec::new() };
         if self
             .gpu
-            .launch_host_func(self.stream, Box::new(move || words.give_back(gate)))
+            .launch_host_func(
+                self.stream,
+                Box::new(move || {
+                    drop(reads_hold);
+                    for gate in returned {
+                        words.give_back(gate);
+                    }
+                }),
+            )
             .is_err()
         {
-            free.lose(gate);
+            // The submission gives them back once the stream has been synchronised.
+            return Err(Error::Internal(
+                "a stream-ordered request could not queue the return of its gates".into(),
+            ));
         }
         Ok(io)
     }
 
-    /// The segment's I/O, run by an engine thread once the stream has reached it.
+    /// The segment's I/O, run by an engine thread once the stream has reached it: its pieces
+    /// are served by that thread and up to `readers - 1` more of the engine's, each taking
+    /// the next piece not yet taken.
     fn job(
         &self,
         pieces: Vec<Arc<Piece>>,
         gating: Arc<Gating>,
         report: Option<Report>,
         last_segment: bool,
+        queue: crate::engine::QueueHandle,
     ) -> crate::engine::Job {
-        let fh = self.fh.clone();
-        let progress = Arc::clone(self.progress);
-        let (op, file_offset, device) = (self.op, self.file_offset, self.device);
+        let work = SegmentIo {
+            fh: self.fh.clone(),
+            op: self.op,
+            file_offset: self.file_offset,
+            progress: Arc::clone(self.progress),
+            gating,
+            next: AtomicUsize::new(0),
+            done: Mutex::new(0),
+            all_done: Condvar::new(),
+            got: pieces.iter().map(|_| AtomicUsize::new(0)).collect(),
+            go: AtomicBool::new(false),
+            pieces,
+        };
+        let readers = self.readers;
+        let device = self.device;
         Box::new(move || {
-            let entered = fh.enter_owned();
-            let mut moved = 0u64;
-            for (i, piece) in pieces.iter().enumerate() {
-                let go = entered.is_ok() && !progress.stop.load(Ordering::Acquire);
-                let mut staging = lock(&piece.staging);
-                let buf = &mut staging.as_mut_slice()[..piece.len];
-                let offset = file_offset + piece.at;
-                match op {
-                    Op::Read => {
-                        let got = if go {
-                            fh.read_to_host(buf, offset)
-                        } else {
-                            Ok(0)
-                        };
-                        match got {
-                            Ok(n) => {
-                                moved += n as u64;
-                                if n < piece.len {
-                                    if go {
-                                        progress.stop.store(true, Ordering::Release);
-                                    }
-                                    if !piece.kept {
-                                        // The file ended before the size it had at
-                                        // submission: the rest reads as zeros.
-                                        buf[n..].fill(0);
-                                    }
-                                }
-                            }
-                            Err(e) => progress.fail(e),
-                        }
-                        drop(staging);
-                        gating.open(i);
-                    }
-                    Op::Write => {
-                        if go {
-                            let last = i + 1 == pieces.len();
-                            match fh.write_from_host(buf, offset, last) {
-                                Ok(()) => moved += piece.len as u64,
-                                Err(e) => progress.fail(e),
-                            }
-                        }
-                    }
+            let entered = work.fh.enter_owned();
+            let go = entered.is_ok() && !work.progress.stop.load(Ordering::Acquire);
+            work.go.store(go, Ordering::Release);
+            let work = Arc::new(work);
+            if go {
+                for _ in 1..readers.min(work.pieces.len()) {
+                    let helper = Arc::clone(&work);
+                    let op = work.op;
+                    queue.push(Engine::slot(
+                        op,
+                        Box::new(move || {
+                            helper.serve_pieces();
+                            Ok(IoOutcome {
+                                bytes: 0,
+                                backend: BackendKind::Fallback,
+                                retried: false,
+                            })
+                        }),
+                        None,
+                    ));
                 }
             }
+            work.serve_pieces();
+            let moved = work.wait_all();
             if let Err(e) = entered {
-                progress.fail(e);
+                work.progress.fail(e);
             }
+            let progress = &work.progress;
             progress.bytes.fetch_add(moved, Ordering::AcqRel);
             if last_segment {
                 let outcome = progress.outcome();
                 match &outcome {
                     Ok(o) => {
                         if let Some(started) = progress.started {
-                            fh.driver().count_served(&Served {
-                                op,
+                            work.fh.driver().count_served(&Served {
+                                op: work.op,
                                 device,
                                 backend: BackendKind::Fallback,
                                 bytes: o.bytes,
@@ -538,7 +554,7 @@ impl Segment<'_> {
                             });
                         }
                     }
-                    Err(_) => fh.driver().count_failed(op, Some(device)),
+                    Err(_) => work.fh.driver().count_failed(work.op, Some(device)),
                 }
                 if let Some(report) = report {
                     report(&outcome);
@@ -552,5 +568,103 @@ impl Segment<'_> {
                 retried: false,
             })
         })
+    }
+}
+
+/// The I/O of one segment, shared by the engine threads that serve its pieces.
+struct SegmentIo {
+    fh: FileHandle,
+    op: Op,
+    file_offset: u64,
+    progress: Arc<Progress>,
+    gating: Arc<Gating>,
+    pieces: Vec<Arc<Piece>>,
+    /// The next piece no thread has taken.
+    next: AtomicUsize,
+    /// Pieces served.
+    done: Mutex<usize>,
+    all_done: Condvar,
+    /// Bytes each piece moved.
+    got: Vec<AtomicUsize>,
+    /// Whether the segment moves bytes (the file is still registered and no earlier segment
+    /// stopped the request).
+    go: AtomicBool,
+}
+
+impl SegmentIo {
+    /// Serves pieces until none is left to take.
+    fn serve_pieces(&self) {
+        let go = self.go.load(Ordering::Acquire);
+        loop {
+            let i = self.next.fetch_add(1, Ordering::AcqRel);
+            let Some(piece) = self.pieces.get(i) else {
+                return;
+            };
+            let offset = self.file_offset + piece.at;
+            let mut staging = lock(&piece.staging);
+            let buf = &mut staging.as_mut_slice()[..piece.len];
+            match self.op {
+                Op::Read => {
+                    let got = if go {
+                        self.fh.read_to_host(buf, offset)
+                    } else {
+                        Ok(0)
+                    };
+                    match got {
+                        Ok(n) => {
+                            self.got[i].store(n, Ordering::Release);
+                            if n < piece.len && !piece.kept {
+                                // The file ended before the size it had at submission: the
+                                // rest reads as zeros.
+                                buf[n..].fill(0);
+                            }
+                        }
+                        Err(e) => self.progress.fail(e),
+                    }
+                    drop(staging);
+                    self.gating.open(i);
+                }
+                Op::Write => {
+                    if go {
+                        match self.fh.write_from_host(buf, offset, false) {
+                            Ok(()) => self.got[i].store(piece.len, Ordering::Release),
+                            Err(e) => self.progress.fail(e),
+                        }
+                    }
+                }
+            }
+            *lock(&self.done) += 1;
+            self.all_done.notify_all();
+        }
+    }
+
+    /// Waits until every piece is served (the caller has served pieces until none was left,
+    /// so only pieces other threads hold are waited for); the bytes the segment moved: for a
+    /// read, up to and with the first short piece, after which the request stops.
+    fn wait_all(&self) -> u64 {
+        let mut done = lock(&self.done);
+        while *done < self.pieces.len() {
+            done = self
+                .all_done
+                .wait(done)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(done);
+        let mut moved = 0u64;
+        for (piece, got) in self.pieces.iter().zip(&self.got) {
+            let n = got.load(Ordering::Acquire);
+            moved += n as u64;
+            if n < piece.len {
+                self.progress.stop.store(true, Ordering::Release);
+                break;
+            }
+        }
+        if self.op == Op::Write && self.go.load(Ordering::Acquire) && !self.pieces.is_empty() {
+            // A durable write synchronises once its pieces are all written.
+            if let Err(e) = self.fh.write_from_host(&[], self.file_offset, true) {
+                self.progress.fail(e);
+            }
+        }
+        moved
     }
 }

@@ -132,12 +132,13 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
 
 /// A driver on the emulated runtime that serves everything with the fallback, through a
 /// staging pool of `chunks` buffers of 4 KiB: stream-ordered requests then go through
-/// staging buffers copied on the stream, many pieces and several segments each.
+/// staging buffers copied on the stream, many pieces and several segments each, each
+/// segment's pieces served by two threads (a quarter of the eight).
 fn staged_driver(chunks: u64) -> Result<Driver, Skip> {
     let lib = emulated_runtime()?;
     let config = ConfigBuilder::new()
         .hip_library(lib)
-        .io_threads(2)
+        .io_threads(8)
         .force_compat_mode(true)
         .task_size(8 << 10)
         .staging_memory(chunks * 4096)
