@@ -236,6 +236,10 @@ pub struct Config {
     pub durable_writes: bool,
     /// The fallback's threads, task size, staging memory and small-request threshold.
     pub fallback: FallbackKnobs,
+    /// How many requests that do not block their caller (futures, batches, stream-ordered)
+    /// are served at once: the facade's request threads. `None`: four per fallback I/O
+    /// thread. Set in code only ([`ConfigBuilder::request_threads`]).
+    pub request_threads: Option<usize>,
 }
 
 impl Default for Config {
@@ -251,6 +255,7 @@ impl Default for Config {
             platform: PlatformChoice::Auto,
             durable_writes: true,
             fallback: FallbackKnobs::default(),
+            request_threads: None,
         }
     }
 }
@@ -354,6 +359,7 @@ pub struct ConfigBuilder {
     staging_memory: Option<u64>,
     small_io_threshold: Option<u64>,
     cold_direct_reads: Option<bool>,
+    request_threads: Option<usize>,
 }
 
 impl ConfigBuilder {
@@ -401,6 +407,13 @@ impl ConfigBuilder {
     /// Overrides `HIP_PLATFORM`.
     pub fn platform(mut self, platform: PlatformChoice) -> Self {
         self.platform = Some(platform);
+        self
+    }
+
+    /// Sets [`Config::request_threads`], clamped to 1..=[`FallbackKnobs::MAX_IO_THREADS`]:
+    /// how many requests that do not block their caller are served at once.
+    pub fn request_threads(mut self, threads: usize) -> Self {
+        self.request_threads = Some(threads.clamp(1, FallbackKnobs::MAX_IO_THREADS));
         self
     }
 
@@ -641,6 +654,7 @@ impl ConfigBuilder {
                 small_io_threshold,
                 cold_direct_reads,
             },
+            request_threads: self.request_threads,
         };
         if config.leaves_no_backend() {
             warnings.push(ConfigWarning::NoBackend);

@@ -158,7 +158,12 @@ impl Driver {
             Arc::clone(&runtime),
             StagingConfig::for_knobs(&config.fallback_knobs()),
         );
-        let engine = Engine::new(config.fallback_knobs().io_threads);
+        let engine = Engine::new(config.request_threads.unwrap_or_else(|| {
+            config
+                .fallback_knobs()
+                .io_threads
+                .saturating_mul(Engine::THREADS_PER_IO_THREAD)
+        }));
         let gates = Gates::new(Arc::clone(&runtime));
         let stats = Arc::new(Stats::new(config.stats_level));
         let publisher = Publisher::start(&stats);

@@ -1,13 +1,15 @@
 //! Stream-ordered requests: a read or write queued on the caller's GPU stream, which runs when
 //! the stream reaches it and holds the stream's later work back until it has ended.
 //!
-//! On the stream go, in order: a host function that hands the request to the driver's
-//! engine (it only queues: a host function may not call the runtime), a wait until a gate
-//! word in pinned memory is 1, and a host function that returns the word once the stream
-//! has passed the wait. The engine serves the request as any other (the synchronous path, on
-//! its own threads and streams) and opens the gate when the request ends, however it ends
-//! (served, failed or cancelled), so the stream never waits for ever on a request that
-//! cannot run. docs/DECISIONS.md says why this mechanism and not another.
+//! The request is validated and its backend selected at submission. The fallback's requests
+//! move through staging buffers whose copies are queued on the stream (`staged.rs`). The
+//! others (the fastpath's, and those whose size and offsets are read when the stream reaches
+//! them) are served here by the engine as any request: on the stream go a host function that
+//! hands the request to the engine (it only queues: a host function may not call the
+//! runtime), a wait until a gate word in pinned memory is 1, and a host function that returns
+//! the word once the stream has passed the wait; the engine opens the gate when the request
+//! ends, however it ends (served, failed or cancelled), so the stream never waits for ever on
+//! a request that cannot run. docs/DECISIONS.md says why.
 //!
 //! # Safety
 //!
@@ -31,13 +33,20 @@ impl FileHandle {
     /// stream reaches it, and the stream's later work (kernels, copies) waits until the
     /// bytes are in place. The same request as [`FileHandle::read_at`]; the returned
     /// [`Io`] gives its result (`wait` or `.await`) and keeps `dst` borrowed. Dropping the
-    /// handle before the stream reaches the request cancels it, and the stream goes on.
+    /// handle before the stream reaches the request cancels its file I/O and lets the
+    /// stream go on; the drop returns once nothing queued for the request can still touch
+    /// `dst` (for staged requests, once the stream has passed their copies).
     ///
-    /// Known limit on NVIDIA GPUs (docs/BENCHMARKS.md, 2026-12-03): with requests parked on
-    /// 24 or more streams at once, 1 MiB requests were seen never to end (the GPU-side waits
-    /// this uses can hold back work queued behind them); up to 8 streams ran. Keep few
-    /// streams with requests parked at once until the ordering without GPU-side waits
-    /// (docs/DECISIONS.md, "Stream-ordered requests") replaces it.
+    /// A request the fallback serves moves through staging buffers: the file I/O runs on
+    /// the driver's threads, and the copies to the device are queued on `stream` now, so
+    /// the stream never waits for work that needs the GPU. It holds up to half the staging
+    /// pool until the stream has passed it, and this call waits when earlier stream-ordered
+    /// requests hold the pool. A read that finds the file shorter than it was at submission
+    /// reads zeros for the part that went missing; bytes past the end of the file as it was
+    /// at submission keep their value. The handle ends once the stream has passed the
+    /// request: the bytes are then in place for the stream's later work (synchronise the
+    /// stream before reading them from the host). docs/DECISIONS.md, "Stream-ordered
+    /// requests", says how the fastpath's requests are ordered.
     ///
     /// # Errors
     ///

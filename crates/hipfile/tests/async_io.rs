@@ -61,7 +61,9 @@ fn block_on<F: Future>(future: F) -> F::Output {
 
 #[test]
 fn many_reads_in_flight_land_where_each_asked() {
-    let d = require!(driver(ConfigBuilder::new().io_threads(4)));
+    let d = require!(driver(
+        ConfigBuilder::new().io_threads(4).request_threads(4)
+    ));
     let dir = TempDir::new("async-io");
     let data = pattern(24 << 20, 3);
     let (_, file) = file_with(&dir, "data.bin", &data);
@@ -159,7 +161,9 @@ fn a_failing_request_fails_alone_with_its_own_error() {
 
 #[test]
 fn writes_in_flight_all_reach_the_file() {
-    let d = require!(driver(ConfigBuilder::new().io_threads(3)));
+    let d = require!(driver(
+        ConfigBuilder::new().io_threads(3).request_threads(3)
+    ));
     let dir = TempDir::new("async-io");
     let (path, file) = file_with(&dir, "out.bin", &[]);
     let fh = d.register_file(&file).unwrap();
@@ -188,7 +192,9 @@ fn a_cancelled_request_moves_nothing_and_the_others_complete() {
     // One request thread, and many requests: those behind the first are still queued when
     // they are cancelled (which ones is up to the scheduler; each is checked for what it
     // says happened).
-    let d = require!(driver(ConfigBuilder::new().io_threads(1)));
+    let d = require!(driver(
+        ConfigBuilder::new().io_threads(1).request_threads(1)
+    ));
     let dir = TempDir::new("async-io");
     let data = pattern(8 << 20, 1);
     let (_, file) = file_with(&dir, "cancel.bin", &data);
@@ -249,7 +255,9 @@ fn a_leaked_handle_frees_nothing_under_its_transfer() {
     let data = pattern(16 << 20, 2);
     let (path, file) = file_with(&dir, "leak.bin", &data);
     {
-        let d = require!(driver(ConfigBuilder::new().io_threads(1)));
+        let d = require!(driver(
+            ConfigBuilder::new().io_threads(1).request_threads(1)
+        ));
         let fh = d.register_file(&file).unwrap();
         let mut buf = d.alloc(16 << 20).unwrap();
         for _ in 0..4 {
@@ -271,7 +279,9 @@ fn a_leaked_handle_frees_nothing_under_its_transfer() {
 
 #[test]
 fn owned_buffers_come_back_and_keep_a_queue_full() {
-    let d = require!(driver(ConfigBuilder::new().io_threads(2)));
+    let d = require!(driver(
+        ConfigBuilder::new().io_threads(2).request_threads(2)
+    ));
     let dir = TempDir::new("async-io");
     let data = pattern(16 * 65536, 12);
     let (_, file) = file_with(&dir, "owned.bin", &data);
@@ -403,4 +413,54 @@ fn requests_in_flight_stay_within_the_staging_budget() {
     let mut got = d.alloc_pinned(1 << 20).unwrap();
     buf.copy_to_host(63 << 20, &mut got).unwrap();
     assert!(got[..] == data[7 << 20..]);
+}
+
+/// Small requests run whole on a request thread (a `pread` and a copy), so how many run at
+/// once is how many request threads there are: by default four per I/O thread.
+#[test]
+fn small_requests_run_four_at_once_per_io_thread_by_default() {
+    use hipfile_testkit::{Call, Fault, Gate, Injected};
+    let base = require!(driver(ConfigBuilder::new().io_threads(1)));
+    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(
+        base.config().clone(),
+        injected.clone(),
+        base.runtime().clone(),
+    );
+    let dir = TempDir::new("async-io");
+    let data = pattern(64 << 10, 2);
+    let (_, file) = file_with(&dir, "four.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    let gate = Gate::new();
+    injected
+        .faults()
+        .add(Fault::on(Call::CopyToDevice).synchronous().park(&gate));
+    let _release = gate.release_on_drop();
+    let mut bufs: Vec<_> = (0..4).map(|_| d.alloc(4096).unwrap()).collect();
+    // Unaligned: the fallback serves them, each with a synchronous copy that parks.
+    let pending: Vec<_> = bufs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| fh.read_at_async(b.slice_mut(..1000).unwrap(), 1 + i as u64 * 4096))
+        .collect();
+    // A guard against a deadlock, not a measure of speed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while gate.parked() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of 4 small requests ran at once with one I/O thread",
+            gate.parked()
+        );
+        thread::sleep(std::time::Duration::from_millis(2));
+    }
+    gate.release();
+    for io in pending {
+        assert_eq!(io.wait().unwrap().bytes, 1000);
+    }
+    for (i, b) in bufs.iter().enumerate() {
+        let mut got = vec![0u8; 1000];
+        b.copy_to_host(0, &mut got).unwrap();
+        let at = 1 + i * 4096;
+        assert!(got[..] == data[at..at + 1000]);
+    }
 }

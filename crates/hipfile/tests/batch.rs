@@ -42,7 +42,9 @@ fn file_with(dir: &TempDir, data: &[u8]) -> (std::path::PathBuf, File) {
 
 #[test]
 fn every_request_is_reported_once_with_its_own_result() {
-    let d = require!(driver(ConfigBuilder::new().io_threads(3)));
+    let d = require!(driver(
+        ConfigBuilder::new().io_threads(3).request_threads(3)
+    ));
     let dir = TempDir::new("hipfile-batch");
     let data = pattern(4 << 20, 4);
     let (path, file) = file_with(&dir, &data);
@@ -146,7 +148,11 @@ struct Parked {
 }
 
 fn parked(threads: usize) -> Result<Parked, Skip> {
-    let base = driver(ConfigBuilder::new().io_threads(threads))?;
+    let base = driver(
+        ConfigBuilder::new()
+            .io_threads(threads)
+            .request_threads(threads),
+    )?;
     let parking = Arc::new(Injected::new(base.gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),

@@ -23,6 +23,7 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
     let config = ConfigBuilder::new()
         .hip_library(lib)
         .io_threads(2)
+        .request_threads(2)
         .build_with(|_| None)
         .0;
     let base = Driver::open_private(config).unwrap();
