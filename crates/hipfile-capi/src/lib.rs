@@ -28,6 +28,7 @@
 mod api;
 mod batch;
 mod codes;
+mod ordered;
 mod params;
 mod props;
 mod state;
@@ -36,6 +37,7 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+pub use ordered::*;
 pub use params::*;
 pub use props::*;
 pub use stats::*;
