@@ -478,7 +478,8 @@ int main(int argc, char **argv)
 
     /* The end: registrations go, the caller's descriptor stays. */
     CHECK(IS(hipFileBufDeregister(dev), hipFileSuccess));
-    hipFileHandleDeregister(fh);
+    hipFileHandleDeregister(fh); /* no request holds the file any more */
+    CHECK(hipFileRead(fh, dev, N, 0, 0) == -hipFileHandleNotRegistered);
     CHECK(IS(hipFileDriverClose(), hipFileSuccess));
     CHECK(hipFileUseCount() == 0);
     CHECK(IS(hipFileStreamDeregister(s_fixed), hipFileSuccess));
