@@ -19,7 +19,7 @@
 use crate::api::temporary;
 use crate::boundary;
 use crate::codes::{io_failure, status};
-use crate::state::{self, Inflight};
+use crate::state::{self, Buffer};
 use crate::types::*;
 use facade::core::request::MAX_IO_SIZE;
 use facade::{DeviceBuffer, Error, IoOutcome, Op, Request, StreamHandle, StreamParams};
@@ -209,7 +209,8 @@ unsafe impl Send for BytesOut {}
 ///
 /// As [`hipFileReadAsync`].
 unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
-    let (file, driver, registered, flags) = {
+    let done = Arc::new(AtomicBool::new(false));
+    let (file, driver, registered, flags, id) = {
         let mut st = state::lock();
         if st.count == 0 {
             // hipFile's rule: the first asynchronous call opens the driver, and fails.
@@ -239,9 +240,38 @@ unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
         let ptr = a.buffer_base as usize as u64;
         let registered = st.buffers.get(&ptr).cloned();
         let flags = st.streams.get(&(a.stream as usize)).copied().unwrap_or(0);
-        (file, driver, registered, flags)
+        // From here the registered buffer counts as in use, until the submission fails or
+        // the result is reported.
+        let id = st.reserve(registered.as_ref().map(|_| ptr), Arc::clone(&done));
+        (file, driver, registered, flags, id)
     };
+    // SAFETY: as this function's contract.
+    let (status, io) = unsafe { submit_reserved(op, &a, file, driver, registered, flags, done) };
+    let ended = {
+        let mut st = state::lock();
+        st.settle(id, io);
+        st.take_ended()
+    };
+    // Outside the lock: what the ended requests held goes.
+    drop(ended);
+    status
+}
 
+/// The rest of [`submit`], once the request has its entry in the state: the status to
+/// return, and the facade's handle when a request was queued.
+///
+/// # Safety
+///
+/// As [`hipFileReadAsync`].
+unsafe fn submit_reserved(
+    op: Op,
+    a: &Args,
+    file: facade::FileHandle,
+    driver: facade::Driver,
+    registered: Option<Buffer>,
+    flags: c_uint,
+    done: Arc<AtomicBool>,
+) -> (hipFileError_t, Option<facade::Io<'static>>) {
     // SAFETY: non-NULL (checked above), and the caller vouches that they are readable.
     let (size, file_offset, buffer_offset) = unsafe {
         (
@@ -256,27 +286,27 @@ unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
         // SAFETY: as this function's contract.
         None => match unsafe { temporary(&driver, a.buffer_base as usize as u64) } {
             Ok(b) => Some(b),
-            Err(refusal) => return refusal.status(),
+            Err(refusal) => return (refusal.status(), None),
         },
     };
     let len = match (&registered, &temporary_buffer) {
         (Some(b), _) => b.read().unwrap_or_else(PoisonError::into_inner).len(),
         (None, Some(b)) => b.len(),
-        (None, None) => return INTERNAL,
+        (None, None) => return (INTERNAL, None),
     } as u64;
     // Checked at submission with the values of now, as hipFile does (its size clamped to one
     // call's most); values read later are checked again then, by the facade.
     let clamped = (size as u64).min(MAX_IO_SIZE);
     let (Ok(fo), Ok(bo)) = (u64::try_from(file_offset), u64::try_from(buffer_offset)) else {
-        return INVALID;
+        return (INVALID, None);
     };
     if bo >= len || clamped > len - bo {
-        return INVALID;
+        return (INVALID, None);
     }
     // SAFETY: non-NULL, and the caller vouches that it is writable.
     unsafe { a.bytes_p.write(0) };
     if size == 0 {
-        return hipFileError_t::SUCCESS;
+        return (hipFileError_t::SUCCESS, None);
     }
 
     let params = if flags & FIXED_ALL == FIXED_ALL {
@@ -309,7 +339,6 @@ unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
         }))
     };
 
-    let done = Arc::new(AtomicBool::new(false));
     let out = BytesOut(a.bytes_p);
     let reported = Arc::clone(&done);
     let report = Box::new(move |result: &Result<IoOutcome, Error>| {
@@ -337,23 +366,12 @@ unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
         // SAFETY: as above; the temporary buffer never frees the memory, and the facade's
         // request holds what it needs of it.
         (None, Some(b)) => unsafe { order(&file, stream_handle, op, b, params, report) },
-        (None, None) => return INTERNAL,
+        (None, None) => return (INTERNAL, None),
     };
-    let io = match submitted {
-        Ok(io) => io,
-        Err(e) => return status(&e),
-    };
-    let ended = {
-        let mut st = state::lock();
-        st.inflight.push(Inflight {
-            buffer: registered.map(|_| a.buffer_base as usize as u64),
-            done,
-            io,
-        });
-        st.take_ended()
-    };
-    drop(ended);
-    hipFileError_t::SUCCESS
+    match submitted {
+        Ok(io) => (hipFileError_t::SUCCESS, Some(io)),
+        Err(e) => (status(&e), None),
+    }
 }
 
 /// # Safety

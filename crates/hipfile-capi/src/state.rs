@@ -28,16 +28,24 @@ pub(crate) type Buffer = Arc<RwLock<DeviceBuffer>>;
 /// to end. Its handle is kept until the request has ended: dropping it earlier would cancel
 /// the request or wait for it.
 pub(crate) struct Inflight {
+    /// Tells the entry from the others while its request is being submitted.
+    pub(crate) id: u64,
     /// The registered buffer it uses (its base pointer), which stays registered until `done`.
     pub(crate) buffer: Option<u64>,
     /// Set once the result has been written to the caller's `ssize_t`.
     pub(crate) done: Arc<AtomicBool>,
-    pub(crate) io: Io<'static>,
+    /// The facade's handle; `None` while the request is being submitted (the entry is made
+    /// first, under the lock that found the buffer, so that the buffer is in use from then).
+    pub(crate) io: Option<Io<'static>>,
 }
 
 impl Inflight {
     fn reported(&self) -> bool {
         self.done.load(Ordering::Acquire)
+    }
+
+    fn ended(&self) -> bool {
+        self.io.as_ref().is_some_and(|io| io.is_finished())
     }
 }
 
@@ -60,6 +68,8 @@ pub(crate) struct State {
     pub(crate) streams: BTreeMap<usize, c_uint>,
     /// Stream-ordered requests not yet seen to end, oldest first.
     pub(crate) inflight: Vec<Inflight>,
+    /// The id of the next entry of `inflight`.
+    pub(crate) next_inflight: u64,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -70,6 +80,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     params: Params::new(),
     streams: BTreeMap::new(),
     inflight: Vec::new(),
+    next_inflight: 0,
 });
 
 /// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
@@ -115,7 +126,7 @@ impl State {
     pub(crate) fn take_ended(&mut self) -> Vec<Inflight> {
         let (ended, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.inflight)
             .into_iter()
-            .partition(|r| r.io.is_finished());
+            .partition(Inflight::ended);
         self.inflight = going;
         ended
     }
@@ -125,7 +136,32 @@ impl State {
     pub(crate) fn buffer_in_flight(&self, ptr: u64) -> bool {
         self.inflight
             .iter()
-            .any(|r| r.buffer == Some(ptr) && !r.reported() && !r.io.is_finished())
+            .any(|r| r.buffer == Some(ptr) && !r.reported() && !r.ended())
+    }
+
+    /// Adds an entry for a request about to be submitted; its id.
+    pub(crate) fn reserve(&mut self, buffer: Option<u64>, done: Arc<AtomicBool>) -> u64 {
+        let id = self.next_inflight;
+        self.next_inflight = self.next_inflight.wrapping_add(1);
+        self.inflight.push(Inflight {
+            id,
+            buffer,
+            done,
+            io: None,
+        });
+        id
+    }
+
+    /// Gives entry `id` its handle, or removes it when the submission failed (`None`).
+    pub(crate) fn settle(&mut self, id: u64, io: Option<Io<'static>>) {
+        if let Some(at) = self.inflight.iter().position(|r| r.id == id) {
+            match io {
+                Some(io) => self.inflight[at].io = Some(io),
+                None => {
+                    self.inflight.remove(at);
+                }
+            }
+        }
     }
 
     /// Ends every registration, buffers first, then files, and lets go of the driver (the
