@@ -5,9 +5,10 @@
  * submission while the stream is held back by a host function (values not fixed are read
  * when the stream reaches the request; fixed ones are those of submission), the result in
  * *bytes_p, short reads at the end of the file, argument errors, errors reported through
- * *bytes_p, a registered buffer kept registered while a request uses it, and many requests
- * on several streams from threads. Usage: async DIR. Exits 0 when every check passes.
- * tests/basic.rs builds and runs it.
+ * *bytes_p, a registered buffer and file kept registered while a request uses them, stream
+ * deregistration with a request in flight, and many requests on several streams from
+ * threads. Usage: async DIR. Exits 0 when every check passes. tests/basic.rs builds and
+ * runs it.
  */
 
 #include "hipfile.h"
@@ -431,11 +432,13 @@ int main(int argc, char **argv)
         hold(s_def, &g);
         CHECK(IS(hipFileReadAsync(fh, dev, &size, &fo, &bo, &nread, s_def), hipFileSuccess));
         CHECK(IS(hipFileBufDeregister(dev), hipFileInvalidValue));
+        hipFileHandleDeregister(fh); /* silently refused: the request holds the file */
         /* Deregistering the stream does not wait, and the request goes on. */
         CHECK(IS(hipFileStreamDeregister(s_def), hipFileSuccess));
         release(&g);
         CHECK(hipStreamSynchronize(s_def) == 0);
         CHECK(nread == 4096);
+        CHECK(hipFileRead(fh, dev, 16, 0, 0) == 16); /* still registered */
         CHECK(IS(hipFileBufDeregister(dev), hipFileSuccess));
         CHECK(IS(hipFileBufRegister(dev, BUF_SIZE, 0), hipFileSuccess));
         CHECK(IS(hipFileStreamRegister(s_def, 0), hipFileSuccess));
