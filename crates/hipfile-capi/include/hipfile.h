@@ -363,12 +363,26 @@ HIPFILE_API void hipFileBatchIODestroy(hipFileBatchHandle_t batch_idp);
 #define HIPFILE_STREAM_PAGE_ALIGNED_INPUTS (1 << 3)
 #define HIPFILE_STREAM_FLAGS_MASK 0xf
 
+/* Queue a read (write) on stream, NULL meaning the null stream, and return at once: it runs
+ * when the stream reaches it, after the stream's earlier work, and the stream's later work
+ * waits for it. *bytes_read_p (*bytes_written_p) is 0 on return and holds what hipFileRead
+ * (hipFileWrite) would return once the stream has passed the request. The size and offsets
+ * are read through their pointers when the stream reaches the request, except those the
+ * stream's registration fixes (read at submission); so the pointers, and bytes_read_p, stay
+ * valid until then. With the use count 0 the call opens the driver and returns
+ * hipFileInvalidValue. NULL pointers, negative offsets and ranges outside the buffer (with
+ * the values at submission) are hipFileInvalidValue; an unknown fh is
+ * hipFileHandleNotRegistered; a size of 0 queues nothing. */
 HIPFILE_API hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base, size_t *size_p,
                                             hoff_t *file_offset_p, hoff_t *buffer_offset_p,
                                             ssize_t *bytes_read_p, hipStream_t stream);
 HIPFILE_API hipFileError_t hipFileWriteAsync(hipFileHandle_t fh, void *buffer_base, size_t *size_p,
                                              hoff_t *file_offset_p, hoff_t *buffer_offset_p,
                                              ssize_t *bytes_written_p, hipStream_t stream);
+/* Record stream's flags (HIPFILE_STREAM_*; PAGE_ALIGNED_INPUTS changes nothing); an
+ * unregistered stream fixes nothing. Flags outside the mask, a second registration, and
+ * deregistering a stream not registered are hipFileInvalidValue. Neither opens the driver.
+ * Deregistering returns at once: requests already queued go on as submitted. */
 HIPFILE_API hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned flags);
 HIPFILE_API hipFileError_t hipFileStreamDeregister(hipStream_t stream);
 

@@ -241,7 +241,8 @@ pub unsafe extern "C" fn hipFileBufRegister(
 /// # Errors
 ///
 /// `hipFileDriverClosing` when the count is 0; `hipFileMemoryNotRegistered` for NULL or a
-/// pointer not registered; `hipFileInvalidValue` while I/O uses the buffer.
+/// pointer not registered; `hipFileInvalidValue` while I/O uses the buffer, a
+/// stream-ordered request's too until its result is reported.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileError_t {
     boundary(INTERNAL, || {
@@ -253,6 +254,9 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
         let Some(entry) = st.buffers.get(&ptr) else {
             return hipFileError_t::code(hipFileMemoryNotRegistered);
         };
+        if st.buffer_in_flight(ptr) {
+            return hipFileError_t::code(hipFileInvalidValue);
+        }
         let result = match entry.try_write() {
             Ok(buffer) => buffer.driver().deregister_buffer(&buffer),
             Err(_) => Err(Error::InUse {

@@ -9,9 +9,12 @@
 //! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
 //! project's contract, docs/BEHAVIOUR.md, answers otherwise).
 //!
-//! What it does not do yet: the stream-ordered functions are declared in the header but not
-//! exported (README.md lists them), so a program that calls one fails to link rather than
-//! getting a stub.
+//! Every function the header declares is exported, the stream-ordered ones
+//! (`hipFileReadAsync`, `hipFileWriteAsync`, `hipFileStreamRegister`,
+//! `hipFileStreamDeregister`) included: those queue the facade's stream-ordered requests
+//! (`FileHandle::order_on_stream`), whose handles the state keeps until they end.
+//! What it does not do: move bytes itself, decide which backend serves, or keep state beyond
+//! hipFile's registries (files, buffers, streams, batches).
 //!
 //! Nothing depends on this crate; it is a leaf like the CLI.
 //!
@@ -28,6 +31,7 @@
 mod api;
 mod batch;
 mod codes;
+mod ordered;
 mod params;
 mod props;
 mod state;
@@ -36,6 +40,7 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+pub use ordered::*;
 pub use params::*;
 pub use props::*;
 pub use stats::*;

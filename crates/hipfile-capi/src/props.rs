@@ -84,6 +84,14 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
     if s.parallel_io && knobs.io_threads > 1 {
         features |= 1 << hipFileParallelIOSupported;
     }
+    // Stream-ordered requests need host functions and stream wait-value operations.
+    if st
+        .driver
+        .as_ref()
+        .is_some_and(|d| d.gpu().has_stream_wait_value())
+    {
+        features |= 1 << hipFileStreamsSupported;
+    }
     // The fastpath moves local NVMe data peer to peer when the runtime has AMD's file I/O
     // calls and compat mode is not forced; the other kinds are not ours.
     let fastpath = st
@@ -121,8 +129,9 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
 /// `max_device_pinned_mem_size` the staging pool's limits; `per_buffer_cache_size` one
 /// staging buffer; `max_batch_io_count` 128. The one storage-kind status bit is NVMe, set
 /// when the fastpath can serve (the runtime has AMD's file I/O calls and compat mode is
-/// not forced); the features are batch I/O, and parallel I/O when more than one I/O worker
-/// serves.
+/// not forced); the features are batch I/O, streams when the runtime can order requests on
+/// them (host functions and stream wait-value operations), and parallel I/O when more than
+/// one I/O worker serves.
 ///
 /// # Errors
 ///

@@ -1,12 +1,15 @@
 //! The library's process-wide state: hipFile's use count, the driver it keeps open, the
-//! registered files (opaque handles) and the registered buffers (keyed by pointer).
+//! registered files (opaque handles), the registered buffers (keyed by pointer), the
+//! registered streams and the stream-ordered requests in flight.
 //!
 //! One mutex guards it all, and it is never held while bytes move: I/O takes clones of what
 //! it needs (a `FileHandle`, the driver, a registered buffer's `Arc`) and lets go first.
 
 use crate::params::Params;
-use facade::{DeviceBuffer, Driver, Error, FileHandle};
+use facade::{DeviceBuffer, Driver, Error, FileHandle, Io};
 use std::collections::BTreeMap;
+use std::ffi::c_uint;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 /// A registered file. C's `hipFileHandle_t` is the address of one of these, boxed, so the
@@ -20,6 +23,31 @@ pub(crate) struct File {
 /// `&mut DeviceBuffer`), writes shared; deregistration tries for it exclusively and reports
 /// the buffer in use when it cannot have it.
 pub(crate) type Buffer = Arc<RwLock<DeviceBuffer>>;
+
+/// A stream-ordered request (`hipFileReadAsync`, `hipFileWriteAsync`) that has not been seen
+/// to end. Its handle is kept until the request has ended: dropping it earlier would cancel
+/// the request or wait for it.
+pub(crate) struct Inflight {
+    /// Tells the entry from the others while its request is being submitted.
+    pub(crate) id: u64,
+    /// The registered buffer it uses (its base pointer), which stays registered until `done`.
+    pub(crate) buffer: Option<u64>,
+    /// Set once the result has been written to the caller's `ssize_t`.
+    pub(crate) done: Arc<AtomicBool>,
+    /// The facade's handle; `None` while the request is being submitted (the entry is made
+    /// first, under the lock that found the buffer, so that the buffer is in use from then).
+    pub(crate) io: Option<Io<'static>>,
+}
+
+impl Inflight {
+    fn reported(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    fn ended(&self) -> bool {
+        self.io.as_ref().is_some_and(|io| io.is_finished())
+    }
+}
 
 pub(crate) struct State {
     /// hipFile's use count: opens minus closes, plus the implicit open of a first
@@ -35,6 +63,13 @@ pub(crate) struct State {
     /// The settings of the parameter calls and driver setters: for the next open, and those
     /// the open driver has.
     pub(crate) params: Params,
+    /// Registered streams (by `hipStream_t` value, 0 for the null stream) and their flags.
+    /// Not cleared when the count reaches 0 (hipFile keeps them too).
+    pub(crate) streams: BTreeMap<usize, c_uint>,
+    /// Stream-ordered requests not yet seen to end, oldest first.
+    pub(crate) inflight: Vec<Inflight>,
+    /// The id of the next entry of `inflight`.
+    pub(crate) next_inflight: u64,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -43,6 +78,9 @@ static STATE: Mutex<State> = Mutex::new(State {
     files: BTreeMap::new(),
     buffers: BTreeMap::new(),
     params: Params::new(),
+    streams: BTreeMap::new(),
+    inflight: Vec::new(),
+    next_inflight: 0,
 });
 
 /// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
@@ -81,6 +119,49 @@ impl State {
     /// The registered file with handle `addr`.
     pub(crate) fn file(&self, addr: usize) -> Option<&File> {
         self.files.get(&addr).map(|b| &**b)
+    }
+
+    /// Takes the stream-ordered requests that have ended, for the caller to drop once it has
+    /// let go of the lock. Never waits: a request that has not ended stays.
+    pub(crate) fn take_ended(&mut self) -> Vec<Inflight> {
+        let (ended, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.inflight)
+            .into_iter()
+            .partition(Inflight::ended);
+        self.inflight = going;
+        ended
+    }
+
+    /// Whether a stream-ordered request still uses the registered buffer at `ptr` (its result
+    /// not yet reported).
+    pub(crate) fn buffer_in_flight(&self, ptr: u64) -> bool {
+        self.inflight
+            .iter()
+            .any(|r| r.buffer == Some(ptr) && !r.reported() && !r.ended())
+    }
+
+    /// Adds an entry for a request about to be submitted; its id.
+    pub(crate) fn reserve(&mut self, buffer: Option<u64>, done: Arc<AtomicBool>) -> u64 {
+        let id = self.next_inflight;
+        self.next_inflight = self.next_inflight.wrapping_add(1);
+        self.inflight.push(Inflight {
+            id,
+            buffer,
+            done,
+            io: None,
+        });
+        id
+    }
+
+    /// Gives entry `id` its handle, or removes it when the submission failed (`None`).
+    pub(crate) fn settle(&mut self, id: u64, io: Option<Io<'static>>) {
+        if let Some(at) = self.inflight.iter().position(|r| r.id == id) {
+            match io {
+                Some(io) => self.inflight[at].io = Some(io),
+                None => {
+                    self.inflight.remove(at);
+                }
+            }
+        }
     }
 
     /// Ends every registration, buffers first, then files, and lets go of the driver (the

@@ -183,6 +183,11 @@ fn c_program_uses_the_library_from_many_threads() {
 }
 
 #[test]
+fn c_program_orders_requests_on_streams() {
+    run_c_program("async");
+}
+
+#[test]
 fn c_program_runs_batches_through_the_library() {
     run_c_program("batch");
 }
@@ -275,11 +280,15 @@ fn library_has_the_soname_and_exports_only_what_works() {
             "hipFileHandleDeregister",
             "hipFileHandleRegister",
             "hipFileRead",
+            "hipFileReadAsync",
             "hipFileSetParameterBool",
             "hipFileSetParameterSizeT",
             "hipFileSetParameterString",
+            "hipFileStreamDeregister",
+            "hipFileStreamRegister",
             "hipFileUseCount",
             "hipFileWrite",
+            "hipFileWriteAsync",
         ]
     );
 }

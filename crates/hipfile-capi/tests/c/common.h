@@ -12,6 +12,10 @@
 extern hipError_t hipMalloc(void **ptr, size_t size);
 extern hipError_t hipFree(void *ptr);
 extern hipError_t hipMemcpy(void *dst, const void *src, size_t size, int kind);
+extern hipError_t hipStreamCreate(hipStream_t *stream);
+extern hipError_t hipStreamSynchronize(hipStream_t stream);
+extern hipError_t hipStreamDestroy(hipStream_t stream);
+extern hipError_t hipLaunchHostFunc(hipStream_t stream, void (*fn)(void *), void *user_data);
 #define H2D 1
 #define D2H 2
 

@@ -229,8 +229,9 @@ int main(int argc, char **argv)
           ((1u << hipFileUsePollMode) | (1u << hipFileAllowCompatMode)));
     /* The emulated runtime has AMD's file I/O calls: the fastpath can serve local NVMe. */
     CHECK(p.nvfs.driver_status_flags == (1u << hipFileNVMeSupported));
-    CHECK(p.feature_flags ==
-          ((1u << hipFileBatchIOSupported) | (1u << hipFileParallelIOSupported)));
+    /* The emulated runtime can order requests on streams. */
+    CHECK(p.feature_flags == ((1u << hipFileBatchIOSupported) | (1u << hipFileStreamsSupported) |
+                              (1u << hipFileParallelIOSupported)));
     CHECK(p.max_device_cache_size == 512);
     CHECK(p.max_device_pinned_mem_size == 1024);
     CHECK(p.per_buffer_cache_size == size_param(hipFileParamPropertiesPerBufferCacheSizeKB));
