@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
+use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, has_command, require};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -104,12 +104,24 @@ fn run_c_program(name: &str) {
 /// As [`run_c_program`], with the runtime found as `runtime` says, `env` set and `args`
 /// after the working directory.
 fn run_c_program_with(name: &str, runtime: Runtime, env: &[(&str, &str)], args: &[&str]) {
+    run_c_program_in(name, runtime, env, args, None);
+}
+
+/// As [`run_c_program_with`], with the working directory (where the program makes its
+/// files) inside `work_in` when given: a mounted file system.
+fn run_c_program_in(
+    name: &str,
+    runtime: Runtime,
+    env: &[(&str, &str)],
+    args: &[&str],
+    work_in: Option<&Path>,
+) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
     let tmp = TempDir::new(&format!("capi-{name}"));
     let libdir = tmp.path().join("lib");
-    let work = tmp.path().join("work");
+    let work = work_in.unwrap_or(tmp.path()).join(format!("work-{name}"));
     std::fs::create_dir(&libdir).unwrap();
     std::fs::create_dir(&work).unwrap();
     install(&lib, &emu, &libdir);
@@ -291,4 +303,18 @@ fn library_has_the_soname_and_exports_only_what_works() {
             "hipFileWriteAsync",
         ]
     );
+}
+
+/// The read, write and stream-ordered programs on real ext4 (ordered: the fastpath serves
+/// aligned requests through the emulated AMD file I/O) and xfs, as well as on the test
+/// directory's own file system.
+#[test]
+fn c_programs_run_on_ext4_and_xfs() {
+    let ext4 = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let xfs = require!(MountedFs::xfs(300));
+    for fs in [&ext4, &xfs] {
+        for name in ["basic", "async"] {
+            run_c_program_in(name, Runtime::Named, &[], &[], Some(fs.path()));
+        }
+    }
 }

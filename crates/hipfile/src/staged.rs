@@ -14,20 +14,22 @@
 //! - reads: copies of the device bytes into the buffers of pieces that lie past the end of
 //!   the file as it is at submission (so that a short read leaves those bytes as they were),
 //!   then a host function that queues the segment's I/O on the engine, then per piece a wait
-//!   on the piece's gate, the copy of the piece to the device, and a host function that
-//!   returns the piece's buffer and gate; then a wait on the segment's gate and a host
-//!   function that returns it;
+//!   on the piece's gate and the copy of the piece to the device; then a wait on the
+//!   segment's gate and one host function that returns every gate and buffer of the segment;
 //! - writes: copies of every piece from the device, then the host function that queues the
-//!   I/O, then the wait on the segment's gate and its return.
+//!   I/O (and lets go of the buffers, which the I/O holds from then on), then the wait on the
+//!   segment's gate and its return.
 //!
-//! The engine's job reads (or writes) the pieces in order and opens each piece's gate as its
-//! bytes are in place; the segment's gate opens when the job has ended, however it ended
-//! (the slot's listener opens every gate not yet open, so a panicking or cancelled job never
-//! leaves the stream waiting). A gate is opened once, and goes back to the free list only from
-//! a host function queued after the wait on it, so it is never reused while a stream may still
-//! wait on it. After the last segment, a host function queues the request's own slot, whose
-//! job collects the result on an engine thread: the request ends only once the stream has
-//! passed all of it, so the memory it copies into or from is never released before.
+//! The engine serves a segment's pieces on up to `readers` of its threads at once (the job's
+//! own and helpers it queues), each taking the next piece not yet taken, and opens each
+//! piece's gate as its bytes are in place; the segment's gate opens when the job has ended,
+//! however it ended (the slot's listener opens every gate not yet open, so a panicking or
+//! cancelled job never leaves the stream waiting). A gate is opened once, and goes back to
+//! the free list only from a host function queued after the wait on it (or, when queuing
+//! failed, once the stream has been synchronised), so it is never reused while a stream may
+//! still wait on it. After the last segment, a host function queues the request's own slot,
+//! whose job collects the result on an engine thread: the request ends only once the stream
+//! has passed all of it, so the memory it copies into or from is never released before.
 //!
 //! # Safety
 //!
@@ -118,6 +120,9 @@ struct Progress {
     started: Option<std::time::Instant>,
     size: u64,
     aligned: bool,
+    /// Called with the result by whatever ends the request first: the last segment's job,
+    /// or the submission when queuing fails.
+    report: Mutex<Option<Report>>,
 }
 
 impl Progress {
@@ -205,10 +210,10 @@ impl Staged<'_> {
             started: driver.counting().then(std::time::Instant::now),
             size,
             aligned: self.plan.aligned,
+            report: Mutex::new(self.report),
         });
         let queue = driver.engine().queue_handle();
         let gates = driver.gates();
-        let mut report = self.report;
         let mut queued: Vec<Queued> = Vec::new();
         let mut ios: Vec<Arc<Slot>> = Vec::new();
         let mut failure = None;
@@ -257,11 +262,10 @@ impl Staged<'_> {
                 progress: &progress,
                 readers,
             };
-            let report = if last_segment { report.take() } else { None };
             // SAFETY: the stream is live (this function's contract); the device range is the
             // validated request's, whose memory the request's own slot holds until the stream
             // has passed everything queued here.
-            match unsafe { segment.queue(pieces, report, last_segment, &queue, &mut queued) } {
+            match unsafe { segment.queue(pieces, last_segment, &queue, &mut queued) } {
                 Ok(io) => {
                     // Queued whole: its host functions hold its buffers now, and the next
                     // segment may need them back from the pool.
@@ -296,7 +300,11 @@ impl Staged<'_> {
                 }
             }
             drop(queued);
-            return Engine::finished(op, Err(e));
+            let result = Err(e);
+            if let Some(report) = lock(&progress.report).take() {
+                report(&result);
+            }
+            return Engine::finished(op, result);
         }
         // The request's own slot: queued by the last host function on the stream, it ends the
         // request on an engine thread (where dropping the memory may call the runtime).
@@ -308,6 +316,10 @@ impl Staged<'_> {
             let result = lock(&collected.result)
                 .take()
                 .unwrap_or_else(|| collected.outcome());
+            // Cancelled before its last segment ran: reported now, late rather than never.
+            if let Some(report) = lock(&collected.report).take() {
+                report(&result);
+            }
             drop((memory, in_flight, held));
             result
         });
@@ -366,7 +378,6 @@ impl Segment<'_> {
     unsafe fn queue(
         &self,
         pieces: Vec<Arc<Piece>>,
-        report: Option<Report>,
         last_segment: bool,
         queue: &crate::engine::QueueHandle,
         queued: &mut Vec<Queued>,
@@ -393,7 +404,6 @@ impl Segment<'_> {
         let job = self.job(
             pieces.clone(),
             Arc::clone(&gating),
-            report,
             last_segment,
             queue.clone(),
         );
@@ -488,7 +498,6 @@ impl Segment<'_> {
         &self,
         pieces: Vec<Arc<Piece>>,
         gating: Arc<Gating>,
-        report: Option<Report>,
         last_segment: bool,
         queue: crate::engine::QueueHandle,
     ) -> crate::engine::Job {
@@ -556,7 +565,7 @@ impl Segment<'_> {
                     }
                     Err(_) => work.fh.driver().count_failed(work.op, Some(device)),
                 }
-                if let Some(report) = report {
+                if let Some(report) = lock(&progress.report).take() {
                     report(&outcome);
                 }
                 *lock(&progress.result) = Some(outcome);

@@ -347,3 +347,60 @@ fn a_request_on_the_null_stream_does_not_wait_for_itself() {
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got[..] == data[7..4007]);
 }
+
+/// A request whose copy cannot be queued on the stream fails at once, reports its error to
+/// the caller's report (where the C ABI writes `*bytes_read_p`), and leaves the stream free.
+#[test]
+fn a_request_whose_copy_cannot_be_queued_reports_its_error_and_frees_the_stream() {
+    let (d, injected) = require!(driver());
+    let dir = TempDir::new("hipfile-ordered-fail");
+    let data = pattern(64 << 10, 2);
+    let path = dir.path().join("f.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    let stream = d.create_stream().unwrap();
+    let buf = d.alloc(8192).unwrap();
+    injected
+        .faults()
+        .add(Fault::on(Call::CopyToDevice).once().fail(1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let report: hipfile::Report = Box::new(move |r: &Result<hipfile::IoOutcome, Error>| {
+        tx.send(r.is_err()).unwrap();
+    });
+    // Unaligned: the fallback's, whose copy to the device is queued on the stream.
+    let request = hipfile::core::Request {
+        op: Op::Read,
+        size: 4000,
+        file_offset: 100,
+        buffer_offset: 0,
+    };
+    // SAFETY: the stream is live until the end of the test.
+    let io = unsafe {
+        fh.order_on_stream(
+            stream.handle(),
+            Op::Read,
+            &buf,
+            hipfile::StreamParams::Fixed(request),
+            Some(report),
+        )
+    }
+    .unwrap();
+    assert!(io.wait().is_err());
+    assert_eq!(
+        rx.try_recv(),
+        Ok(true),
+        "the report was not given the error"
+    );
+    stream.synchronize().unwrap();
+    // The stream and the driver serve the next request.
+    let mut again = d.alloc(8192).unwrap();
+    let io = fh
+        .read_on(&stream, again.slice_mut(..4000).unwrap(), 100)
+        .unwrap();
+    assert_eq!(io.wait().unwrap().bytes, 4000);
+    stream.synchronize().unwrap();
+    let mut got = vec![0u8; 4000];
+    again.copy_to_host(0, &mut got).unwrap();
+    assert!(got[..] == data[100..4100]);
+}
