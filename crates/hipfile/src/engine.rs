@@ -58,6 +58,9 @@ struct Shared {
 struct Queue {
     slots: VecDeque<Arc<Slot>>,
     closing: bool,
+    /// Request threads waiting for work: a request queued while none waits needs no
+    /// wake-up (a system call), since a busy thread takes it when it is done.
+    idle: usize,
 }
 
 /// Where an asynchronous or batch request is in its life (cuFile's batch states).
@@ -86,6 +89,8 @@ pub(crate) struct Slot {
 
 struct SlotState {
     phase: IoState,
+    /// Threads blocked in `wait_ended`: the end wakes them only when there are some.
+    waiting: usize,
     job: Option<Job>,
     result: Option<Result<IoOutcome, Error>>,
     waker: Option<Waker>,
@@ -140,6 +145,7 @@ impl Engine {
             on_cancel,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
+                waiting: 0,
                 job: Some(job),
                 result: None,
                 waker: None,
@@ -167,12 +173,14 @@ impl Engine {
 
     /// Queues a request made by [`Engine::slot`] (a cancelled one is skipped when taken).
     pub(crate) fn queue(&self, slot: Arc<Slot>) {
-        let queued = {
+        let (queued, idle) = {
             let mut queue = lock(&self.shared.queue);
             queue.slots.push_back(slot);
-            queue.slots.len()
+            (queue.slots.len(), queue.idle)
         };
-        self.shared.ready.notify_one();
+        if idle > 0 {
+            self.shared.ready.notify_one();
+        }
         self.start_threads(queued);
     }
 
@@ -251,8 +259,11 @@ impl QueueHandle {
             return;
         }
         queue.slots.push_back(slot);
+        let idle = queue.idle;
         drop(queue);
-        self.0.ready.notify_one();
+        if idle > 0 {
+            self.0.ready.notify_one();
+        }
     }
 }
 
@@ -268,10 +279,12 @@ fn work(shared: &Shared) {
                 if queue.closing {
                     return;
                 }
+                queue.idle += 1;
                 queue = shared
                     .ready
                     .wait(queue)
                     .unwrap_or_else(PoisonError::into_inner);
+                queue.idle -= 1;
             }
         };
         slot.run_with(|job| {
@@ -311,13 +324,15 @@ impl Slot {
     }
 
     fn end(&self, phase: IoState, result: Option<Result<IoOutcome, Error>>) {
-        let (waker, listener) = {
+        let (waker, listener, waiting) = {
             let mut state = lock(&self.state);
             state.phase = phase;
             state.result = result;
-            (state.waker.take(), state.listener.take())
+            (state.waker.take(), state.listener.take(), state.waiting)
         };
-        self.ended.notify_all();
+        if waiting > 0 {
+            self.ended.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -356,10 +371,12 @@ impl Slot {
     pub(crate) fn wait_ended(&self) {
         let mut state = lock(&self.state);
         while matches!(state.phase, IoState::Waiting | IoState::Pending) {
+            state.waiting += 1;
             state = self
                 .ended
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+            state.waiting -= 1;
         }
     }
 
