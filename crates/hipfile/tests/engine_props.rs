@@ -5,7 +5,8 @@
 //! byte copies: every read that succeeds returns the model's bytes (stream-ordered ones as
 //! seen by a later copy on the same stream), every write that succeeds lands, every request
 //! ends exactly once with the byte count asked for or an error, only an injected fault fails
-//! one, and after each case the driver gives back all pinned memory and leaves no
+//! one, futures cancelled or dropped from another thread while in flight move all or
+//! nothing, and after each case the driver gives back all pinned memory and leaves no
 //! descriptor open.
 //!
 //! One test in its own binary, so that the descriptor count is not disturbed by others.
@@ -22,6 +23,9 @@ use std::sync::Arc;
 /// The file is `SLOTS` slots of `SLOT` bytes; each request of a wave stays in a slot of its
 /// own, so that the requests of a wave never overlap and their order does not matter.
 const SLOTS: usize = 6;
+/// Seeds (mod 5) of futures cancelled, or dropped, from another thread while in flight.
+const CANCEL: u8 = 1;
+const DROP: u8 = 2;
 const SLOT: usize = 20 << 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +205,21 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                         )),
                     }
                 }
+                // Some futures are cancelled, and some dropped, from another thread while
+                // in flight (chosen by their seed).
+                let (dropped, pending): (Vec<_>, Vec<_>) = pending
+                    .into_iter()
+                    .partition(|(_, r, _)| r.seed % 5 == DROP);
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        for (_, r, io) in &pending {
+                            if r.seed % 5 == CANCEL {
+                                io.cancel();
+                            }
+                        }
+                    });
+                    s.spawn(move || drop(dropped));
+                });
                 for (slot, req, io) in pending {
                     done.push(Done {
                         slot,
@@ -253,7 +272,15 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                     later.push((d_.slot, host[..d_.req.len].to_vec()));
                 }
             }
-            let failed = done.iter().filter(|x| x.result.is_err()).count();
+            let cancelled = |x: &Done| {
+                x.req.api == Api::Async
+                    && x.req.seed % 5 == CANCEL
+                    && matches!(x.result, Err(Error::Canceled { .. }))
+            };
+            let failed = done
+                .iter()
+                .filter(|x| x.result.is_err() && !cancelled(x))
+                .count();
             assert!(
                 failed <= faults,
                 "{failed} requests failed with {faults} faults: {:?}",
@@ -261,11 +288,20 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                     .filter_map(|x| x.result.as_ref().err())
                     .collect::<Vec<_>>()
             );
+            let dropped = |r: &Req| r.api == Api::Async && r.seed % 5 == DROP;
             assert_eq!(
                 done.len(),
-                wave.iter().flatten().count(),
+                wave.iter().flatten().filter(|r| !dropped(r)).count(),
                 "a request did not end once"
             );
+            // Where a dropped write may or may not have run, the model follows the file.
+            for (slot, r) in wave.iter().enumerate() {
+                if let Some(r) = r.as_ref().filter(|r| r.write && dropped(r)) {
+                    let at = slot * SLOT + r.start;
+                    let file = std::fs::read(&path).unwrap();
+                    model[at..at + r.len].copy_from_slice(&file[at..at + r.len]);
+                }
+            }
             for x in &done {
                 let at = x.slot * SLOT + x.req.start;
                 match &x.result {
@@ -280,6 +316,9 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                             assert!(got[..] == model[at..at + x.req.len], "{:?}", x.req);
                         }
                     }
+                    // Cancelled before it started: it moved nothing (the file is checked
+                    // against the unchanged model below).
+                    Err(_) if cancelled(x) => {}
                     Err(_) if x.req.write => {
                         // The file is what it is where a write failed; the model follows it.
                         let file = std::fs::read(&path).unwrap();
