@@ -86,8 +86,11 @@ fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     whole(moved_by_batch, len, "a batch")?;
     check(&buf, &expected[..len], "a batch")?;
 
-    // Ordered on a stream hipfile owns, then on the null stream.
+    // Ordered on a stream hipfile owns, then on the null stream. A copy queued on the same
+    // stream after the reads (the stream's later work) must see their bytes.
     let mut buf = driver.alloc(len)?;
+    let device_bytes = buf.ptr();
+    let mut later = driver.alloc_pinned(len)?;
     let stream = driver.create_stream()?;
     let pending: Vec<_> = buf
         .slice_mut(..)?
@@ -96,12 +99,22 @@ fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
         .enumerate()
         .map(|(i, view)| fh.read_on(&stream, view, (i * PIECE) as u64))
         .collect::<Result<_, _>>()?;
+    // SAFETY: `buf` and `later` live until after the stream is synchronised below, and
+    // nothing else touches `later` until then.
+    unsafe {
+        driver
+            .gpu()
+            .copy_to_host(later.as_mut_ptr(), device_bytes, len, Some(stream.handle()))
+    }?;
     stream.synchronize()?;
     let mut moved = 0;
     for io in pending {
         moved += io.wait()?.bytes;
     }
     whole(moved, len, "a stream")?;
+    if later[..] != expected[..len] {
+        return Err("a copy queued after the stream's reads did not see their bytes".into());
+    }
     check(&buf, &expected[..len], "a stream")?;
     let mut buf = driver.alloc(PIECE)?;
     // SAFETY: the null stream is always live.
