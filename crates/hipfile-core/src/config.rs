@@ -237,8 +237,8 @@ pub struct Config {
     /// The fallback's threads, task size, staging memory and small-request threshold.
     pub fallback: FallbackKnobs,
     /// How many requests that do not block their caller (futures, batches, stream-ordered)
-    /// are served at once: the facade's request threads. `None`: four per fallback I/O
-    /// thread. Set in code only ([`ConfigBuilder::request_threads`]).
+    /// are served at once: the facade's request threads. `None`: as many as the fallback's
+    /// I/O threads. Set in code only ([`ConfigBuilder::request_threads`]).
     pub request_threads: Option<usize>,
 }
 

@@ -158,12 +158,13 @@ impl Driver {
             Arc::clone(&runtime),
             StagingConfig::for_knobs(&config.fallback_knobs()),
         );
-        let engine = Engine::new(config.request_threads.unwrap_or_else(|| {
+        // As many request threads as I/O threads unless set: four times as many served
+        // small requests more slowly on the GPU machine (docs/DECISIONS.md, "One engine").
+        let engine = Engine::new(
             config
-                .fallback_knobs()
-                .io_threads
-                .saturating_mul(Engine::THREADS_PER_IO_THREAD)
-        }));
+                .request_threads
+                .unwrap_or(config.fallback_knobs().io_threads),
+        );
         let gates = Gates::new(Arc::clone(&runtime));
         let stats = Arc::new(Stats::new(config.stats_level));
         let publisher = Publisher::start(&stats);

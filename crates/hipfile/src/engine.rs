@@ -98,14 +98,6 @@ struct SlotState {
 }
 
 impl Engine {
-    /// Request threads per fallback I/O thread. A small request runs whole on its request
-    /// thread (a `pread` and one copy, both waits), so the request threads bound the small
-    /// requests in flight: a caller keeping more in flight than there are I/O threads gets
-    /// them served at its depth. Large requests hand their tasks to the I/O threads and
-    /// wait, so more request threads cost only idle stacks; threads start only while
-    /// requests wait (docs/DECISIONS.md, "One engine").
-    pub(crate) const THREADS_PER_IO_THREAD: usize = 4;
-
     /// An engine with `threads` request threads (at least one), none started yet.
     pub(crate) fn new(threads: usize) -> Engine {
         Engine {

@@ -416,11 +416,14 @@ fn requests_in_flight_stay_within_the_staging_budget() {
 }
 
 /// Small requests run whole on a request thread (a `pread` and a copy), so how many run at
-/// once is how many request threads there are: by default four per I/O thread.
+/// once is how many request threads there are, which `request_threads` sets apart from the
+/// I/O threads.
 #[test]
-fn small_requests_run_four_at_once_per_io_thread_by_default() {
+fn small_requests_run_as_many_at_once_as_there_are_request_threads() {
     use hipfile_testkit::{Call, Fault, Gate, Injected};
-    let base = require!(driver(ConfigBuilder::new().io_threads(1)));
+    let base = require!(driver(
+        ConfigBuilder::new().io_threads(1).request_threads(4)
+    ));
     let injected = Arc::new(Injected::new(base.gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
@@ -448,7 +451,7 @@ fn small_requests_run_four_at_once_per_io_thread_by_default() {
     while gate.parked() < 4 {
         assert!(
             std::time::Instant::now() < deadline,
-            "only {} of 4 small requests ran at once with one I/O thread",
+            "only {} of 4 small requests ran at once with four request threads",
             gate.parked()
         );
         thread::sleep(std::time::Duration::from_millis(2));
