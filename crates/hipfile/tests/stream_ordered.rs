@@ -17,6 +17,23 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A file of `len` pattern bytes made with `seed`, in a directory of its own, registered with
+/// `d`: the directory (removed when dropped), the bytes, the file and its handle.
+fn registered(
+    d: &Driver,
+    what: &str,
+    len: usize,
+    seed: u8,
+) -> (TempDir, Vec<u8>, std::fs::File, hipfile::FileHandle) {
+    let dir = TempDir::new(what);
+    let data = pattern(len, seed);
+    let path = dir.path().join("f.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let fh = d.register_file(&file).unwrap();
+    (dir, data, file, fh)
+}
+
 /// A driver on the emulated runtime with faults in front of it (none until armed).
 fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
     let lib = emulated_runtime()?;
@@ -80,12 +97,7 @@ fn wait_parked(gate: &Gate, n: usize) {
 #[test]
 fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let (d, injected) = require!(driver());
-    let dir = TempDir::new("hipfile-ordered");
-    let data = pattern(1 << 20, 3);
-    let path = dir.path().join("o.bin");
-    std::fs::write(&path, &data).unwrap();
-    let file = OpenOptions::new().read(true).open(&path).unwrap();
-    let fh = d.register_file(&file).unwrap();
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered", 1 << 20, 3);
     let stream = d.gpu().stream_create().unwrap();
     let mut buf = d.alloc(8192).unwrap();
     // A marker that a copy made too early would bring back.
@@ -196,12 +208,7 @@ fn staged_requests_of_many_pieces_keep_stream_order_and_bytes_past_the_end() {
 #[test]
 fn many_streams_with_staged_requests_parked_at_once_all_end() {
     let d = require!(staged_driver(8));
-    let dir = TempDir::new("hipfile-staged-many");
-    let data = pattern(32 * 12288, 6);
-    let path = dir.path().join("m.bin");
-    std::fs::write(&path, &data).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let fh = d.register_file(&file).unwrap();
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-staged-many", 32 * 12288, 6);
     let streams: Vec<_> = (0..32).map(|_| d.create_stream().unwrap()).collect();
     let mut bufs: Vec<_> = (0..32).map(|_| d.alloc(12288).unwrap()).collect();
     // Every stream held back first, so that all 32 requests are queued before any runs,
@@ -274,12 +281,7 @@ fn a_write_waits_for_the_streams_earlier_work() {
 #[test]
 fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_goes_on() {
     let (d, _) = require!(driver());
-    let dir = TempDir::new("hipfile-ordered-c");
-    let data = pattern(64 << 10, 5);
-    let path = dir.path().join("c.bin");
-    std::fs::write(&path, &data).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let fh = d.register_file(&file).unwrap();
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-c", 64 << 10, 5);
     let stream = d.gpu().stream_create().unwrap();
     let mut buf = d.alloc(64 << 10).unwrap();
     let go_tx = hold(&d, stream);
@@ -318,12 +320,7 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
 #[test]
 fn a_request_on_the_null_stream_does_not_wait_for_itself() {
     let (d, _) = require!(driver());
-    let dir = TempDir::new("hipfile-ordered-null");
-    let data = pattern(64 << 10, 9);
-    let path = dir.path().join("n.bin");
-    std::fs::write(&path, &data).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let fh = d.register_file(&file).unwrap();
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-null", 64 << 10, 9);
     let mut buf = d.alloc(64 << 10).unwrap();
     // Unaligned: the fallback serves it with a synchronous copy.
     // SAFETY: the null stream is always live.
@@ -353,12 +350,7 @@ fn a_request_on_the_null_stream_does_not_wait_for_itself() {
 #[test]
 fn a_request_whose_copy_cannot_be_queued_reports_its_error_and_frees_the_stream() {
     let (d, injected) = require!(driver());
-    let dir = TempDir::new("hipfile-ordered-fail");
-    let data = pattern(64 << 10, 2);
-    let path = dir.path().join("f.bin");
-    std::fs::write(&path, &data).unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let fh = d.register_file(&file).unwrap();
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-fail", 64 << 10, 2);
     let stream = d.create_stream().unwrap();
     let buf = d.alloc(8192).unwrap();
     injected
