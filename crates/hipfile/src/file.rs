@@ -553,7 +553,8 @@ impl FileHandle {
     }
 }
 
-fn fallback_failed(op: Op, source: BackendError) -> Error {
+/// A failure of the fallback's own I/O, as `submit` reports one: no retry was involved.
+pub(crate) fn fallback_failed(op: Op, source: BackendError) -> Error {
     Error::Backend {
         op,
         backend: BackendKind::Fallback,

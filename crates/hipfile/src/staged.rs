@@ -44,7 +44,7 @@
 
 use crate::buffer::Memory;
 use crate::engine::{Engine, Slot};
-use crate::file::{FileHandle, StagedPlan};
+use crate::file::{FileHandle, StagedPlan, fallback_failed};
 use crate::gates::{Gate, Gates};
 use crate::outcome::IoOutcome;
 use crate::stats::Served;
@@ -224,13 +224,7 @@ impl Staged<'_> {
             let staging = match pool.acquire_owned_many(count) {
                 Ok(s) => s,
                 Err(e) => {
-                    failure = Some(Error::Backend {
-                        op,
-                        backend: BackendKind::Fallback,
-                        source: e,
-                        retried_from: None,
-                        retry_refused: None,
-                    });
+                    failure = Some(fallback_failed(op, e));
                     break;
                 }
             };
@@ -415,13 +409,7 @@ impl Segment<'_> {
             returned_by_stream: false,
         });
         let runtime = |e| Error::Runtime(e);
-        let fallback = |e| Error::Backend {
-            op,
-            backend: BackendKind::Fallback,
-            source: e,
-            retried_from: None,
-            retry_refused: None,
-        };
+        let fallback = |e| fallback_failed(op, e);
         // Device bytes into the buffers first: all of a write, and the pieces of a read that
         // lie past the end of the file.
         for piece in pieces.iter().filter(|p| !reads || p.kept) {
