@@ -4,9 +4,9 @@
 use crate::driver::{Driver, InFlight};
 use crate::stats::Registration;
 use hipfile_core::buffer::{BufferUse, check_buffer};
-use hipfile_core::{CheckedBuffer, DevicePtr, Error, PinnedMemory};
-use std::sync::Arc;
+use hipfile_core::{CheckedBuffer, DevicePtr, Error, MemoryKind, PinnedMemory};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The driver's side of device and pinned buffers: allocation and registration.
 impl Driver {
@@ -125,6 +125,11 @@ pub(crate) struct Memory {
     owned: bool,
     /// Tells this buffer from another at the same address, for registrations.
     id: u64,
+    /// What the runtime said of the memory, once it said it is device memory: that cannot
+    /// change while the buffer lives (the memory stays allocated), so unregistered requests
+    /// ask the runtime once per buffer instead of once per request (two calls into the GPU
+    /// driver, whose locks every thread shares).
+    facts: OnceLock<CheckedBuffer>,
 }
 
 /// Gives every [`DeviceBuffer`] its identity.
@@ -165,6 +170,7 @@ impl DeviceBuffer {
             len,
             owned: true,
             id: next_id(),
+            facts: OnceLock::new(),
         }))
     }
 
@@ -207,6 +213,7 @@ impl DeviceBuffer {
             len,
             owned: false,
             id: next_id(),
+            facts: OnceLock::new(),
         })
     }
 
@@ -271,6 +278,9 @@ impl Memory {
         if let Some((facts, in_flight)) = self.driver.registered_facts(self.ptr, self.id) {
             return Ok((facts, Some(in_flight)));
         }
+        if let Some(facts) = self.facts.get() {
+            return Ok((*facts, None));
+        }
         // SAFETY: the request holds this `Memory` (through the buffer it borrows, or its own
         // reference for an asynchronous request) until it ends, and the memory stays
         // allocated while the `Memory` lives (owned, or by the contract of
@@ -282,8 +292,14 @@ impl Memory {
                 self.ptr,
                 BufferUse::Unregistered,
             )
-        }?;
-        Ok((facts.truncated(self.len as u64), None))
+        }?
+        .truncated(self.len as u64);
+        // Other memory (host memory, say) may change kind while the buffer lives (a
+        // `hipHostRegister` makes pageable memory pinned), so it is asked about each time.
+        if facts.facts().memory == MemoryKind::Device {
+            let _ = self.facts.set(facts);
+        }
+        Ok((facts, None))
     }
 
     /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).

@@ -1,11 +1,14 @@
 //! What keeps a driver open, as `Driver::is_only_handle` reports it (the C library relies on
-//! it to reopen its driver with new settings only when nothing uses it), and the staging
-//! buffer size `Driver::staging_chunk_size` derives from the fallback's knobs.
+//! it to reopen its driver with new settings only when nothing uses it), the staging buffer
+//! size `Driver::staging_chunk_size` derives from the fallback's knobs, and what small
+//! requests ask of the runtime.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 use hipfile::{ConfigBuilder, Driver};
 use hipfile_testfs::{TempDir, emulated_runtime, require};
+use hipfile_testkit::{Call, Injected};
+use std::sync::Arc;
 
 #[test]
 fn clones_files_and_buffers_each_hold_the_driver() {
@@ -44,4 +47,41 @@ fn a_staging_buffer_is_half_a_task_within_the_pool() {
             .io_threads(3),
     );
     assert_eq!(Driver::staging_chunk_size(&tiny), 4096);
+}
+
+#[test]
+fn an_unregistered_buffer_is_described_once_not_per_request() {
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .build_with(|_| None)
+        .0;
+    let base = Driver::open_private(config).unwrap();
+    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
+    drop(base);
+    let dir = TempDir::new("handles-small");
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..64 << 10)
+        .map(|i: u32| (i * 7 + i / 251) as u8)
+        .collect();
+    std::fs::write(&path, &data).unwrap();
+    let fh = d
+        .register_file(&std::fs::File::open(&path).unwrap())
+        .unwrap();
+    let mut buf = d.alloc(4096).unwrap();
+    let before = |c| rt.calls(c);
+    let (info, range) = (before(Call::PointerInfo), before(Call::AddressRange));
+    const READS: usize = 16;
+    for i in 0..READS {
+        fh.read_exact_at(&mut buf, (i * 4096) as u64).unwrap();
+        let mut back = vec![0u8; 4096];
+        buf.slice(..).unwrap().copy_to_host(&mut back).unwrap();
+        assert!(back == data[i * 4096..(i + 1) * 4096], "read {i}");
+    }
+    // The buffer is described once, not for every request.
+    assert_eq!(rt.calls(Call::PointerInfo) - info, 1);
+    assert_eq!(rt.calls(Call::AddressRange) - range, 1);
+    assert_eq!(rt.calls(Call::CopyToDevice), READS);
 }
