@@ -243,6 +243,45 @@ pub unsafe trait GpuRuntime: Send + Sync {
         stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError>;
 
+    /// A synchronous copy to device memory of `device`, which the caller knows (the
+    /// device that owns a validated buffer): a runtime may then skip the queries that find
+    /// the device, each a call into the GPU driver, whose locks every thread of the process
+    /// shares. The default is [`GpuRuntime::copy_to_device`] without a stream.
+    ///
+    /// # Safety
+    ///
+    /// As [`GpuRuntime::copy_to_device`]'s.
+    unsafe fn copy_to_device_of(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        let _ = device;
+        // SAFETY: the caller's guarantees are `copy_to_device`'s.
+        unsafe { self.copy_to_device(dst, src, len, None) }
+    }
+
+    /// A synchronous copy from device memory of `device`; see
+    /// [`GpuRuntime::copy_to_device_of`]. The default is [`GpuRuntime::copy_to_host`] without
+    /// a stream.
+    ///
+    /// # Safety
+    ///
+    /// As [`GpuRuntime::copy_to_host`]'s.
+    unsafe fn copy_to_host_of(
+        &self,
+        device: i32,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        let _ = device;
+        // SAFETY: the caller's guarantees are `copy_to_host`'s.
+        unsafe { self.copy_to_host(dst, src, len, None) }
+    }
+
     /// Whether [`launch_host_func`](Self::launch_host_func),
     /// [`host_device_pointer`](Self::host_device_pointer),
     /// [`stream_wait_value32`](Self::stream_wait_value32) and

@@ -133,6 +133,9 @@ struct PoolState {
     abandoned: usize,
     /// Allocations in progress, counted against the bound before they finish.
     allocating: usize,
+    /// Threads waiting for a buffer: a buffer given back while none waits needs no wake-up
+    /// (a system call, on every request otherwise).
+    waiting: usize,
 }
 
 /// A bounded pool of pinned host buffers, allocated lazily and reused; safe to use from many
@@ -196,10 +199,7 @@ impl StagingPool {
                 let buffer = self.allocate()?;
                 return Ok(StagingGuard::new(self, buffer));
             }
-            state = self
-                .returned
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = self.wait(state);
         }
     }
 
@@ -259,11 +259,28 @@ impl StagingPool {
     }
 
     fn give_back(&self, buffer: PinnedMemory) {
-        self.lock().idle.push(buffer);
+        let waiting = {
+            let mut state = self.lock();
+            state.idle.push(buffer);
+            state.waiting > 0
+        };
         // Every waiter: one that needs several buffers at once
         // ([`StagingPool::acquire_owned_many`]) may not be able to go on with this one
         // while another could.
-        self.returned.notify_all();
+        if waiting {
+            self.returned.notify_all();
+        }
+    }
+
+    /// Waits for a buffer to come back (or a slot for one), counted among the waiters.
+    fn wait<'a>(&self, mut state: MutexGuard<'a, PoolState>) -> MutexGuard<'a, PoolState> {
+        state.waiting += 1;
+        let mut state = self
+            .returned
+            .wait(state)
+            .unwrap_or_else(PoisonError::into_inner);
+        state.waiting -= 1;
+        state
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
@@ -355,29 +372,34 @@ impl<'a> StagingGuard<'a> {
         &mut self.buffer.as_mut_slice()[..capacity]
     }
 
-    /// Copies the first `to.len()` bytes of the buffer to `to`, synchronously.
+    /// Copies the first `to.len()` bytes of the buffer to `to`, memory of device `gpu`,
+    /// synchronously.
     ///
     /// # Panics
     ///
     /// When `to` is longer than the buffer.
-    pub(crate) fn copy_to_device(&self, to: DeviceRange) -> Result<(), BackendError> {
+    pub(crate) fn copy_to_device(&self, to: DeviceRange, gpu: i32) -> Result<(), BackendError> {
         let len = to.len_within(self.capacity());
         // SAFETY: `to` lies inside the request's device buffer (module invariant), `len` is
         // no more than the guard's buffer, which the guard holds; the copy is synchronous.
         unsafe {
             self.pool
                 .runtime
-                .copy_to_device(to.start, self.buffer.as_ptr(), len, None)
+                .copy_to_device_of(gpu, to.start, self.buffer.as_ptr(), len)
         }
         .map_err(BackendError::Runtime)
     }
 
-    /// Copies `from` into the start of the buffer, synchronously.
+    /// Copies `from`, memory of device `gpu`, into the start of the buffer, synchronously.
     ///
     /// # Panics
     ///
     /// When `from` is longer than the buffer.
-    pub(crate) fn copy_from_device(&mut self, from: DeviceRange) -> Result<(), BackendError> {
+    pub(crate) fn copy_from_device(
+        &mut self,
+        from: DeviceRange,
+        gpu: i32,
+    ) -> Result<(), BackendError> {
         let len = from.len_within(self.capacity());
         // SAFETY: `from` lies inside the request's device buffer (module invariant), `len` is
         // no more than the guard's buffer, held exclusively through `&mut self`; the copy is
@@ -385,7 +407,7 @@ impl<'a> StagingGuard<'a> {
         unsafe {
             self.pool
                 .runtime
-                .copy_to_host(self.buffer.as_mut_ptr(), from.start, len, None)
+                .copy_to_host_of(gpu, self.buffer.as_mut_ptr(), from.start, len)
         }
         .map_err(BackendError::Runtime)
     }
@@ -524,10 +546,7 @@ impl StagingPool {
                 }
                 return Ok(got);
             }
-            state = self
-                .returned
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = self.wait(state);
         }
     }
 

@@ -16,10 +16,10 @@ use std::os::fd::BorrowedFd;
 /// Serves `r` on `fd` (a buffered descriptor) for device memory of device `gpu` and returns
 /// the bytes moved: short for a read that reaches the end of the file, and for a write that
 /// fails after writing some bytes. Size 0 returns 0 and touches nothing (a write of nothing
-/// has nothing to make durable). The caller's thread copies synchronously, which the runtime
-/// routes by the pointers, so its current device is left alone; the I/O threads copy on
-/// streams of `gpu`, and read what the page cache lacks through `direct` when it is given
-/// (see `Pipeline::run`).
+/// has nothing to make durable). The caller's thread copies synchronously (naming the device,
+/// so that the runtime need not ask for it), which leaves its current device alone; the I/O
+/// threads copy on streams of `gpu`, and read what the page cache lacks through `direct` when
+/// it is given (see `Pipeline::run`).
 ///
 /// A write follows POSIX's rule for `write(2)`, as the fastpath's `hipAmdFileWrite` does: one
 /// that writes some bytes from the start of the request and then fails returns the count of
@@ -57,6 +57,7 @@ pub(crate) fn serve(
     let mut buf = pool.acquire()?;
     let result = transfer_range(
         r.op(),
+        gpu,
         fd,
         DeviceRange::of_request(r),
         r.file_offset(),
@@ -102,6 +103,7 @@ fn finish(
 /// sync.
 pub(crate) fn transfer_range(
     op: Op,
+    gpu: i32,
     fd: BorrowedFd<'_>,
     device: DeviceRange,
     file_offset: u64,
@@ -121,7 +123,8 @@ pub(crate) fn transfer_range(
                     .map_err(Failed::after(done))?;
                 let (filled, _) = chunk.split_at(got as u64);
                 if got > 0 {
-                    buf.copy_to_device(filled).map_err(Failed::after(done))?;
+                    buf.copy_to_device(filled, gpu)
+                        .map_err(Failed::after(done))?;
                 }
                 done += got as u64;
                 if got < want {
@@ -129,7 +132,8 @@ pub(crate) fn transfer_range(
                 }
             }
             Op::Write => {
-                buf.copy_from_device(chunk).map_err(Failed::after(done))?;
+                buf.copy_from_device(chunk, gpu)
+                    .map_err(Failed::after(done))?;
                 pwrite_full(fd, &buf.as_slice()[..want], offset).map_err(|f| f.within(done))?;
                 done += chunk.len();
             }

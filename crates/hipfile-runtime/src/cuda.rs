@@ -366,6 +366,33 @@ unsafe impl GpuRuntime for CudaRuntime {
         }
     }
 
+    unsafe fn copy_to_device_of(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller's guarantees are `copy_to_device`'s; on a stream of the pool,
+        // waited for before returning.
+        self.sync.run_on(self, device, |s| unsafe {
+            self.copy_to_device(dst, src, len, Some(s))
+        })
+    }
+
+    unsafe fn copy_to_host_of(
+        &self,
+        device: i32,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: as for `copy_to_device_of`.
+        self.sync.run_on(self, device, |s| unsafe {
+            self.copy_to_host(dst, src, len, Some(s))
+        })
+    }
+
     fn has_stream_wait_value(&self) -> bool {
         self.cuda.has_stream_wait_value()
     }

@@ -27,11 +27,27 @@ impl SyncStreams {
         memory: DevicePtr,
         copy: impl FnOnce(StreamHandle) -> Result<(), RuntimeError>,
     ) -> Result<(), RuntimeError> {
-        let current = rt.current_device()?;
         let device = match rt.pointer_info(memory) {
             Ok(info) if info.memory == MemoryKind::Device && info.device >= 0 => info.device,
-            _ => current,
+            _ => rt.current_device()?,
         };
+        self.run_on(rt, device, copy)
+    }
+
+    /// Runs `copy` on a non-blocking stream of `device` and waits for it, for a caller that
+    /// knows the device (`GpuRuntime::copy_to_device_of`): no query of the memory or of
+    /// the current device, except to make the device's first stream.
+    ///
+    /// # Errors
+    ///
+    /// The runtime's error of the stream creation (or the device switch it needs), the copy
+    /// or the wait.
+    pub(crate) fn run_on(
+        &self,
+        rt: &dyn GpuRuntime,
+        device: i32,
+        copy: impl FnOnce(StreamHandle) -> Result<(), RuntimeError>,
+    ) -> Result<(), RuntimeError> {
         let idle = {
             let mut streams = self.0.lock().unwrap_or_else(PoisonError::into_inner);
             streams
@@ -41,14 +57,7 @@ impl SyncStreams {
         };
         let stream = match idle {
             Some(s) => s,
-            None if device == current => rt.stream_create()?,
-            // A stream belongs to the device current when it is made.
-            None => {
-                rt.set_device(device)?;
-                let made = rt.stream_create();
-                rt.set_device(current)?;
-                made?
-            }
+            None => new_stream(rt, device)?,
         };
         let done = copy(stream).and_then(|()| rt.stream_synchronize(stream));
         if done.is_ok() {
@@ -70,4 +79,17 @@ impl SyncStreams {
             let _ = rt.stream_destroy(s);
         }
     }
+}
+
+/// A stream of `device`: a stream belongs to the device current when it is made, and the
+/// current device is put back after.
+fn new_stream(rt: &dyn GpuRuntime, device: i32) -> Result<StreamHandle, RuntimeError> {
+    let current = rt.current_device()?;
+    if device == current {
+        return rt.stream_create();
+    }
+    rt.set_device(device)?;
+    let made = rt.stream_create();
+    rt.set_device(current)?;
+    made
 }

@@ -232,6 +232,29 @@ unsafe impl GpuRuntime for Injected {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.copy_to_host(dst, src, len, stream) }
     }
+    // The synchronous copies to a named device count (and fail) as synchronous copies.
+    unsafe fn copy_to_device_of(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        self.enter(Call::CopyToDevice, at((dst.0, len), None))?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.copy_to_device_of(device, dst, src, len) }
+    }
+    unsafe fn copy_to_host_of(
+        &self,
+        device: i32,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        self.enter(Call::CopyToHost, at((src.0, len), None))?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.inner.copy_to_host_of(device, dst, src, len) }
+    }
     unsafe fn amd_file_read(
         &self,
         fd: RawFd,
