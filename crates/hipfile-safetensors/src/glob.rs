@@ -57,8 +57,14 @@ mod tests {
         let m = |p: &str, t: &str| Glob::new(p).matches(t);
         assert!(m("*", ""));
         assert!(m("*", "model.layers.0.mlp"));
-        assert!(m("model.layers.*.q_proj.weight", "model.layers.17.q_proj.weight"));
-        assert!(!m("model.layers.*.q_proj.weight", "model.layers.17.k_proj.weight"));
+        assert!(m(
+            "model.layers.*.q_proj.weight",
+            "model.layers.17.q_proj.weight"
+        ));
+        assert!(!m(
+            "model.layers.*.q_proj.weight",
+            "model.layers.17.k_proj.weight"
+        ));
         assert!(m("model.layers.?.*", "model.layers.3.mlp.up_proj.weight"));
         assert!(!m("model.layers.?.*", "model.layers.13.mlp.up_proj.weight"));
         assert!(m("*norm*", "model.layers.2.input_layernorm.weight"));

@@ -196,8 +196,11 @@ impl<'a> Loader<'a> {
                         .is_none_or(|g| g.matches(&s.tensors[i].name))
                 })
                 .collect();
-            let (extents, len) =
-                plan::extents(selected.iter().map(|&i| (s.tensors[i].start, s.tensors[i].end)));
+            let (extents, len) = plan::extents(
+                selected
+                    .iter()
+                    .map(|&i| (s.tensors[i].start, s.tensors[i].end)),
+            );
             plans.push((selected, extents, len));
         }
         let total: u64 = plans
@@ -212,7 +215,8 @@ impl<'a> Loader<'a> {
                 let mut cached = Some(0u64);
                 for (s, (_, ex, _)) in opened.iter().zip(&plans) {
                     for e in ex {
-                        let c = cache::cached_bytes(&s.file, e.file_start, e.need_end - e.file_start);
+                        let c =
+                            cache::cached_bytes(&s.file, e.file_start, e.need_end - e.file_start);
                         cached = cached.zip(c).map(|(a, b)| a + b);
                     }
                 }
@@ -250,7 +254,10 @@ impl<'a> Loader<'a> {
                 path: s.path.clone(),
                 why: format!("{len} bytes do not fit in this machine's address space"),
             })?;
-            let where_ = device.map_or_else(|| "the current device".to_owned(), |d| format!("device {d}"));
+            let where_ = device.map_or_else(
+                || "the current device".to_owned(),
+                |d| format!("device {d}"),
+            );
             let buffer = match device {
                 Some(d) => self.driver.alloc_on(d, bytes),
                 None => self.driver.alloc(bytes),
@@ -290,7 +297,9 @@ impl<'a> Loader<'a> {
                 })?;
                 let outcome = handles[p.shard]
                     .read_at(&mut view, p.file_offset + got)
-                    .map_err(|source| read_failed(path, p.file_offset + got, p.need - got, source))?;
+                    .map_err(|source| {
+                        read_failed(path, p.file_offset + got, p.need - got, source)
+                    })?;
                 if outcome.bytes == 0 {
                     return Err(LoadError::Short {
                         path: path.clone(),

@@ -69,7 +69,9 @@ pub fn extents(ranges: impl IntoIterator<Item = (u64, u64)>) -> (Vec<Extent>, u6
             last.file_end = align_up(last.need_end);
             continue;
         }
-        let buf_start = out.last().map_or(0, |e| e.buf_start + (e.file_end - e.file_start));
+        let buf_start = out
+            .last()
+            .map_or(0, |e| e.buf_start + (e.file_end - e.file_start));
         out.push(Extent {
             file_start: align_down(start),
             need_end: end,
@@ -77,7 +79,9 @@ pub fn extents(ranges: impl IntoIterator<Item = (u64, u64)>) -> (Vec<Extent>, u6
             buf_start,
         });
     }
-    let len = out.last().map_or(0, |e| e.buf_start + (e.file_end - e.file_start));
+    let len = out
+        .last()
+        .map_or(0, |e| e.buf_start + (e.file_end - e.file_start));
     (out, len)
 }
 
@@ -163,10 +167,7 @@ mod tests {
         let p = pieces(3, &ex, 4 << 20);
         assert_eq!(p.len(), 3);
         assert_eq!(p.iter().map(|p| p.len).sum::<u64>(), len);
-        assert_eq!(
-            p.iter().map(|p| p.need).sum::<u64>(),
-            8 + 100 + 10_000_000
-        );
+        assert_eq!(p.iter().map(|p| p.need).sum::<u64>(), 8 + 100 + 10_000_000);
         for w in p.windows(2) {
             assert_eq!(w[0].file_offset + w[0].len, w[1].file_offset);
             assert_eq!(w[0].buf_start + w[0].len, w[1].buf_start);
