@@ -207,7 +207,7 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
 
 /// Every tensor's CRC-32 from GPU memory (in the checkpoint's order), and those that differ
 /// from the file's.
-fn verify(checkpoint: &Checkpoint) -> Result<(Vec<(String, u32)>, Vec<Mismatch>), String> {
+fn verify(checkpoint: &Checkpoint) -> Result<Verified, String> {
     let files: Vec<(PathBuf, File)> = checkpoint
         .shard_paths()
         .map(|p| {

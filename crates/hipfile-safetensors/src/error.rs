@@ -59,9 +59,9 @@ pub enum LoadError {
         path: PathBuf,
         /// What was being done.
         what: String,
-        /// hipfile's error.
+        /// hipfile's error (boxed: it is large, and errors are the rare path).
         #[source]
-        source: hipfile::Error,
+        source: Box<hipfile::Error>,
     },
     /// A shard ended before the bytes its header promises (it changed during the load).
     #[error("{}: the file ended at byte {at}, before the tensor data its header describes (up to byte {expected}); was it changed while loading?", path.display())]

@@ -156,7 +156,7 @@ impl<'a> Loader<'a> {
             return Err(LoadError::NoShards);
         }
         let request = self.request_size;
-        if !(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || request % ALIGN != 0 {
+        if !(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN) {
             return Err(LoadError::Option(format!(
                 "the request size must be a multiple of {ALIGN} from {ALIGN} to {MAX_REQUEST_SIZE}, not {request}"
             )));
@@ -236,7 +236,11 @@ impl<'a> Loader<'a> {
         for (i, (s, (selected, _, len))) in opened.iter().zip(&plans).enumerate() {
             let gpu = |what: String| {
                 let path = s.path.clone();
-                move |source| LoadError::Gpu { path, what, source }
+                move |source| LoadError::Gpu {
+                    path,
+                    what,
+                    source: Box::new(source),
+                }
             };
             handles.push(
                 self.driver
@@ -293,7 +297,7 @@ impl<'a> Loader<'a> {
                 let mut view = buffer.slice_mut(at).map_err(|source| LoadError::Gpu {
                     path: path.clone(),
                     what: "cannot make a view of the shard's buffer".into(),
-                    source,
+                    source: Box::new(source),
                 })?;
                 let outcome = handles[p.shard]
                     .read_at(&mut view, p.file_offset + got)
@@ -365,7 +369,7 @@ fn read_failed(path: &Path, offset: u64, len: u64, source: hipfile::Error) -> Lo
     LoadError::Gpu {
         path: path.to_path_buf(),
         what: format!("reading bytes {offset}..{} failed", offset + len),
-        source,
+        source: Box::new(source),
     }
 }
 
@@ -419,7 +423,7 @@ fn run_window(
         let gpu = |source| LoadError::Gpu {
             path: shards[shard].path.clone(),
             what: "cannot make a view of the shard's buffer".into(),
-            source,
+            source: Box::new(source),
         };
         let mut mine: Vec<usize> = (0..pieces.len())
             .filter(|&i| pieces[i].shard == shard)

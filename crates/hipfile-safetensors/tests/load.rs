@@ -114,7 +114,10 @@ fn assert_loaded(ck: &Checkpoint, expected: &[(String, Vec<u8>)], specs: &[Spec]
     }
 }
 
-fn two_shards(dir: &TempDir) -> (Vec<PathBuf>, Vec<(String, Vec<u8>)>, Vec<Spec>) {
+/// Each tensor's name and bytes.
+type Written = Vec<(String, Vec<u8>)>;
+
+fn two_shards(dir: &TempDir) -> (Vec<PathBuf>, Written, Vec<Spec>) {
     let (a, da) = write_shard(dir.path(), "model-00001-of-00002.safetensors", SHARD_A, 1);
     let (b, db) = write_shard(dir.path(), "model-00002-of-00002.safetensors", SHARD_B, 100);
     let specs = SHARD_A.iter().chain(SHARD_B).copied().collect();
@@ -362,7 +365,7 @@ fn a_missing_shard_and_bad_options_are_errors() {
     let driver = require!(driver());
     let dir = TempDir::new("st-missing");
     let missing = dir.path().join("nope.safetensors");
-    let (_, text) = load_error(&driver, &[missing.clone()]);
+    let (_, text) = load_error(&driver, std::slice::from_ref(&missing));
     assert!(
         text.contains(&missing.display().to_string()) && text.contains("cannot open"),
         "{text}"
