@@ -408,6 +408,34 @@ fn a_device_that_does_not_exist_fails_the_load_naming_the_shard() {
     );
 }
 
+/// A checkpoint just written is in the page cache and read as hot; once its pages are
+/// dropped it is read as cold, in file order with few requests in flight.
+#[test]
+fn the_page_cache_decides_hot_or_cold() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-cold");
+    let (path, expected) = write_shard(dir.path(), "cold.safetensors", SHARD_A, 4);
+    let file = std::fs::File::open(&path).unwrap();
+    let len = file.metadata().unwrap().len();
+    let cold = require!(
+        hipfile_safetensors::is_cold(&file, 0, len)
+            .ok_or_else(|| Skip("this kernel has no cachestat(2)".into()))
+    );
+    assert!(!cold, "a file just written is cached");
+    let ck = Loader::new(&driver).load(&[&path]).unwrap();
+    assert!(!ck.report().cold, "{:?}", ck.report());
+    assert_eq!(ck.report().in_flight, 8);
+    drop(ck);
+
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    assert_eq!(hipfile_safetensors::is_cold(&file, 0, len), Some(true));
+    let ck = Loader::new(&driver).load(&[&path]).unwrap();
+    assert!(ck.report().cold, "{:?}", ck.report());
+    assert_eq!(ck.report().in_flight, 2);
+    assert_loaded(&ck, &expected, SHARD_A);
+}
+
 /// On ext4 (data=ordered) the fastpath serves the aligned requests: the loader's plan keeps
 /// file offsets, sizes and device offsets aligned alike, even though the data section
 /// starts at an unaligned offset.
