@@ -176,8 +176,9 @@ fn checkpoint_never_overwrites() {
     assert!(run.stderr.contains("File exists"), "{}", run.stderr);
 }
 
-/// On ext4 the fastpath serves the reads; when it fails with EIO the load fails (exit 1),
-/// naming the shard, and prints no result.
+/// On ext4 the fastpath serves the reads; a read it fails with ENODEV is served by the
+/// fallback; when it fails with EIO the load fails (exit 1), naming the shard, and prints
+/// no result.
 #[test]
 fn a_failing_read_fails_the_load() {
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
@@ -187,6 +188,16 @@ fn a_failing_read_fails_the_load() {
     let v = run.one();
     assert_eq!(v["fallback_bytes"], 0, "{v}");
     assert!(v["fastpath_bytes"].as_u64().unwrap() > 0, "{v}");
+    // ENODEV is retried on the fallback: the load succeeds, and says which backend moved what.
+    let run = load(
+        &["--json", "--verify"],
+        &shards,
+        &[("HIPFILE_EMU_FAULT", "read:ENODEV:1")],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert!(v["fallback_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
     let run = load(&["--json"], &shards, &[("HIPFILE_EMU_FAULT", "read:EIO")]);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert_eq!(run.stdout, "");
