@@ -62,9 +62,9 @@ failed (a bad shard, the driver, an allocation or a read); 2 on bad arguments or
 emulated runtime that is not found; 3 when --verify found a mismatch."
 )]
 pub struct LoadArgs {
-    /// Print one JSON object: tensors, bytes, bytes_read, seconds, gbps, fastpath_bytes,
-    /// fallback_bytes, requests, in_flight, request_size, cache, and with --verify
-    /// mismatches and crc32 (by tensor name)
+    /// Print one JSON object: shards, tensors, bytes, bytes_read, seconds, gbps,
+    /// fastpath_bytes, fallback_bytes, requests, in_flight, request_size, cache, and with
+    /// --verify mismatches and crc32 (by tensor name)
     #[arg(long)]
     pub json: bool,
     /// The GPU to load into [default: the current device]
@@ -80,6 +80,10 @@ pub struct LoadArgs {
     /// Compare every loaded tensor's CRC-32 in GPU memory with the file's
     #[arg(long)]
     pub verify: bool,
+    /// Also list every loaded tensor: name, dtype, shape, bytes, shard (with --json, as
+    /// tensor_list)
+    #[arg(long)]
+    pub list: bool,
     /// Bytes per request, a multiple of 4096 up to 1GiB [default: 64MiB]
     #[arg(long, value_name = "N", value_parser = request_size)]
     pub request_size: Option<u64>,
@@ -183,9 +187,9 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         None
     };
     let text = if args.json {
-        to_json(&checkpoint, seconds, verified.as_ref())
+        to_json(&checkpoint, seconds, verified.as_ref(), args.list)
     } else {
-        to_text(&checkpoint, seconds, verified.as_ref())
+        to_text(&checkpoint, seconds, verified.as_ref(), args.list)
     };
     let mut stdout = io::stdout().lock();
     writeln!(stdout, "{text}")
@@ -260,7 +264,7 @@ fn gbps(bytes: u64, seconds: f64) -> f64 {
 
 type Verified = (Vec<(String, u32)>, Vec<Mismatch>);
 
-fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>) -> String {
+fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: bool) -> String {
     let r = ck.report();
     let mut v = json!({
         "shards": ck.shard_paths().count(),
@@ -276,6 +280,21 @@ fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>) -> String
         "request_size": r.request_size,
         "cache": if r.cold { "cold" } else { "hot" },
     });
+    if list {
+        v["tensor_list"] = ck
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name(),
+                    "dtype": format!("{:?}", t.dtype()),
+                    "shape": t.shape(),
+                    "bytes": t.byte_len(),
+                    "shard": t.shard_path().display().to_string(),
+                })
+            })
+            .collect::<Vec<_>>()
+            .into();
+    }
     if let Some((crcs, mismatches)) = verified {
         v["crc32"] = crcs
             .iter()
@@ -291,9 +310,22 @@ fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>) -> String
     v.to_string()
 }
 
-fn to_text(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>) -> String {
+fn to_text(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: bool) -> String {
     let r = ck.report();
-    let mut out = format!(
+    let mut out = String::new();
+    if list {
+        for t in ck.iter() {
+            out.push_str(&format!(
+                "{} {:?} {:?} {} bytes ({})\n",
+                t.name(),
+                t.dtype(),
+                t.shape(),
+                t.byte_len(),
+                t.shard_path().display()
+            ));
+        }
+    }
+    out += &format!(
         "loaded {} tensors, {} bytes from {} shards in {seconds:.3} s: {:.2} GB/s ({}, {} requests of up to {} bytes, {} in flight)\n\
          fastpath {} bytes, fallback {} bytes",
         ck.len(),

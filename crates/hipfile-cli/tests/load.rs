@@ -118,12 +118,34 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
 fn the_filter_loads_only_matching_tensors() {
     let dir = temp_dir();
     let shards = generate(dir.path(), 2, 2);
-    let run = load(&["--json", "--verify", "--filter", "*.mlp.*"], &shards, &[]);
+    let run = load(
+        &["--json", "--verify", "--list", "--filter", "*.mlp.*"],
+        &shards,
+        &[],
+    );
     assert_eq!(run.status, 0, "{}", run.stderr);
     let v = run.one();
     assert_eq!(v["tensors"], 2 * 2 * 3, "{v}");
     let crcs = v["crc32"].as_object().unwrap();
     assert!(crcs.keys().all(|k| k.contains(".mlp.")), "{v}");
+    let list = v["tensor_list"].as_array().unwrap();
+    assert_eq!(list.len(), 12, "{v}");
+    assert_eq!(
+        list[0]["name"], "model.layers.0.mlp.gate_proj.weight",
+        "{v}"
+    );
+    assert_eq!(list[0]["dtype"], "BF16", "{v}");
+    assert_eq!(list[0]["shape"], serde_json::json!([10, 2048]), "{v}");
+    assert_eq!(list[0]["bytes"], 10 * 2048 * 2, "{v}");
+
+    let run = load(&["--list", "--filter", "*.down_proj.*"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("model.layers.0.mlp.down_proj.weight BF16 [4, 5120] 40960 bytes ("),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
