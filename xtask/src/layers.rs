@@ -28,10 +28,13 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-fallback",
         ]),
     ),
+    // The checkpoint loader: an application of the facade, nothing below it.
+    ("hipfile-safetensors", Some(&["hipfile"])),
     (
         "hipfile-cli",
         Some(&[
             "hipfile",
+            "hipfile-safetensors",
             "hipfile-core",
             "hipfile-probe",
             "hipfile-sys",

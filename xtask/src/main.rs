@@ -135,8 +135,9 @@ fn dist_check() -> Result<(), String> {
     python::check(&metadata, &checked)
 }
 
-/// Runs the `hipfile` examples and doc tests on the emulated runtime, named in
-/// `HIPFILE_HIP_LIBRARY` (without it, the doc tests that need a runtime return early).
+/// Runs the `hipfile` examples and the doc tests of `hipfile` and `hipfile-safetensors` on
+/// the emulated runtime, named in `HIPFILE_HIP_LIBRARY` (without it, the doc tests that need
+/// a runtime return early).
 fn examples_and_doc_tests() -> Result<(), String> {
     let lib = emulated::build(&emulated::Args::default())?;
     let lib = lib
@@ -149,7 +150,18 @@ fn examples_and_doc_tests() -> Result<(), String> {
             &env,
         )?;
     }
-    cargo(&["test", "--locked", "--doc", "-p", "hipfile"], &env)
+    cargo(
+        &[
+            "test",
+            "--locked",
+            "--doc",
+            "-p",
+            "hipfile",
+            "-p",
+            "hipfile-safetensors",
+        ],
+        &env,
+    )
 }
 
 fn layers_check() -> Result<(), String> {

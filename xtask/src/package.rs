@@ -20,6 +20,7 @@ pub const LIBRARIES: &[&str] = &[
     "hipfile-fallback",
     "hipfile-runtime",
     "hipfile",
+    "hipfile-safetensors",
 ];
 
 /// The `cargo` arguments that package (and verify) exactly [`LIBRARIES`].

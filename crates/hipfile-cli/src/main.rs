@@ -9,6 +9,11 @@
 //!   and reports how many bytes each backend moved.
 //! - `hipfile bench` times whole-file reads or writes through GPU buffers, with the raw
 //!   bandwidths and latencies they compare against measured in the same run.
+//! - `hipfile load SHARD...` loads a safetensors checkpoint into GPU memory
+//!   (`hipfile-safetensors`) and reports how fast, through which backend; `--verify`
+//!   compares every tensor's CRC-32 in GPU memory with the file's.
+//! - `hipfile checkpoint --out DIR` writes the benchmark checkpoint of docs/PERF.md (or a
+//!   scaled copy) as safetensors files.
 //! - `hipfile stats PID` shows the statistics a running process that uses hipfile publishes
 //!   (`HIPFILE_STATS_LEVEL` >= 1).
 //!
@@ -21,7 +26,9 @@
 
 mod bench;
 mod check;
+mod checkpoint;
 mod cp;
+mod load;
 mod options;
 mod report;
 mod runtime;
@@ -41,9 +48,9 @@ pub const EXIT_USAGE: u8 = 2;
     name = "hipfile",
     version,
     subcommand_required = true,
-    after_help = "Run 'hipfile check --help', 'hipfile cp --help', 'hipfile bench --help' or \
-                  'hipfile stats --help' (or 'hipfile help COMMAND') for the options of each \
-                  command."
+    after_help = "Run 'hipfile check --help', 'hipfile cp --help', 'hipfile bench --help', \
+                  'hipfile load --help', 'hipfile checkpoint --help' or 'hipfile stats --help' \
+                  (or 'hipfile help COMMAND') for the options of each command."
 )]
 pub struct Cli {
     /// The command to run.
@@ -59,6 +66,8 @@ pub enum Command {
     Check(check::CheckArgs),
     Cp(cp::CpArgs),
     Bench(bench::BenchArgs),
+    Load(load::LoadArgs),
+    Checkpoint(checkpoint::CheckpointArgs),
     Stats(stats::StatsArgs),
 }
 
@@ -112,6 +121,8 @@ fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Cp(a) => cp::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Load(a) => load::run(a),
+        Command::Checkpoint(a) => checkpoint::run(a),
         Command::Stats(a) => stats::run(a),
     };
     match result {
@@ -139,7 +150,7 @@ fn usage_error(e: &clap::Error, args: &[OsString]) -> u8 {
         .iter()
         .skip(1)
         .find_map(|a| match a.to_str() {
-            Some(name @ ("check" | "cp" | "bench" | "stats")) => Some(name),
+            Some(name @ ("check" | "cp" | "bench" | "load" | "checkpoint" | "stats")) => Some(name),
             _ => None,
         })
         .map_or_else(
@@ -186,6 +197,8 @@ pub mod tests {
             &["check", "x", "-h"],
             &["cp", "--help"],
             &["bench", "--help"],
+            &["load", "--help"],
+            &["checkpoint", "--help"],
             &["stats", "--help"],
         ] {
             let e = parse(args).expect_err("help");

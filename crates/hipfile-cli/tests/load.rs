@@ -1,0 +1,236 @@
+//! `hipfile checkpoint` and `hipfile load` run as a user runs them, on the emulated runtime:
+//! a generated checkpoint loads and verifies, its CRC-32s are the files' own, the filter
+//! selects, and a bad shard or a failing read fails the command with the shard named.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Run, hipfile, temp_dir};
+use hipfile_safetensors::safetensors::SafeTensors;
+use hipfile_testfs::{Ext4Data, MountedFs, require};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// `hipfile checkpoint --out DIR` with a small scale; the shards it wrote.
+fn generate(dir: &Path, shards: usize, layers: usize) -> Vec<PathBuf> {
+    let run = hipfile(
+        &[
+            "checkpoint",
+            "--json",
+            "--out",
+            dir.to_str().unwrap(),
+            "--shards",
+            &shards.to_string(),
+            "--layers",
+            &layers.to_string(),
+            "--scale",
+            "0.002",
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["tensors"], shards * (1 + 8 * layers), "{v}");
+    let files: Vec<PathBuf> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| PathBuf::from(f.as_str().unwrap()))
+        .collect();
+    assert_eq!(files.len(), shards);
+    assert!(dir.join("model.safetensors.index.json").is_file());
+    files
+}
+
+fn load(extra: &[&str], shards: &[PathBuf], env: &[(&str, &str)]) -> Run {
+    let mut args: Vec<String> = vec!["load".into(), "--runtime=emulated".into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(shards.iter().map(|p| p.display().to_string()));
+    hipfile(&args, env)
+}
+
+/// Every tensor of `shards` with its CRC-32, computed here from the files.
+fn file_crcs(shards: &[PathBuf]) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for s in shards {
+        let bytes = std::fs::read(s).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        for (name, view) in st.tensors() {
+            out.push((name, crc32fast::hash(view.data())));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
+    let dir = temp_dir();
+    let shards = generate(dir.path(), 3, 2);
+    let run = load(&["--verify", "--json"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["tensors"], 3 * 17, "{v}");
+    assert_eq!(v["shards"], 3, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
+    let expected = file_crcs(&shards);
+    let crcs = v["crc32"].as_object().unwrap();
+    assert_eq!(crcs.len(), expected.len());
+    for (name, crc) in &expected {
+        assert_eq!(crcs[name], *crc, "{name}");
+    }
+    let data: u64 = shards
+        .iter()
+        .map(|s| {
+            let bytes = std::fs::read(s).unwrap();
+            let (n, _) = SafeTensors::read_metadata(&bytes).unwrap();
+            (bytes.len() - 8 - n) as u64
+        })
+        .sum();
+    assert_eq!(v["bytes"], data, "{v}");
+    let moved = v["fastpath_bytes"].as_u64().unwrap() + v["fallback_bytes"].as_u64().unwrap();
+    assert!(moved >= data, "{v}");
+    for key in [
+        "seconds",
+        "gbps",
+        "requests",
+        "in_flight",
+        "request_size",
+        "cache",
+        "bytes_read",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {v}");
+    }
+
+    // The text form says the same.
+    let run = load(&["--verify", "--cache", "cold"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("loaded 51 tensors"), "{}", run.stdout);
+    assert!(run.stdout.contains("(cold, "), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("verify: 51 of 51 tensors match"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn the_filter_loads_only_matching_tensors() {
+    let dir = temp_dir();
+    let shards = generate(dir.path(), 2, 2);
+    let run = load(
+        &["--json", "--verify", "--list", "--filter", "*.mlp.*"],
+        &shards,
+        &[],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["tensors"], 2 * 2 * 3, "{v}");
+    let crcs = v["crc32"].as_object().unwrap();
+    assert!(crcs.keys().all(|k| k.contains(".mlp.")), "{v}");
+    let list = v["tensor_list"].as_array().unwrap();
+    assert_eq!(list.len(), 12, "{v}");
+    assert_eq!(
+        list[0]["name"], "model.layers.0.mlp.gate_proj.weight",
+        "{v}"
+    );
+    assert_eq!(list[0]["dtype"], "BF16", "{v}");
+    assert_eq!(list[0]["shape"], serde_json::json!([10, 2048]), "{v}");
+    assert_eq!(list[0]["bytes"], 10 * 2048 * 2, "{v}");
+
+    let run = load(&["--list", "--filter", "*.down_proj.*"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("model.layers.0.mlp.down_proj.weight BF16 [4, 5120] 40960 bytes ("),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_bad_shard_fails_the_load_naming_it() {
+    let dir = temp_dir();
+    let mut shards = generate(dir.path(), 2, 1);
+    let bad = dir.path().join("bad.safetensors");
+    std::fs::write(&bad, b"\x05\0\0\0\0\0\0\0{oops").unwrap();
+    shards.push(bad.clone());
+    let run = load(&["--json"], &shards, &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains(&bad.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("invalid JSON in header"),
+        "{}",
+        run.stderr
+    );
+
+    // A tensor in two shards: both are named.
+    let again = generate(&dir.path().join("again"), 1, 1);
+    let run = load(&[], &[shards[0].clone(), again[0].clone()], &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("is in both"), "{}", run.stderr);
+}
+
+#[test]
+fn checkpoint_never_overwrites() {
+    let dir = temp_dir();
+    generate(dir.path(), 1, 1);
+    let run = hipfile(
+        &[
+            "checkpoint",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--shards",
+            "1",
+            "--layers",
+            "1",
+            "--scale",
+            "0.002",
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("File exists"), "{}", run.stderr);
+}
+
+/// On ext4 the fastpath serves the reads; a read it fails with ENODEV is served by the
+/// fallback; when it fails with EIO the load fails (exit 1), naming the shard, and prints
+/// no result.
+#[test]
+fn a_failing_read_fails_the_load() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let shards = generate(fs.path(), 2, 1);
+    let run = load(&["--json", "--verify"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["fallback_bytes"], 0, "{v}");
+    assert!(v["fastpath_bytes"].as_u64().unwrap() > 0, "{v}");
+    // ENODEV is retried on the fallback: the load succeeds, and says which backend moved what.
+    let run = load(
+        &["--json", "--verify"],
+        &shards,
+        &[("HIPFILE_EMU_FAULT", "read:ENODEV:1")],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert!(v["fallback_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
+    let run = load(&["--json"], &shards, &[("HIPFILE_EMU_FAULT", "read:EIO")]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("cannot load the checkpoint"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(".safetensors: reading bytes"),
+        "{}",
+        run.stderr
+    );
+}

@@ -1,0 +1,133 @@
+//! A shard's header: read with `pread` (the 8-byte length, then the JSON), parsed and
+//! validated by the safetensors crate's [`Metadata`], and checked against the file's size.
+//! Only the header is read into host memory, never the tensor data.
+
+use crate::error::LoadError;
+use safetensors::tensor::{Metadata, TensorInfo};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The safetensors crate's own bound on a header (100 MB), which it keeps private.
+pub const MAX_HEADER: u64 = 100_000_000;
+
+/// One tensor of a shard, as its header describes it, with offsets in the file.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub name: String,
+    pub info: TensorInfo,
+    /// File offset of the first byte.
+    pub start: u64,
+    /// File offset past the last byte.
+    pub end: u64,
+}
+
+/// An open shard whose header is valid.
+#[derive(Debug)]
+pub struct Shard {
+    pub path: PathBuf,
+    pub file: File,
+    /// The tensors in file order.
+    pub tensors: Vec<Entry>,
+}
+
+fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> LoadError {
+    let path = path.to_path_buf();
+    let what = what.to_owned();
+    move |source| LoadError::Io { path, what, source }
+}
+
+fn invalid(path: &Path, why: String) -> LoadError {
+    LoadError::Invalid {
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
+/// Opens `path` and validates its header: the length within the file, the JSON as the
+/// safetensors crate reads it (dtypes, shapes against offsets, offsets contiguous from 0,
+/// so no two tensors overlap), and the data section ending exactly at the end of the file.
+pub fn open(path: &Path) -> Result<Shard, LoadError> {
+    let file = File::open(path).map_err(io(path, "cannot open"))?;
+    let meta = file.metadata().map_err(io(path, "cannot stat"))?;
+    if !meta.is_file() {
+        return Err(invalid(path, "not a regular file".into()));
+    }
+    let size = meta.len();
+    if size < 8 {
+        return Err(invalid(
+            path,
+            format!("the file has {size} bytes, fewer than the 8 of the header's length"),
+        ));
+    }
+    let mut len = [0u8; 8];
+    file.read_exact_at(&mut len, 0)
+        .map_err(io(path, "cannot read the header's length"))?;
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER {
+        return Err(invalid(
+            path,
+            format!("the header's length is {n} bytes, more than the format's {MAX_HEADER}"),
+        ));
+    }
+    if n > size - 8 {
+        return Err(invalid(
+            path,
+            format!(
+                "the header's length is {n} bytes but the file has only {} after the length",
+                size - 8
+            ),
+        ));
+    }
+    // n <= MAX_HEADER, so it fits in memory and in usize.
+    let mut json = vec![0u8; n as usize];
+    file.read_exact_at(&mut json, 8)
+        .map_err(io(path, "cannot read the header"))?;
+    let text = std::str::from_utf8(&json).map_err(|e| LoadError::Format {
+        path: path.to_path_buf(),
+        source: safetensors::SafeTensorError::InvalidHeader(e),
+    })?;
+    let metadata: Metadata = serde_json::from_str(text).map_err(|e| LoadError::Format {
+        path: path.to_path_buf(),
+        source: safetensors::SafeTensorError::InvalidHeaderDeserialization(e),
+    })?;
+    let data_start = 8 + n;
+    let data_len = metadata.data_len() as u64;
+    let have = size - data_start;
+    if data_len > have {
+        return Err(invalid(
+            path,
+            format!(
+                "the header describes {data_len} bytes of tensor data but the file has only {have} after the header (truncated?)"
+            ),
+        ));
+    }
+    if data_len < have {
+        return Err(invalid(
+            path,
+            format!(
+                "the file has {} bytes after the last tensor's data (the format allows none)",
+                have - data_len
+            ),
+        ));
+    }
+    let tensors = metadata
+        .offset_keys()
+        .into_iter()
+        .filter_map(|name| {
+            let info = metadata.info(&name)?.clone();
+            let (s, e) = info.data_offsets;
+            Some(Entry {
+                start: data_start + s as u64,
+                end: data_start + e as u64,
+                name,
+                info,
+            })
+        })
+        .collect();
+    Ok(Shard {
+        path: path.to_path_buf(),
+        file,
+        tensors,
+    })
+}

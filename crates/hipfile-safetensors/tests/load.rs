@@ -1,0 +1,455 @@
+//! The loader through the emulated runtime on real files written by the `safetensors`
+//! crate: every dtype, empty tensors, unaligned sizes and several shards arrive byte for
+//! byte; the filter, the options and the progress callback do what they say; and every bad
+//! file fails the whole load with an error that names the shard and the problem.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile::{Config, ConfigBuilder, Driver, Platform};
+use hipfile_safetensors::safetensors::{self, tensor::TensorView};
+use hipfile_safetensors::{CacheState, Checkpoint, Dtype, LoadError, Loader};
+use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, require};
+use std::path::{Path, PathBuf};
+
+fn config(settings: ConfigBuilder) -> Result<Config, Skip> {
+    let lib = emulated_runtime()?;
+    Ok(settings.hip_library(lib).build_with(|_| None).0)
+}
+
+fn driver() -> Result<Driver, Skip> {
+    let d = Driver::open_private(config(ConfigBuilder::new())?).unwrap();
+    assert_eq!(d.runtime().platform, Platform::Emulated);
+    Ok(d)
+}
+
+/// Bytes that differ from one tensor to the next and from one offset to the next.
+fn bytes(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| {
+            (i.wrapping_add(seed.wrapping_mul(7919)))
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(9) as u8
+        })
+        .collect()
+}
+
+/// A tensor to write: name, dtype, shape; its bytes follow from its index.
+type Spec = (&'static str, Dtype, &'static [usize]);
+
+fn byte_len(dtype: Dtype, shape: &[usize]) -> usize {
+    shape.iter().product::<usize>() * dtype.bitsize() / 8
+}
+
+/// Writes `specs` as one safetensors file with the crate's own writer; returns the file and
+/// each tensor's bytes by name.
+fn write_shard(
+    dir: &Path,
+    file: &str,
+    specs: &[Spec],
+    seed: u32,
+) -> (PathBuf, Vec<(String, Vec<u8>)>) {
+    let data: Vec<(String, Vec<u8>)> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, (name, dtype, shape))| {
+            (
+                (*name).to_owned(),
+                bytes(byte_len(*dtype, shape), seed + i as u32),
+            )
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = specs
+        .iter()
+        .zip(&data)
+        .map(|((name, dtype, shape), (_, d))| {
+            (
+                (*name).to_owned(),
+                TensorView::new(*dtype, shape.to_vec(), d).unwrap(),
+            )
+        })
+        .collect();
+    let path = dir.join(file);
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+    (path, data)
+}
+
+const SHARD_A: &[Spec] = &[
+    ("a.f64", Dtype::F64, &[3, 5]),
+    ("a.f32", Dtype::F32, &[7]),
+    ("a.bf16", Dtype::BF16, &[13, 3]),
+    ("a.f16", Dtype::F16, &[1]),
+    ("a.i8", Dtype::I8, &[5, 5, 5]),
+    ("a.empty_u8", Dtype::U8, &[0]),
+    ("a.bool", Dtype::BOOL, &[3]),
+    ("a.i64", Dtype::I64, &[2, 2]),
+    ("a.empty_u16", Dtype::U16, &[4, 0]),
+    ("a.f4", Dtype::F4, &[6]),
+    ("a.fp8", Dtype::F8_E4M3, &[9]),
+    ("a.scalar_i32", Dtype::I32, &[]),
+    // Larger than several requests of 8 KiB, and not a multiple of 4 KiB.
+    ("a.big", Dtype::U8, &[100_003]),
+];
+
+const SHARD_B: &[Spec] = &[
+    ("b.u32", Dtype::U32, &[11, 13]),
+    ("b.c64", Dtype::C64, &[3]),
+    ("b.big", Dtype::BF16, &[3, 20_001]),
+    ("b.u64", Dtype::U64, &[1]),
+];
+
+/// Every tensor of `expected` is in `ck` with its dtype, shape and bytes.
+fn assert_loaded(ck: &Checkpoint, expected: &[(String, Vec<u8>)], specs: &[Spec]) {
+    for ((name, data), (_, dtype, shape)) in expected.iter().zip(specs) {
+        let t = ck.get(name).unwrap_or_else(|| panic!("{name} not loaded"));
+        assert_eq!(t.name(), name);
+        assert_eq!(t.dtype(), *dtype, "{name}");
+        assert_eq!(t.shape(), *shape, "{name}");
+        assert_eq!(t.byte_len(), data.len(), "{name}");
+        let mut host = vec![0u8; data.len()];
+        t.view().copy_to_host(&mut host).unwrap();
+        assert!(
+            host == *data,
+            "{name}: the bytes in device memory differ from the file's"
+        );
+    }
+}
+
+/// Each tensor's name and bytes.
+type Written = Vec<(String, Vec<u8>)>;
+
+fn two_shards(dir: &TempDir) -> (Vec<PathBuf>, Written, Vec<Spec>) {
+    let (a, da) = write_shard(dir.path(), "model-00001-of-00002.safetensors", SHARD_A, 1);
+    let (b, db) = write_shard(dir.path(), "model-00002-of-00002.safetensors", SHARD_B, 100);
+    let specs = SHARD_A.iter().chain(SHARD_B).copied().collect();
+    (vec![a, b], da.into_iter().chain(db).collect(), specs)
+}
+
+#[test]
+fn every_dtype_and_shape_arrives_byte_for_byte_from_several_shards() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-every-dtype");
+    let (paths, expected, specs) = two_shards(&dir);
+    for (state, in_flight) in [(CacheState::Hot, 8), (CacheState::Cold, 2)] {
+        let mut seen = Vec::new();
+        let ck = Loader::new(&driver)
+            .request_size(8192)
+            .cache_state(state)
+            .progress(|p| seen.push(p))
+            .load(&paths)
+            .unwrap();
+        assert_eq!(ck.len(), specs.len());
+        assert_loaded(&ck, &expected, &specs);
+        let total: u64 = expected.iter().map(|(_, d)| d.len() as u64).sum();
+        assert_eq!(ck.tensor_bytes(), total);
+        let report = *ck.report();
+        assert_eq!(report.in_flight, in_flight);
+        assert_eq!(report.cold, state == CacheState::Cold);
+        assert!(report.requests > 2 * 12, "{report:?}");
+        // The backends moved what was needed, and at most the alignment past the end more.
+        let moved = report.fastpath_bytes + report.fallback_bytes;
+        assert!(
+            moved >= report.bytes_read && moved < report.bytes_read + 2 * 4096,
+            "{report:?}"
+        );
+        // Progress rises to the total, which is what was read.
+        let last = *seen.last().unwrap();
+        assert_eq!(last.done, last.total);
+        assert_eq!(last.done, report.bytes_read);
+        assert!(seen.windows(2).all(|w| w[0].done < w[1].done));
+        assert!(report.bytes_read >= total);
+        // Shard by shard, each in file order; the names are the shards' names.
+        let order: Vec<(usize, u64)> = ck.iter().map(|t| (t.shard(), t.file_offset())).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted);
+        assert_eq!(
+            ck.iter().filter(|t| t.shard_path() == paths[1]).count(),
+            SHARD_B.len()
+        );
+    }
+}
+
+#[test]
+fn the_filter_loads_only_the_names_it_matches() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-filter");
+    let (paths, expected, specs) = two_shards(&dir);
+    let mut last = None;
+    let ck = Loader::new(&driver)
+        .filter("?.big")
+        .progress(|p| last = Some(p))
+        .load(&paths)
+        .unwrap();
+    let names: Vec<&str> = ck.iter().map(|t| t.name()).collect();
+    assert_eq!(names, ["a.big", "b.big"]);
+    let (want, want_specs): (Vec<_>, Vec<_>) = expected
+        .into_iter()
+        .zip(specs)
+        .filter(|((n, _), _)| n.ends_with(".big"))
+        .unzip();
+    assert_loaded(&ck, &want, &want_specs);
+    assert!(ck.get("a.f64").is_none());
+    let last = last.unwrap();
+    assert_eq!(last.done, last.total);
+
+    // A filter that matches nothing loads nothing, and allocates nothing.
+    let ck = Loader::new(&driver)
+        .filter("nothing*")
+        .load(&paths)
+        .unwrap();
+    assert!(ck.is_empty());
+    assert!(ck.shard_buffer(0).is_none() && ck.shard_buffer(1).is_none());
+}
+
+#[test]
+fn a_shard_of_only_empty_tensors_loads() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-empty");
+    let specs: &[Spec] = &[("e.a", Dtype::F32, &[0, 3]), ("e.b", Dtype::U8, &[0])];
+    let (path, expected) = write_shard(dir.path(), "empty.safetensors", specs, 5);
+    let ck = Loader::new(&driver).load(&[&path]).unwrap();
+    assert_eq!(ck.len(), 2);
+    assert_loaded(&ck, &expected, specs);
+    assert_eq!(ck.report().bytes_read, 0);
+}
+
+/// The message of the load of `paths`, which must fail.
+fn load_error(driver: &Driver, paths: &[PathBuf]) -> (LoadError, String) {
+    match Loader::new(driver).load(paths) {
+        Ok(ck) => panic!("loaded {} tensors from a bad checkpoint", ck.len()),
+        Err(e) => {
+            let text = e.to_string();
+            (e, text)
+        }
+    }
+}
+
+/// A good shard followed by `bad` (bytes written as they are): the load fails whole, and
+/// the message names the bad shard and says `problem`.
+fn refused(driver: &Driver, dir: &TempDir, name: &str, bad: &[u8], problem: &str) -> LoadError {
+    let (good, _) = write_shard(dir.path(), "good.safetensors", SHARD_B, 3);
+    let path = dir.path().join(name);
+    std::fs::write(&path, bad).unwrap();
+    let (e, text) = load_error(driver, &[good, path.clone()]);
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(text.contains(problem), "{problem:?} not in {text:?}");
+    e
+}
+
+fn raw(header: &str, data_len: usize) -> Vec<u8> {
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend(std::iter::repeat_n(0u8, data_len));
+    out
+}
+
+#[test]
+fn a_header_that_is_not_json_names_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-bad-json");
+    let e = refused(
+        &driver,
+        &dir,
+        "bad-json.safetensors",
+        &raw("{\"x\": [1, 2", 16),
+        "invalid JSON in header",
+    );
+    assert!(matches!(e, LoadError::Format { .. }), "{e:?}");
+}
+
+#[test]
+fn a_header_longer_than_the_file_names_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-long-header");
+    let mut bytes = raw("{}", 0);
+    bytes[..8].copy_from_slice(&1000u64.to_le_bytes());
+    refused(
+        &driver,
+        &dir,
+        "long.safetensors",
+        &bytes,
+        "the header's length is 1000 bytes but the file has only 2",
+    );
+    refused(
+        &driver,
+        &dir,
+        "tiny.safetensors",
+        b"abc",
+        "fewer than the 8",
+    );
+    let mut huge = raw("{}", 0);
+    huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    refused(
+        &driver,
+        &dir,
+        "huge.safetensors",
+        &huge,
+        "more than the format's",
+    );
+}
+
+#[test]
+fn a_header_that_claims_more_data_than_the_file_has_names_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-truncated");
+    let header = r#"{"t":{"dtype":"F32","shape":[4,4],"data_offsets":[0,64]}}"#;
+    refused(
+        &driver,
+        &dir,
+        "short.safetensors",
+        &raw(header, 40),
+        "describes 64 bytes of tensor data but the file has only 40",
+    );
+    refused(
+        &driver,
+        &dir,
+        "long.safetensors",
+        &raw(header, 70),
+        "6 bytes after the last tensor's data",
+    );
+}
+
+#[test]
+fn offsets_that_disagree_with_the_shape_or_overlap_name_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-offsets");
+    let wrong_size = r#"{"t":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}}"#;
+    let e = refused(
+        &driver,
+        &dir,
+        "size.safetensors",
+        &raw(wrong_size, 12),
+        "invalid JSON in header",
+    );
+    assert!(
+        e.to_string()
+            .contains("invalid shape, data type, or offset"),
+        "{e}"
+    );
+    let overlap = r#"{"t":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"u":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}"#;
+    let e = refused(
+        &driver,
+        &dir,
+        "overlap.safetensors",
+        &raw(overlap, 12),
+        "invalid offset for tensor",
+    );
+    assert!(matches!(e, LoadError::Format { .. }), "{e:?}");
+    let bad_dtype = r#"{"t":{"dtype":"F99","shape":[1],"data_offsets":[0,1]}}"#;
+    refused(
+        &driver,
+        &dir,
+        "dtype.safetensors",
+        &raw(bad_dtype, 1),
+        "F99",
+    );
+}
+
+#[test]
+fn a_name_in_two_shards_names_both() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-duplicate");
+    let (a, _) = write_shard(dir.path(), "one.safetensors", SHARD_B, 1);
+    let (b, _) = write_shard(dir.path(), "two.safetensors", &SHARD_B[2..3], 2);
+    let (e, text) = load_error(&driver, &[a.clone(), b.clone()]);
+    assert!(matches!(e, LoadError::Duplicate { .. }), "{e:?}");
+    assert!(text.contains("\"b.big\""), "{text}");
+    assert!(
+        text.contains(&a.display().to_string()) && text.contains(&b.display().to_string()),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_shard_and_bad_options_are_errors() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-missing");
+    let missing = dir.path().join("nope.safetensors");
+    let (_, text) = load_error(&driver, std::slice::from_ref(&missing));
+    assert!(
+        text.contains(&missing.display().to_string()) && text.contains("cannot open"),
+        "{text}"
+    );
+    assert!(matches!(
+        Loader::new(&driver).load::<PathBuf>(&[]),
+        Err(LoadError::NoShards)
+    ));
+    let (good, _) = write_shard(dir.path(), "good.safetensors", SHARD_B, 3);
+    for bad in [0, 4095, 4097, 2 << 30] {
+        let e = Loader::new(&driver)
+            .request_size(bad)
+            .load(&[&good])
+            .unwrap_err();
+        assert!(matches!(e, LoadError::Option(_)), "{bad}: {e:?}");
+    }
+    let e = Loader::new(&driver)
+        .in_flight(0)
+        .load(&[&good])
+        .unwrap_err();
+    assert!(matches!(e, LoadError::Option(_)), "{e:?}");
+}
+
+#[test]
+fn a_device_that_does_not_exist_fails_the_load_naming_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-device");
+    let (a, expected) = write_shard(dir.path(), "a.safetensors", SHARD_B, 1);
+    let ck = Loader::new(&driver).device(0).load(&[&a]).unwrap();
+    assert_loaded(&ck, &expected, SHARD_B);
+    assert_eq!(ck.shard_device(0), Some(0));
+    let e = Loader::new(&driver)
+        .device_per_shard(|i, _| 40 + i as i32)
+        .load(&[&a])
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&a.display().to_string()) && text.contains("device 40"),
+        "{text}"
+    );
+}
+
+/// A checkpoint just written is in the page cache and read as hot; once its pages are
+/// dropped it is read as cold, in file order with few requests in flight.
+#[test]
+fn the_page_cache_decides_hot_or_cold() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-cold");
+    let (path, expected) = write_shard(dir.path(), "cold.safetensors", SHARD_A, 4);
+    let file = std::fs::File::open(&path).unwrap();
+    let len = file.metadata().unwrap().len();
+    let cold = require!(
+        hipfile_safetensors::is_cold(&file, 0, len)
+            .ok_or_else(|| Skip("this kernel has no cachestat(2)".into()))
+    );
+    assert!(!cold, "a file just written is cached");
+    let ck = Loader::new(&driver).load(&[&path]).unwrap();
+    assert!(!ck.report().cold, "{:?}", ck.report());
+    assert_eq!(ck.report().in_flight, 8);
+    drop(ck);
+
+    file.sync_all().unwrap();
+    rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    assert_eq!(hipfile_safetensors::is_cold(&file, 0, len), Some(true));
+    let ck = Loader::new(&driver).load(&[&path]).unwrap();
+    assert!(ck.report().cold, "{:?}", ck.report());
+    assert_eq!(ck.report().in_flight, 2);
+    assert_loaded(&ck, &expected, SHARD_A);
+}
+
+/// On ext4 (data=ordered) the fastpath serves the aligned requests: the loader's plan keeps
+/// file offsets, sizes and device offsets aligned alike, even though the data section
+/// starts at an unaligned offset.
+#[test]
+fn on_ext4_the_fastpath_serves_the_aligned_requests() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let driver = require!(driver());
+    let (path, expected) = write_shard(fs.path(), "ext4.safetensors", SHARD_A, 9);
+    let ck = Loader::new(&driver)
+        .request_size(16384)
+        .load(&[&path])
+        .unwrap();
+    assert_loaded(&ck, &expected, SHARD_A);
+    let report = ck.report();
+    assert!(report.fastpath_bytes > 0, "{report:?}");
+    assert_eq!(report.fallback_bytes, 0, "{report:?}");
+}
