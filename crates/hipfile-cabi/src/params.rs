@@ -419,7 +419,6 @@ fn set_pending(
 /// # Safety
 ///
 /// `value` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: *mut usize,
@@ -446,7 +445,6 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(
 /// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
 /// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
 /// a value outside the parameter's bounds (or another than a fixed parameter's own).
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileSetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: usize,
@@ -473,7 +471,6 @@ pub extern "C" fn hipFileSetParameterSizeT(
 /// # Safety
 ///
 /// `value` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: *mut bool,
@@ -499,7 +496,6 @@ pub unsafe extern "C" fn hipFileGetParameterBool(
 /// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
 /// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
 /// `true` to `AllowSystemMemory` or `PreferIOUring`, which this library does not do.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileSetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: bool,
@@ -524,7 +520,6 @@ pub extern "C" fn hipFileSetParameterBool(
 /// # Safety
 ///
 /// `desc_str` is NULL or points to `len` writable bytes.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterString(
     param: hipFileStringConfigParameter_t,
     desc_str: *mut c_char,
@@ -567,7 +562,6 @@ pub unsafe extern "C" fn hipFileGetParameterString(
 /// # Safety
 ///
 /// `desc_str` is NULL or a NUL-terminated string.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileSetParameterString(
     param: hipFileStringConfigParameter_t,
     desc_str: *const c_char,

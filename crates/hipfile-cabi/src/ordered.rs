@@ -46,7 +46,6 @@ const FIXED_ALL: c_uint = HIPFILE_STREAM_FIXED_BUF_OFFSET
 ///
 /// `hipFileInvalidValue` for a flag outside `HIPFILE_STREAM_FLAGS_MASK` or a stream
 /// registered already.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileStreamRegister(stream: hipStream_t, flags: c_uint) -> hipFileError_t {
     boundary(INTERNAL, || {
         if flags & !HIPFILE_STREAM_FLAGS_MASK != 0 {
@@ -70,7 +69,6 @@ pub extern "C" fn hipFileStreamRegister(stream: hipStream_t, flags: c_uint) -> h
 /// # Errors
 ///
 /// `hipFileInvalidValue` for a stream that is not registered.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t {
     boundary(INTERNAL, || {
         let ended = {
@@ -109,7 +107,6 @@ pub extern "C" fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t
 /// `file_offset_p`, `buffer_offset_p` and `bytes_read_p` stay valid (and the values not fixed
 /// stay unchanged by anything but the stream's earlier work) until the stream has passed the
 /// request; `stream` is live until then.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileReadAsync(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -148,7 +145,6 @@ pub unsafe extern "C" fn hipFileReadAsync(
 /// # Safety
 ///
 /// As [`hipFileReadAsync`], except that the buffer's range is only read.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileWriteAsync(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
