@@ -9,12 +9,12 @@
 
 // The library is a cdylib only (an rlib would collide with the facade's): its declarations
 // are those of the implementation it exports, `hipfile-cabi`.
+use hipfile_cabi::types::*;
 use hipfile_testfs::{TempDir, has_command, require};
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
-use hipfile_cabi::types::*;
 
 macro_rules! size {
     ($t:ident) => {
