@@ -11,8 +11,8 @@
 //! (docs/DECISIONS.md, "cuFile's ABI"):
 //!
 //! - the status's second member, a CUDA driver `CUresult` ([`cu_result`]);
-//! - negative returns of `cuFileRead`/`cuFileWrite` that are runtime statuses
-//!   ([`cu_io`]);
+//! - negative returns of `cuFileRead`/`cuFileWrite`, and of failed batch events, that are
+//!   runtime statuses ([`cu_io`]);
 //! - the driver properties, whose sizes are 32-bit ([`cuFileDriverGetProperties`]);
 //! - the version, one number ([`cuFileGetVersion`]).
 //!
@@ -23,8 +23,9 @@
 //! # Safety
 //!
 //! Each wrapper passes its arguments on unchanged, so its contract is the contract of the
-//! function it calls; those run inside the panic boundary and check every pointer. The two
-//! written out here check their one pointer for NULL and run inside the same boundary.
+//! function it calls; those run inside the panic boundary and check every pointer. The three
+//! written out here run inside the same boundary and check their pointers for NULL (or, for
+//! the batch events, read only what the callee reported writing).
 
 // cuFile's names, used as they are.
 #![allow(non_snake_case)]
@@ -141,7 +142,6 @@ export! {
     unsafe fn cuFileWrite(fh: CUfileHandle_t, bufPtr_base: *const c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileWrite via cu_io;
     unsafe fn cuFileBatchIOSetUp(batch_idp: *mut CUfileBatchHandle_t, nr: c_uint) -> CUfileError_t = hipFileBatchIOSetUp via cu;
     unsafe fn cuFileBatchIOSubmit(batch_idp: CUfileBatchHandle_t, nr: c_uint, iocbp: *mut CUfileIOParams_t, flags: c_uint) -> CUfileError_t = hipFileBatchIOSubmit via cu;
-    unsafe fn cuFileBatchIOGetStatus(batch_idp: CUfileBatchHandle_t, min_nr: c_uint, nr: *mut c_uint, iocbp: *mut CUfileIOEvents_t, timeout: *mut libc::timespec) -> CUfileError_t = hipFileBatchIOGetStatus via cu;
     unsafe fn cuFileReadAsync(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut libc::off_t, bufPtr_offset_p: *mut libc::off_t, bytes_read_p: *mut isize, stream: CUstream) -> CUfileError_t = hipFileReadAsync via cu;
     unsafe fn cuFileWriteAsync(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut libc::off_t, bufPtr_offset_p: *mut libc::off_t, bytes_written_p: *mut isize, stream: CUstream) -> CUfileError_t = hipFileWriteAsync via cu;
     unsafe fn cuFileGetParameterSizeT(param: CUFileSizeTConfigParameter_t, value: *mut usize) -> CUfileError_t = hipFileGetParameterSizeT via cu;
@@ -199,6 +199,47 @@ pub unsafe extern "C" fn cuFileDriverGetProperties(props: *mut CUfileDrvProps_t)
         // SAFETY: non-NULL, and the caller vouches that it is writable.
         unsafe { props.write(out) };
         cu(hipFileError_t::SUCCESS)
+    })
+}
+
+/// `CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t batch_idp, unsigned min_nr,
+/// unsigned *nr, CUfileIOEvents_t *iocbp, struct timespec *timeout)` —
+/// `hipfile_cabi::hipFileBatchIOGetStatus`, with each failed event's `ret` translated as
+/// `cuFileRead`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileBatchIOGetStatus`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileBatchIOGetStatus`: `nr` is NULL or writable, `iocbp` NULL or
+/// `*nr` writable events, `timeout` NULL or a `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileBatchIOGetStatus(
+    batch_idp: CUfileBatchHandle_t,
+    min_nr: c_uint,
+    nr: *mut c_uint,
+    iocbp: *mut CUfileIOEvents_t,
+    timeout: *mut libc::timespec,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        // SAFETY: the arguments are passed on unchanged, under the same contract.
+        let status =
+            unsafe { cabi::hipFileBatchIOGetStatus(batch_idp, min_nr, nr, iocbp, timeout) };
+        if status.err == CU_FILE_SUCCESS {
+            // SAFETY: on success `nr` was non-NULL and now holds the number of events the
+            // callee wrote at `iocbp`, which the caller vouched are writable.
+            let count = unsafe { nr.read() } as usize;
+            for i in 0..count {
+                // SAFETY: as above: event `i` < `count` was written by the callee.
+                let event = unsafe { &mut *iocbp.add(i) };
+                if event.status == CUFILE_FAILED {
+                    event.ret = cu_io(event.ret as isize) as usize;
+                }
+            }
+        }
+        cu(status)
     })
 }
 
