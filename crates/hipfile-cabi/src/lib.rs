@@ -47,6 +47,8 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+/// The direction of a stream-ordered request, for [`order_async`].
+pub use facade::Op;
 pub use ordered::*;
 pub use params::*;
 pub use props::*;

@@ -11,8 +11,8 @@
 //! (docs/DECISIONS.md, "cuFile's ABI"):
 //!
 //! - the status's second member, a CUDA driver `CUresult` ([`cu_result`]);
-//! - negative returns of `cuFileRead`/`cuFileWrite`, and of failed batch events, that are
-//!   runtime statuses ([`cu_io`]);
+//! - negative returns of `cuFileRead`/`cuFileWrite`, of failed batch events and of
+//!   stream-ordered requests, that are runtime statuses ([`cu_io`]);
 //! - the driver properties, whose sizes are 32-bit ([`cuFileDriverGetProperties`]);
 //! - the version, one number ([`cuFileGetVersion`]).
 //!
@@ -23,7 +23,7 @@
 //! # Safety
 //!
 //! Each wrapper passes its arguments on unchanged, so its contract is the contract of the
-//! function it calls; those run inside the panic boundary and check every pointer. The three
+//! function it calls; those run inside the panic boundary and check every pointer. The ones
 //! written out here run inside the same boundary and check their pointers for NULL (or, for
 //! the batch events, read only what the callee reported writing).
 
@@ -142,8 +142,6 @@ export! {
     unsafe fn cuFileWrite(fh: CUfileHandle_t, bufPtr_base: *const c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileWrite via cu_io;
     unsafe fn cuFileBatchIOSetUp(batch_idp: *mut CUfileBatchHandle_t, nr: c_uint) -> CUfileError_t = hipFileBatchIOSetUp via cu;
     unsafe fn cuFileBatchIOSubmit(batch_idp: CUfileBatchHandle_t, nr: c_uint, iocbp: *mut CUfileIOParams_t, flags: c_uint) -> CUfileError_t = hipFileBatchIOSubmit via cu;
-    unsafe fn cuFileReadAsync(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut libc::off_t, bufPtr_offset_p: *mut libc::off_t, bytes_read_p: *mut isize, stream: CUstream) -> CUfileError_t = hipFileReadAsync via cu;
-    unsafe fn cuFileWriteAsync(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut libc::off_t, bufPtr_offset_p: *mut libc::off_t, bytes_written_p: *mut isize, stream: CUstream) -> CUfileError_t = hipFileWriteAsync via cu;
     unsafe fn cuFileGetParameterSizeT(param: CUFileSizeTConfigParameter_t, value: *mut usize) -> CUfileError_t = hipFileGetParameterSizeT via cu;
     unsafe fn cuFileGetParameterBool(param: CUFileBoolConfigParameter_t, value: *mut bool) -> CUfileError_t = hipFileGetParameterBool via cu;
     unsafe fn cuFileGetParameterString(param: CUFileStringConfigParameter_t, desc_str: *mut c_char, len: c_int) -> CUfileError_t = hipFileGetParameterString via cu;
@@ -241,6 +239,78 @@ pub unsafe extern "C" fn cuFileBatchIOGetStatus(
         }
         cu(status)
     })
+}
+
+/// `CUfileError_t cuFileReadAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size_p,
+/// off_t *file_offset_p, off_t *bufPtr_offset_p, ssize_t *bytes_read_p, CUstream stream)` —
+/// `hipfile_cabi::hipFileReadAsync`, with the result later written to `*bytes_read_p`
+/// translated as `cuFileRead`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileReadAsync`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileReadAsync`: the pointers stay valid until the stream has passed
+/// the request.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileReadAsync(
+    fh: CUfileHandle_t,
+    bufPtr_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut libc::off_t,
+    bufPtr_offset_p: *mut libc::off_t,
+    bytes_read_p: *mut isize,
+    stream: CUstream,
+) -> CUfileError_t {
+    let args = cabi::Args {
+        fh,
+        buffer_base: bufPtr_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p: bufPtr_offset_p,
+        bytes_p: bytes_read_p,
+        stream,
+    };
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::order_async(cabi::Op::Read, args, cu_io) })
+}
+
+/// `CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size_p,
+/// off_t *file_offset_p, off_t *bufPtr_offset_p, ssize_t *bytes_written_p, CUstream stream)`
+/// — `hipfile_cabi::hipFileWriteAsync`, with the result later written to `*bytes_written_p`
+/// translated as `cuFileWrite`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileWriteAsync`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileWriteAsync`: the pointers stay valid until the stream has passed
+/// the request.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileWriteAsync(
+    fh: CUfileHandle_t,
+    bufPtr_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut libc::off_t,
+    bufPtr_offset_p: *mut libc::off_t,
+    bytes_written_p: *mut isize,
+    stream: CUstream,
+) -> CUfileError_t {
+    let args = cabi::Args {
+        fh,
+        buffer_base: bufPtr_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p: bufPtr_offset_p,
+        bytes_p: bytes_written_p,
+        stream,
+    };
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::order_async(cabi::Op::Write, args, cu_io) })
 }
 
 /// `CUfileError_t cuFileGetVersion(int *version)` — stores [`CUFILE_VERSION`], the cuFile
