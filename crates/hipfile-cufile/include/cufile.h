@@ -360,8 +360,12 @@ CUfileError_t cuFileSetParameterString(CUFileStringConfigParameter_t param,
                                        const char *desc_str);
 
 /* ---------------------------------------------------------------------------------------
- * Statistics (the level is HIPFILE_STATS_LEVEL's, read when the driver opens)
+ * Statistics. The level (0 to 3) is fixed when the driver opens: HIPFILE_STATS_LEVEL's,
+ * unless cuFileSetStatsLevel (or CUFILE_PARAM_PROFILE_STATS) set another before the open.
  * ------------------------------------------------------------------------------------- */
+
+CUfileError_t cuFileSetStatsLevel(int level);
+CUfileError_t cuFileGetStatsLevel(int *level);
 
 #define CUFILE_GPU_UUID_LEN 16
 

@@ -313,6 +313,57 @@ pub unsafe extern "C" fn cuFileWriteAsync(
     cu(unsafe { cabi::order_async(cabi::Op::Write, args, cu_io) })
 }
 
+/// `CUfileError_t cuFileSetStatsLevel(int level)` — the statistics level of the next open
+/// (0 none, 1 basic, 2 with size histograms, 3 with per-GPU figures), as
+/// `cuFileSetParameterSizeT(CUFILE_PARAM_PROFILE_STATS, level)` sets it: hipfile fixes the
+/// level when the driver opens.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for a level outside 0..=3; `CU_FILE_DRIVER_ALREADY_OPEN` while
+/// the driver is open.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileSetStatsLevel(level: c_int) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        let Ok(level @ 0..=3) = usize::try_from(level) else {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        };
+        cu(cabi::hipFileSetParameterSizeT(
+            CUFILE_PARAM_PROFILE_STATS,
+            level,
+        ))
+    })
+}
+
+/// `CUfileError_t cuFileGetStatsLevel(int *level)` — the statistics level: the open driver's,
+/// or while it is closed the next open's (`CUFILE_PARAM_PROFILE_STATS`, which
+/// `HIPFILE_STATS_LEVEL` sets by default).
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL.
+///
+/// # Safety
+///
+/// `level` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetStatsLevel(level: *mut c_int) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if level.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        let mut value = 0usize;
+        // SAFETY: `value` is a local the callee may write.
+        let status =
+            unsafe { cabi::hipFileGetParameterSizeT(CUFILE_PARAM_PROFILE_STATS, &mut value) };
+        if status.err == CU_FILE_SUCCESS {
+            // SAFETY: non-NULL, and the caller vouches that it is writable.
+            unsafe { level.write(c_int::try_from(value).unwrap_or(c_int::MAX)) };
+        }
+        cu(status)
+    })
+}
+
 /// `CUfileError_t cuFileGetVersion(int *version)` — stores [`CUFILE_VERSION`], the cuFile
 /// interface this library implements. Does not open the driver.
 ///

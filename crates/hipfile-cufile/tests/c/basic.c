@@ -2,7 +2,7 @@
  * A C program written against cuFile's interface (include/cufile.h) and run against
  * libcufile.so.0 on the emulated HIP runtime, whose hipMalloc memory stands for CUDA memory:
  * the version, parameters set before the driver opens, the driver's use count, its
- * properties in cuFile's layout (32-bit sizes), a file registered as an opaque descriptor,
+ * properties in cuFile's layout (32-bit sizes), the statistics level and level-1 figures, a file registered as an opaque descriptor,
  * a registered buffer, a write and a read back with the bytes checked, cuFile's error codes
  * for bad input, a batch set up, submitted, collected and destroyed, stream-ordered writes
  * and reads, and the driver closed. Usage: basic DIR, where DIR is an empty directory for its
@@ -105,6 +105,13 @@ int main(int argc, char **argv)
     CHECK(IS(cuFileGetParameterString(CUFILE_PARAM_LOGGING_LEVEL, level, (int)sizeof level),
              CU_FILE_SUCCESS));
     CHECK(strcmp(level, "INFO") == 0);
+    int stats_level = -1;
+    CHECK(IS(cuFileGetStatsLevel(&stats_level), CU_FILE_SUCCESS) && stats_level == 0);
+    CHECK(IS(cuFileGetStatsLevel(NULL), CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileSetStatsLevel(4), CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileSetStatsLevel(-1), CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileSetStatsLevel(1), CU_FILE_SUCCESS));
+    CHECK(IS(cuFileGetStatsLevel(&stats_level), CU_FILE_SUCCESS) && stats_level == 1);
 
     /* The use count. */
     CHECK(IS(cuFileDriverOpen(), CU_FILE_SUCCESS));
@@ -116,6 +123,8 @@ int main(int argc, char **argv)
     /* Parameters are fixed while the driver is open. */
     CHECK(IS(cuFileSetParameterSizeT(CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB, 128),
              CU_FILE_DRIVER_ALREADY_OPEN));
+    CHECK(IS(cuFileSetStatsLevel(2), CU_FILE_DRIVER_ALREADY_OPEN));
+    CHECK(IS(cuFileGetStatsLevel(&stats_level), CU_FILE_SUCCESS) && stats_level == 1);
 
     /* Properties in cuFile's layout: every 32-bit field written, none beyond. */
     unsigned char raw[sizeof(CUfileDrvProps_t) + 8];
@@ -241,10 +250,16 @@ int main(int argc, char **argv)
     CHECK(IS(cuFileStreamDeregister(s), CU_FILE_INVALID_VALUE));
     CHECK(hipStreamDestroy(s) == 0);
 
-    /* Statistics: HIPFILE_STATS_LEVEL is unset, so none are counted. */
+    /* Statistics at the level set before the open, 1: the synchronous requests counted. */
     CUfileStatsLevel1_t l1;
-    CHECK(IS(cuFileGetStatsL1(&l1), CU_FILE_INVALID_VALUE));
+    memset(&l1, 0, sizeof l1);
+    CHECK(IS(cuFileGetStatsL1(&l1), CU_FILE_SUCCESS));
+    CHECK(l1.write_bytes >= N && l1.read_bytes >= 2 * N);
+    CHECK(l1.write_ops.ok >= 1 && l1.read_ops.ok >= 3 && l1.read_ops.err >= 1);
+    CHECK(l1.hdl_register_ops.ok == 1 && l1.buf_register_ops.ok == 1);
     CHECK(IS(cuFileGetStatsL1(NULL), CU_FILE_INVALID_VALUE));
+    CUfileStatsLevel2_t l2;
+    CHECK(IS(cuFileGetStatsL2(&l2), CU_FILE_INVALID_VALUE));
 
     /* Deregistration, and the driver closed. */
     CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
