@@ -354,6 +354,10 @@ CUfileError_t cuFileGetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t
 CUfileError_t cuFileGetParameterBool(CUFileBoolConfigParameter_t param, bool *value);
 CUfileError_t cuFileGetParameterString(CUFileStringConfigParameter_t param, char *desc_str,
                                        int len);
+/* The least and greatest value cuFileSetParameterSizeT accepts (both the value of a fixed
+ * parameter). */
+CUfileError_t cuFileGetParameterMinMaxValue(CUFileSizeTConfigParameter_t param,
+                                            size_t *min_value, size_t *max_value);
 CUfileError_t cuFileSetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t value);
 CUfileError_t cuFileSetParameterBool(CUFileBoolConfigParameter_t param, bool value);
 CUfileError_t cuFileSetParameterString(CUFileStringConfigParameter_t param,

@@ -313,6 +313,43 @@ pub unsafe extern "C" fn cuFileWriteAsync(
     cu(unsafe { cabi::order_async(cabi::Op::Write, args, cu_io) })
 }
 
+/// `CUfileError_t cuFileGetParameterMinMaxValue(CUFileSizeTConfigParameter_t param, size_t
+/// *min_value, size_t *max_value)` — the least and greatest value
+/// `cuFileSetParameterSizeT` accepts for `param` (`hipfile_cabi::size_parameter_bounds`);
+/// both are the value of a fixed parameter.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for a NULL pointer or a value that is not one of the enum's.
+///
+/// # Safety
+///
+/// `min_value` and `max_value` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetParameterMinMaxValue(
+    param: CUFileSizeTConfigParameter_t,
+    min_value: *mut usize,
+    max_value: *mut usize,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if min_value.is_null() || max_value.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        match cabi::size_parameter_bounds(param) {
+            Ok((min, max)) => {
+                let fit = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+                // SAFETY: non-NULL, and the caller vouches that both are writable.
+                unsafe {
+                    min_value.write(fit(min));
+                    max_value.write(fit(max));
+                }
+                cu(hipFileError_t::SUCCESS)
+            }
+            Err(e) => cu(e),
+        }
+    })
+}
+
 /// `CUfileError_t cuFileSetStatsLevel(int level)` — the statistics level of the next open
 /// (0 none, 1 basic, 2 with size histograms, 3 with per-GPU figures), as
 /// `cuFileSetParameterSizeT(CUFILE_PARAM_PROFILE_STATS, level)` sets it: hipfile fixes the

@@ -229,6 +229,7 @@ fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
             "cuFileDriverSetMaxPinnedMemSize",
             "cuFileDriverSetPollMode",
             "cuFileGetParameterBool",
+            "cuFileGetParameterMinMaxValue",
             "cuFileGetParameterSizeT",
             "cuFileGetParameterString",
             "cuFileGetStatsL1",

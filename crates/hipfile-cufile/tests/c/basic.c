@@ -93,6 +93,20 @@ int main(int argc, char **argv)
     CHECK(IS(cuFileSetParameterSizeT(CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB, 3),
              CU_FILE_DRIVER_UNSUPPORTED_LIMIT));
     CHECK(size_param(CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB) == 64);
+    size_t lo = 0, hi = 0;
+    CHECK(IS(cuFileGetParameterMinMaxValue(CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB, &lo,
+                                           &hi),
+             CU_FILE_SUCCESS));
+    CHECK(lo == 4 && hi == 1 << 20);
+    CHECK(IS(cuFileSetParameterSizeT(CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB, hi + 1),
+             CU_FILE_DRIVER_UNSUPPORTED_LIMIT));
+    CHECK(IS(cuFileGetParameterMinMaxValue(CUFILE_PARAM_PROPERTIES_IO_BATCHSIZE, &lo, &hi),
+             CU_FILE_SUCCESS));
+    CHECK(lo == 128 && hi == 128);
+    CHECK(IS(cuFileGetParameterMinMaxValue(CUFILE_PARAM_PROPERTIES_IO_BATCHSIZE, NULL, &hi),
+             CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileGetParameterMinMaxValue((CUFileSizeTConfigParameter_t)12, &lo, &hi),
+             CU_FILE_INVALID_VALUE));
     CHECK(IS(cuFileSetParameterBool(CUFILE_PARAM_PROPERTIES_USE_POLL_MODE, true),
              CU_FILE_SUCCESS));
     bool b = false;
