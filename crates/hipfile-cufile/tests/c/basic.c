@@ -219,6 +219,11 @@ int main(int argc, char **argv)
     };
     CHECK(IS(cuFileBatchIOSubmit(batch, 2, ops, 0), CU_FILE_SUCCESS));
     CUfileIOEvents_t events[2];
+    unsigned two = 2;
+    CHECK(IS(cuFileBatchIOGetStatus(batch, 1, NULL, events, NULL), CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileBatchIOGetStatus(batch, 1, &two, NULL, NULL), CU_FILE_INVALID_VALUE));
+    CHECK(IS(cuFileBatchIOGetStatus((CUfileBatchHandle_t)&other, 1, &two, events, NULL),
+             CU_FILE_INVALID_VALUE));
     unsigned got = 0;
     for (int rounds = 0; got < 2 && rounds < 1000; rounds++) {
         unsigned nr = 2 - got;
