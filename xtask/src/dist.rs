@@ -1,11 +1,16 @@
-//! `cargo xtask dist [--out DIR]`: builds the C library (`hipfile-capi`, release) and lays out
-//! an installation tree for C programs, by default in `target/dist`:
+//! `cargo xtask dist [--out DIR]`: builds the C libraries (`hipfile-capi` and
+//! `hipfile-cufile`, release) and lays out an installation tree for C programs, by default in
+//! `target/dist`:
 //!
 //! ```text
 //! DIR/lib/libhipfile.so.0            the library (soname libhipfile.so.0)
 //! DIR/lib/libhipfile.so              -> libhipfile.so.0, for the linker's -lhipfile
 //! DIR/include/hipfile.h              the header
 //! DIR/lib/pkgconfig/hipfile.pc       for pkg-config, relocatable (${pcfiledir})
+//! DIR/lib/libcufile.so.0             cuFile's ABI over the same implementation
+//! DIR/lib/libcufile.so               -> libcufile.so.0, for the linker's -lcufile
+//! DIR/include/hipfile-cufile/cufile.h  its header, in a directory of its own so that it
+//!                                    never stands in for CUDA's cufile.h by accident
 //! ```
 //!
 //! The `.pc` file names no HIP package: `hipfile.h` declares the two HIP types it needs
@@ -15,7 +20,8 @@
 //!
 //! [`layout`] and [`pc_file`] are the layout, testable without a build; [`check`] is what
 //! `cargo xtask ci` runs: a layout in a scratch directory, then a C program built with
-//! `pkg-config --cflags --libs hipfile` against it and run on the emulated runtime.
+//! `pkg-config --cflags --libs hipfile` against it and run on the emulated runtime, and a C
+//! program that `dlopen`s `libcufile.so.0` from the tree's `lib/` and moves bytes through it.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -29,6 +35,17 @@ pub const LINK_NAME: &str = "libhipfile.so";
 pub const HEADER: &str = "crates/hipfile-capi/include/hipfile.h";
 /// The C program [`check`] builds against the layout, from the workspace root.
 pub const SMOKE_PROGRAM: &str = "xtask/c/dist_smoke.c";
+/// cuFile's library: its soname and file name in `lib/`.
+pub const CUFILE_SONAME: &str = "libcufile.so.0";
+/// Its linker's name, a link to [`CUFILE_SONAME`].
+pub const CUFILE_LINK_NAME: &str = "libcufile.so";
+/// Its header in the source tree, from the workspace root.
+pub const CUFILE_HEADER: &str = "crates/hipfile-cufile/include/cufile.h";
+/// Where the header goes in the tree, under `include/`.
+pub const CUFILE_INCLUDE: &str = "hipfile-cufile";
+/// The cuFile test program [`check`] builds (it `dlopen`s the library), and the directory of
+/// the `common.h` it includes, from the workspace root.
+pub const CUFILE_SMOKE_PROGRAM: &str = "crates/hipfile-cufile/tests/c/dlopen.c";
 
 /// What `cargo xtask dist` was asked for.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -118,6 +135,34 @@ pub fn layout(library: &Path, header: &Path, version: &str, out: &Path) -> Resul
     std::fs::write(&pc, pc_file(version)).map_err(|e| format!("cannot write {}: {e}", pc.display()))
 }
 
+/// Adds cuFile's library to the tree in `out`: `library` copied to `lib/libcufile.so.0`, the
+/// link `lib/libcufile.so`, and `header` as `include/hipfile-cufile/cufile.h`. Files already
+/// there are replaced.
+///
+/// # Errors
+///
+/// When a directory cannot be created or a file cannot be copied or linked.
+pub fn layout_cufile(library: &Path, header: &Path, out: &Path) -> Result<(), String> {
+    let lib = out.join("lib");
+    let include = out.join("include").join(CUFILE_INCLUDE);
+    for dir in [&lib, &include] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    for (from, to) in [
+        (library, lib.join(CUFILE_SONAME)),
+        (header, include.join("cufile.h")),
+    ] {
+        remove_if_present(&to)?;
+        std::fs::copy(from, &to)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))?;
+    }
+    let link = lib.join(CUFILE_LINK_NAME);
+    remove_if_present(&link)?;
+    std::os::unix::fs::symlink(CUFILE_SONAME, &link)
+        .map_err(|e| format!("cannot link {} to {CUFILE_SONAME}: {e}", link.display()))
+}
+
 fn remove_if_present(path: &Path) -> Result<(), String> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
@@ -126,12 +171,13 @@ fn remove_if_present(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Builds `libhipfile.so` in release mode and lays the tree out in `out` (`target/dist`
-/// when `None`); returns the directory, absolute.
+/// Builds `libhipfile.so` and `libcufile.so` in release mode and lays the tree out in `out`
+/// (`target/dist` when `None`); returns the directory, absolute.
 ///
 /// # Errors
 ///
-/// When the build fails, cargo names no `libhipfile.so`, or the layout fails.
+/// When the build fails, cargo names no `libhipfile.so` or `libcufile.so`, or the layout
+/// fails.
 pub fn dist(metadata: &Value, out: Option<&Path>) -> Result<PathBuf, String> {
     let root = metadata["workspace_root"]
         .as_str()
@@ -151,20 +197,24 @@ pub fn dist(metadata: &Value, out: Option<&Path>) -> Result<PathBuf, String> {
         .and_then(|p| p.iter().find(|p| p["name"] == "hipfile-capi"))
         .and_then(|p| p["version"].as_str())
         .ok_or("cargo metadata names no version for hipfile-capi")?;
-    let library = build_library()?;
+    let (library, cufile) = build_libraries()?;
     layout(&library, &root.join(HEADER), version, &out)?;
+    layout_cufile(&cufile, &root.join(CUFILE_HEADER), &out)?;
     out.canonicalize()
         .map_err(|e| format!("cannot resolve {}: {e}", out.display()))
 }
 
-/// `cargo build --release -p hipfile-capi --lib`, and the `libhipfile.so` it names.
-fn build_library() -> Result<PathBuf, String> {
+/// `cargo build --release -p hipfile-capi -p hipfile-cufile --lib`, and the `libhipfile.so`
+/// and `libcufile.so` it names.
+fn build_libraries() -> Result<(PathBuf, PathBuf), String> {
     let args = [
         "build",
         "--locked",
         "--release",
         "-p",
         "hipfile-capi",
+        "-p",
+        "hipfile-cufile",
         "--lib",
         "--message-format=json-render-diagnostics",
     ];
@@ -177,8 +227,12 @@ fn build_library() -> Result<PathBuf, String> {
     if !out.status.success() {
         return Err(format!("cargo {} failed ({})", args.join(" "), out.status));
     }
-    crate::emulated::artifact_in_messages(&String::from_utf8_lossy(&out.stdout), LINK_NAME)
-        .ok_or_else(|| format!("cargo built hipfile-capi but named no {LINK_NAME}"))
+    let messages = String::from_utf8_lossy(&out.stdout);
+    let named = |name: &str| {
+        crate::emulated::artifact_in_messages(&messages, name)
+            .ok_or_else(|| format!("cargo built the C libraries but named no {name}"))
+    };
+    Ok((named(LINK_NAME)?, named(CUFILE_LINK_NAME)?))
 }
 
 /// Runs `program` with `args`, and its standard output when it succeeds.
@@ -272,8 +326,61 @@ pub fn check(metadata: &Value) -> Result<Checked, String> {
     if !stdout.contains("all checks passed") {
         return Err(format!("dist_smoke did not pass:\n{stdout}"));
     }
+    check_cufile(Path::new(root), &tree, &runtime, &scratch)?;
     eprintln!("xtask: dist check passed ({})", tree.display());
     Ok(Checked { tree, runtime })
+}
+
+/// cuFile's library in the tree: [`CUFILE_SMOKE_PROGRAM`], compiled against the tree's
+/// `include/hipfile-cufile` and not linked with the library, `dlopen`s `libcufile.so.0` with
+/// `LD_LIBRARY_PATH` naming the tree's `lib/`, must say it got the tree's file, and moves
+/// bytes through it on the emulated runtime (linked from `runtime`).
+fn check_cufile(root: &Path, tree: &Path, runtime: &Path, scratch: &Path) -> Result<(), String> {
+    let source = root.join(CUFILE_SMOKE_PROGRAM);
+    let common = source
+        .parent()
+        .ok_or_else(|| format!("{} has no directory", source.display()))?;
+    let include = format!("-I{}", utf8(&tree.join("include").join(CUFILE_INCLUDE))?);
+    let common = format!("-I{}", utf8(common)?);
+    let runtime_dir = format!("-L{}", utf8(runtime)?);
+    let exe = scratch.join("cufile_dlopen");
+    let cc_args = [
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+        include.as_str(),
+        common.as_str(),
+        utf8(&source)?,
+        "-o",
+        utf8(&exe)?,
+        runtime_dir.as_str(),
+        "-lamdhip64",
+        "-ldl",
+    ];
+    eprintln!("xtask: running cc {}", cc_args.join(" "));
+    output_of("cc", &cc_args, &[])?;
+    let work = scratch.join("cufile-work");
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let lib = tree.join("lib");
+    let library_path = format!("{}:{}", utf8(&lib)?, utf8(runtime)?);
+    let emu = runtime.join(crate::emulated::LIBRARY);
+    let stdout = output_of(
+        utf8(&exe)?,
+        &[utf8(&work)?],
+        &[
+            ("LD_LIBRARY_PATH", library_path.as_str()),
+            ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
+        ],
+    )?;
+    let expected = format!("library: {}\n", utf8(&lib.join(CUFILE_SONAME))?);
+    if !stdout.contains("all checks passed") || !stdout.contains(&expected) {
+        return Err(format!(
+            "{CUFILE_SMOKE_PROGRAM} did not pass on the tree's {CUFILE_SONAME}:\n{stdout}"
+        ));
+    }
+    Ok(())
 }
 
 /// The emulated runtime, copied into `dir` and linked there under the names a HIP runtime
@@ -374,9 +481,40 @@ mod tests {
     }
 
     #[test]
-    fn the_header_and_the_smoke_program_exist() {
+    fn the_headers_and_the_smoke_programs_exist() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         assert!(root.join(HEADER).is_file());
         assert!(root.join(SMOKE_PROGRAM).is_file());
+        assert!(root.join(CUFILE_HEADER).is_file());
+        assert!(root.join(CUFILE_SMOKE_PROGRAM).is_file());
+    }
+
+    #[test]
+    fn lays_out_cufiles_library_its_link_and_its_header() {
+        let scratch =
+            std::env::temp_dir().join(format!("xtask-dist-cufile-{}", std::process::id()));
+        let src = scratch.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let (lib, header) = (src.join("libcufile.so"), src.join("cufile.h"));
+        std::fs::write(&lib, b"ELF cufile").unwrap();
+        std::fs::write(&header, b"/* cufile */").unwrap();
+        let out = scratch.join("out");
+        for _ in 0..2 {
+            layout_cufile(&lib, &header, &out).unwrap();
+        }
+        assert_eq!(
+            std::fs::read(out.join("lib/libcufile.so.0")).unwrap(),
+            b"ELF cufile"
+        );
+        assert_eq!(
+            std::fs::read_link(out.join("lib/libcufile.so")).unwrap(),
+            Path::new("libcufile.so.0")
+        );
+        assert_eq!(
+            std::fs::read(out.join("include/hipfile-cufile/cufile.h")).unwrap(),
+            b"/* cufile */"
+        );
+        assert!(!out.join("include/cufile.h").exists());
+        std::fs::remove_dir_all(&scratch).unwrap();
     }
 }

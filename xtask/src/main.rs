@@ -8,9 +8,10 @@
 //!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
 //! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
 //!   bindings.
-//! - `dist [--out DIR]`: the C library's installation tree (`dist.rs`): `lib/libhipfile.so.0`,
-//!   `lib/libhipfile.so`, `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, in `target/dist`
-//!   unless `--out` says otherwise.
+//! - `dist [--out DIR]`: the C libraries' installation tree (`dist.rs`): `lib/libhipfile.so.0`,
+//!   `lib/libhipfile.so`, `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, and cuFile's
+//!   `lib/libcufile.so.0`, `lib/libcufile.so`, `include/hipfile-cufile/cufile.h`, in
+//!   `target/dist` unless `--out` says otherwise.
 //! - `emulated [--release] [--out DIR]`: builds the emulated runtime (`hipfile-emu`) and
 //!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out`, for an
 //!   application to name in `HIPFILE_HIP_LIBRARY` (`emulated.rs`).

@@ -2,59 +2,87 @@
 //! `hipfile.h` (this crate's `include/hipfile.h` declares the interface in our words, with
 //! hipFile 0.5's names, values and layouts).
 //!
-//! This crate translates and validates, and nothing else: every byte moves through the
-//! `hipfile` facade (imported as `facade`), so the C and Rust APIs cannot drift apart. It
-//! keeps hipFile's conventions at the boundary: the driver's use count, implicit opening on
-//! the first registration, opaque file handles, buffer registrations keyed by pointer, and
-//! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
-//! project's contract, docs/BEHAVIOUR.md, answers otherwise).
-//!
-//! Every function the header declares is exported, the stream-ordered ones
-//! (`hipFileReadAsync`, `hipFileWriteAsync`, `hipFileStreamRegister`,
-//! `hipFileStreamDeregister`) included: those queue the facade's stream-ordered requests
-//! (`FileHandle::order_on_stream`), whose handles the state keeps until they end.
-//! What it does not do: move bytes itself, decide which backend serves, or keep state beyond
-//! hipFile's registries (files, buffers, streams, batches).
+//! This crate is the exported names and nothing else: each function is a
+//! `#[unsafe(no_mangle)]` wrapper that calls the function of the same name and signature in
+//! `hipfile-cabi`, the implementation this library shares with `libcufile.so.0` (crate
+//! `hipfile-cufile`). The documentation of each function, its errors and its safety
+//! contract are there.
 //!
 //! Nothing depends on this crate; it is a leaf like the CLI.
 //!
 //! # Safety
 //!
-//! Every exported function is `unsafe extern "C"` (the caller vouches for its pointers, as
-//! C's contract says), runs its body inside one panic boundary ([`boundary`]), checks every
-//! pointer for NULL before touching it, and never dereferences a handle it was given: a
-//! handle is looked up in the registry by address first. Errors are values, never panics.
+//! Each wrapper passes its arguments on unchanged, so its contract is the contract of the
+//! function it calls; those run inside the panic boundary and check every pointer.
 
-// The header's names, used as they are (constants in patterns too).
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
+// The header's names, used as they are.
+#![allow(non_snake_case)]
 
-mod api;
-mod batch;
-mod codes;
-mod ordered;
-mod params;
-mod props;
-mod state;
-mod stats;
-pub mod types;
+use cabi::types::*;
+use hipfile_cabi as cabi;
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
-pub use api::*;
-pub use batch::*;
-pub use ordered::*;
-pub use params::*;
-pub use props::*;
-pub use stats::*;
-
-/// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
-pub(crate) fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(on_panic)
+/// Exports each listed function of `hipfile-cabi` under its own name. `safe` functions take
+/// no pointer they dereference; `unsafe` ones carry their callee's contract.
+macro_rules! export {
+    ($(safe fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*
+     $(unsafe fn $uname:ident($($uarg:ident: $uty:ty),*) $(-> $uret:ty)?;)*) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: see `hipfile_cabi::", stringify!($name), "`.")]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+                cabi::$name($($arg),*)
+            }
+        )*
+        $(
+            #[doc = concat!("`", stringify!($uname), "`: see `hipfile_cabi::", stringify!($uname), "`.")]
+            ///
+            /// # Safety
+            ///
+            /// As the function called, whose contract is hipFile's for this function.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $uname($($uarg: $uty),*) $(-> $uret)? {
+                // SAFETY: the arguments are passed on unchanged, under the same contract.
+                unsafe { cabi::$uname($($uarg),*) }
+            }
+        )*
+    };
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_panic_becomes_the_error_value() {
-        assert_eq!(super::boundary(-5030, || panic!("a fault")), -5030);
-        assert_eq!(super::boundary(-5030, || 7), 7);
-    }
+export! {
+    safe fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_char;
+    safe fn hipFileDriverOpen() -> hipFileError_t;
+    safe fn hipFileDriverClose() -> hipFileError_t;
+    safe fn hipFileUseCount() -> i64;
+    safe fn hipFileHandleDeregister(fh: hipFileHandle_t);
+    safe fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileError_t;
+    safe fn hipFileBatchIOCancel(batch_idp: hipFileBatchHandle_t) -> hipFileError_t;
+    safe fn hipFileBatchIODestroy(batch_idp: hipFileBatchHandle_t);
+    safe fn hipFileStreamRegister(stream: hipStream_t, flags: c_uint) -> hipFileError_t;
+    safe fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t;
+    safe fn hipFileSetParameterSizeT(param: hipFileSizeTConfigParameter_t, value: usize) -> hipFileError_t;
+    safe fn hipFileSetParameterBool(param: hipFileBoolConfigParameter_t, value: bool) -> hipFileError_t;
+    safe fn hipFileDriverSetPollMode(poll: bool, poll_threshold_size: usize) -> hipFileError_t;
+    safe fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> hipFileError_t;
+    safe fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> hipFileError_t;
+    safe fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> hipFileError_t;
+
+    unsafe fn hipFileGetVersion(major: *mut c_uint, minor: *mut c_uint, patch: *mut c_uint) -> hipFileError_t;
+    unsafe fn hipFileHandleRegister(fh: *mut hipFileHandle_t, descr: *mut hipFileDescr_t) -> hipFileError_t;
+    unsafe fn hipFileBufRegister(buffer_base: *const c_void, length: usize, flags: c_int) -> hipFileError_t;
+    unsafe fn hipFileRead(fh: hipFileHandle_t, buffer_base: *mut c_void, size: usize, file_offset: hoff_t, buffer_offset: hoff_t) -> isize;
+    unsafe fn hipFileWrite(fh: hipFileHandle_t, buffer_base: *const c_void, size: usize, file_offset: hoff_t, buffer_offset: hoff_t) -> isize;
+    unsafe fn hipFileBatchIOSetUp(batch_idp: *mut hipFileBatchHandle_t, max_nr: c_uint) -> hipFileError_t;
+    unsafe fn hipFileBatchIOSubmit(batch_idp: hipFileBatchHandle_t, nr: c_uint, iocbp: *mut hipFileIOParams_t, flags: c_uint) -> hipFileError_t;
+    unsafe fn hipFileBatchIOGetStatus(batch_idp: hipFileBatchHandle_t, min_nr: c_uint, nr: *mut c_uint, iocbp: *mut hipFileIOEvents_t, timeout: *mut libc::timespec) -> hipFileError_t;
+    unsafe fn hipFileReadAsync(fh: hipFileHandle_t, buffer_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut hoff_t, buffer_offset_p: *mut hoff_t, bytes_read_p: *mut isize, stream: hipStream_t) -> hipFileError_t;
+    unsafe fn hipFileWriteAsync(fh: hipFileHandle_t, buffer_base: *mut c_void, size_p: *mut usize, file_offset_p: *mut hoff_t, buffer_offset_p: *mut hoff_t, bytes_written_p: *mut isize, stream: hipStream_t) -> hipFileError_t;
+    unsafe fn hipFileGetParameterSizeT(param: hipFileSizeTConfigParameter_t, value: *mut usize) -> hipFileError_t;
+    unsafe fn hipFileGetParameterBool(param: hipFileBoolConfigParameter_t, value: *mut bool) -> hipFileError_t;
+    unsafe fn hipFileGetParameterString(param: hipFileStringConfigParameter_t, desc_str: *mut c_char, len: c_int) -> hipFileError_t;
+    unsafe fn hipFileSetParameterString(param: hipFileStringConfigParameter_t, desc_str: *const c_char) -> hipFileError_t;
+    unsafe fn hipFileDriverGetProperties(props: *mut hipFileDriverProps_t) -> hipFileError_t;
+    unsafe fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> hipFileError_t;
+    unsafe fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> hipFileError_t;
+    unsafe fn hipFileGetStatsL3(stats: *mut hipFileStatsLevel3_t) -> hipFileError_t;
 }

@@ -8,16 +8,13 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 // The library is a cdylib only (an rlib would collide with the facade's): its declarations
-// are compiled into this test from their source file.
-#[path = "../src/types.rs"]
-#[allow(dead_code)] // The test reads the layouts, not every helper.
-mod types;
+// are those of the implementation it exports, `hipfile-cabi`.
+use hipfile_cabi::types::*;
 use hipfile_testfs::{TempDir, has_command, require};
 use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
-use types::*;
 
 macro_rules! size {
     ($t:ident) => {

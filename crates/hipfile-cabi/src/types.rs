@@ -1,6 +1,6 @@
-//! The C declarations of `include/hipfile.h` in Rust: every struct with its exact layout and
-//! every constant with its value (`tests/layout.rs` checks both against the header, compiled
-//! by the system C compiler).
+//! The C declarations of `hipfile-capi`'s `include/hipfile.h` in Rust: every struct with its
+//! exact layout and every constant with its value (that crate's `tests/layout.rs` checks both
+//! against the header, compiled by the system C compiler).
 //!
 //! Enums that C passes in are plain integers here (`i32`/`u32` aliases and constants), never
 //! Rust enums: a caller may pass any value, and an unknown one must be an error, not

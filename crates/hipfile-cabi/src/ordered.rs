@@ -46,7 +46,6 @@ const FIXED_ALL: c_uint = HIPFILE_STREAM_FIXED_BUF_OFFSET
 ///
 /// `hipFileInvalidValue` for a flag outside `HIPFILE_STREAM_FLAGS_MASK` or a stream
 /// registered already.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileStreamRegister(stream: hipStream_t, flags: c_uint) -> hipFileError_t {
     boundary(INTERNAL, || {
         if flags & !HIPFILE_STREAM_FLAGS_MASK != 0 {
@@ -70,7 +69,6 @@ pub extern "C" fn hipFileStreamRegister(stream: hipStream_t, flags: c_uint) -> h
 /// # Errors
 ///
 /// `hipFileInvalidValue` for a stream that is not registered.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t {
     boundary(INTERNAL, || {
         let ended = {
@@ -109,7 +107,6 @@ pub extern "C" fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t
 /// `file_offset_p`, `buffer_offset_p` and `bytes_read_p` stay valid (and the values not fixed
 /// stay unchanged by anything but the stream's earlier work) until the stream has passed the
 /// request; `stream` is live until then.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileReadAsync(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -119,19 +116,17 @@ pub unsafe extern "C" fn hipFileReadAsync(
     bytes_read_p: *mut isize,
     stream: hipStream_t,
 ) -> hipFileError_t {
-    boundary(INTERNAL, || {
-        let args = Args {
-            fh,
-            buffer_base,
-            size_p,
-            file_offset_p,
-            buffer_offset_p,
-            bytes_p: bytes_read_p,
-            stream,
-        };
-        // SAFETY: as this function's contract.
-        unsafe { submit(Op::Read, args) }
-    })
+    let args = Args {
+        fh,
+        buffer_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p,
+        bytes_p: bytes_read_p,
+        stream,
+    };
+    // SAFETY: as this function's contract.
+    unsafe { order_async(Op::Read, args, |result| result) }
 }
 
 /// `hipFileError_t hipFileWriteAsync(hipFileHandle_t fh, void *buffer_base, size_t *size_p,
@@ -148,7 +143,6 @@ pub unsafe extern "C" fn hipFileReadAsync(
 /// # Safety
 ///
 /// As [`hipFileReadAsync`], except that the buffer's range is only read.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileWriteAsync(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -158,30 +152,45 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     bytes_written_p: *mut isize,
     stream: hipStream_t,
 ) -> hipFileError_t {
-    boundary(INTERNAL, || {
-        let args = Args {
-            fh,
-            buffer_base,
-            size_p,
-            file_offset_p,
-            buffer_offset_p,
-            bytes_p: bytes_written_p,
-            stream,
-        };
-        // SAFETY: as this function's contract.
-        unsafe { submit(Op::Write, args) }
-    })
+    let args = Args {
+        fh,
+        buffer_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p,
+        bytes_p: bytes_written_p,
+        stream,
+    };
+    // SAFETY: as this function's contract.
+    unsafe { order_async(Op::Write, args, |result| result) }
 }
 
-/// The arguments of `hipFileReadAsync` and `hipFileWriteAsync`.
-struct Args {
-    fh: hipFileHandle_t,
-    buffer_base: *mut c_void,
-    size_p: *mut usize,
-    file_offset_p: *mut hoff_t,
-    buffer_offset_p: *mut hoff_t,
-    bytes_p: *mut isize,
-    stream: hipStream_t,
+/// The arguments of `hipFileReadAsync` and `hipFileWriteAsync`, by their C names.
+#[allow(missing_docs)]
+pub struct Args {
+    pub fh: hipFileHandle_t,
+    pub buffer_base: *mut c_void,
+    pub size_p: *mut usize,
+    pub file_offset_p: *mut hoff_t,
+    pub buffer_offset_p: *mut hoff_t,
+    pub bytes_p: *mut isize,
+    pub stream: hipStream_t,
+}
+
+/// `hipFileReadAsync` (`op` [`Op::Read`]) or `hipFileWriteAsync` (`op` [`Op::Write`]), with
+/// the result the stream later writes to `*bytes_p` passed through `translate` first: bytes
+/// moved stay as they are for any library, but a failure is hipFile's value (as
+/// `hipFileRead` returns it), which a library with other conventions (cuFile's) translates.
+/// Runs inside the panic boundary.
+///
+/// # Safety
+///
+/// As [`hipFileReadAsync`] (or [`hipFileWriteAsync`]).
+pub unsafe fn order_async(op: Op, args: Args, translate: fn(isize) -> isize) -> hipFileError_t {
+    boundary(INTERNAL, || {
+        // SAFETY: as this function's contract.
+        unsafe { submit(op, args, translate) }
+    })
 }
 
 /// The caller's pointers, read or written when the stream reaches the request.
@@ -196,6 +205,13 @@ struct Later {
 // the stream's earlier work (this module's contract), which the stream orders before the read.
 unsafe impl Send for Later {}
 
+/// How a request reports its result: the flag set once it has, and the library's translation
+/// of a failure's value.
+struct Reporting {
+    done: Arc<AtomicBool>,
+    translate: fn(isize) -> isize,
+}
+
 /// Where the result goes.
 struct BytesOut(*mut isize);
 
@@ -208,7 +224,7 @@ unsafe impl Send for BytesOut {}
 /// # Safety
 ///
 /// As [`hipFileReadAsync`].
-unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
+unsafe fn submit(op: Op, a: Args, translate: fn(isize) -> isize) -> hipFileError_t {
     let done = Arc::new(AtomicBool::new(false));
     let (file, driver, registered, flags, id) = {
         let mut st = state::lock();
@@ -245,8 +261,10 @@ unsafe fn submit(op: Op, a: Args) -> hipFileError_t {
         let id = st.reserve(registered.as_ref().map(|_| ptr), Arc::clone(&done));
         (file, driver, registered, flags, id)
     };
+    let reporting = Reporting { done, translate };
     // SAFETY: as this function's contract.
-    let (status, io) = unsafe { submit_reserved(op, &a, file, driver, registered, flags, done) };
+    let (status, io) =
+        unsafe { submit_reserved(op, &a, file, driver, registered, flags, reporting) };
     let ended = {
         let mut st = state::lock();
         st.settle(id, io);
@@ -270,8 +288,9 @@ unsafe fn submit_reserved(
     driver: facade::Driver,
     registered: Option<Buffer>,
     flags: c_uint,
-    done: Arc<AtomicBool>,
+    reporting: Reporting,
 ) -> (hipFileError_t, Option<facade::Io<'static>>) {
+    let Reporting { done, translate } = reporting;
     // SAFETY: non-NULL (checked above), and the caller vouches that they are readable.
     let (size, file_offset, buffer_offset) = unsafe {
         (
@@ -346,7 +365,7 @@ unsafe fn submit_reserved(
         let value = match result {
             // At most 0x7ffff000 bytes move in one request, so the count fits.
             Ok(outcome) => outcome.bytes as isize,
-            Err(e) => io_failure(e),
+            Err(e) => translate(io_failure(e)),
         };
         // SAFETY: the caller keeps it valid and writable until the stream has passed the
         // request, which it has not yet: this runs before the stream goes on.

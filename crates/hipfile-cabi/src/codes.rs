@@ -57,14 +57,14 @@ pub(crate) fn negated(code: c_int) -> isize {
 }
 
 /// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(n: c_int) {
+pub fn set_errno(n: c_int) {
     // SAFETY: `__errno_location` returns the calling thread's `errno`, valid for the
     // thread's lifetime.
     unsafe { *libc::__errno_location() = n };
 }
 
 /// The description of `code`, a static NUL-terminated string.
-pub(crate) fn describe(code: hipFileOpError_t) -> &'static CStr {
+pub fn describe(code: hipFileOpError_t) -> &'static CStr {
     match code {
         hipFileSuccess => c"success",
         hipFileDriverNotInitialized => c"the driver is not open, or could not be opened",

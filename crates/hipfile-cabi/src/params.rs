@@ -258,52 +258,88 @@ fn get_size(param: hipFileSizeTConfigParameter_t, st: &State) -> Option<u64> {
     })
 }
 
-/// Sets a `size_t` parameter in `s`; `fixed` is the current value of a fixed one.
+/// The values [`hipFileSetParameterSizeT`] accepts for `param`, least and greatest, in the
+/// parameter's unit (KiB for the `...KB` sizes); `fixed` is the current value of a fixed
+/// parameter, its only value. `None` for a value that is not one of the enum's.
+fn size_bounds(param: hipFileSizeTConfigParameter_t, fixed: Option<u64>) -> Option<(u64, u64)> {
+    Some(match param {
+        hipFileParamProfileStats | hipFileParamPropertiesBatchIOTimeoutMs => {
+            (0, u64::from(u32::MAX))
+        }
+        hipFileParamExecutionMaxIOQueueDepth | hipFileParamExecutionMaxRequestParallelism => {
+            (1, u64::MAX)
+        }
+        hipFileParamExecutionMaxIOThreads => (1, FallbackKnobs::MAX_IO_THREADS as u64),
+        hipFileParamExecutionMinIOThresholdSizeKB => {
+            (0, FallbackKnobs::MAX_SMALL_IO_THRESHOLD / KIB)
+        }
+        hipFileParamPropertiesMaxDirectIOSizeKB => (
+            FallbackKnobs::MIN_TASK_SIZE.div_ceil(KIB),
+            FallbackKnobs::MAX_TASK_SIZE / KIB,
+        ),
+        hipFileParamPropertiesMaxDeviceCacheSizeKB
+        | hipFileParamPropertiesMaxDevicePinnedMemSizeKB => (
+            FallbackKnobs::MIN_STAGING_MEMORY.div_ceil(KIB),
+            FallbackKnobs::MAX_STAGING_MEMORY / KIB,
+        ),
+        hipFileParamPropertiesPerBufferCacheSizeKB | hipFileParamPropertiesIOBatchsize => {
+            let v = fixed?;
+            (v, v)
+        }
+        hipFileParamPollthresholdSizeKB => (0, u64::MAX),
+        _ => return None,
+    })
+}
+
+/// Sets a `size_t` parameter in `s`; `fixed` is the current value of a fixed one. The value
+/// must lie in [`size_bounds`].
 fn set_size(
     param: hipFileSizeTConfigParameter_t,
     value: u64,
     s: &mut Settings,
     fixed: Option<u64>,
 ) -> Result<(), hipFileOpError_t> {
-    const LIMIT: hipFileOpError_t = hipFileDriverUnsupportedLimit;
+    let (min, max) = size_bounds(param, fixed).ok_or(hipFileInvalidValue)?;
+    if !(min..=max).contains(&value) {
+        return Err(hipFileDriverUnsupportedLimit);
+    }
     match param {
-        hipFileParamProfileStats => {
-            s.stats_level = Some(u32::try_from(value).map_err(|_| LIMIT)?);
-        }
-        hipFileParamExecutionMaxIOQueueDepth => {
-            s.queue_depth = Some(value).filter(|v| *v >= 1).ok_or(LIMIT)?;
-        }
-        hipFileParamExecutionMaxIOThreads => {
-            s.io_threads = Some(
-                usize::try_from(value)
-                    .ok()
-                    .filter(|n| (1..=FallbackKnobs::MAX_IO_THREADS).contains(n))
-                    .ok_or(LIMIT)?,
-            );
-        }
+        // In bounds, so it fits a u32.
+        hipFileParamProfileStats => s.stats_level = Some(value as u32),
+        hipFileParamExecutionMaxIOQueueDepth => s.queue_depth = value,
+        // In bounds, so it fits a usize.
+        hipFileParamExecutionMaxIOThreads => s.io_threads = Some(value as usize),
         hipFileParamExecutionMinIOThresholdSizeKB => {
             s.small_io_threshold =
                 Some(kib_within(value, 0, FallbackKnobs::MAX_SMALL_IO_THRESHOLD)?);
         }
-        hipFileParamExecutionMaxRequestParallelism => {
-            s.request_parallelism = Some(Some(value).filter(|v| *v >= 1).ok_or(LIMIT)?);
-        }
+        hipFileParamExecutionMaxRequestParallelism => s.request_parallelism = Some(value),
         hipFileParamPropertiesMaxDirectIOSizeKB => set_task_kib(s, value)?,
         hipFileParamPropertiesMaxDeviceCacheSizeKB => set_cache_kib(s, value)?,
         hipFileParamPropertiesMaxDevicePinnedMemSizeKB => set_pinned_kib(s, value)?,
-        hipFileParamPropertiesPerBufferCacheSizeKB | hipFileParamPropertiesIOBatchsize => {
-            if fixed != Some(value) {
-                return Err(LIMIT);
-            }
-        }
+        // Fixed: the bounds admit only the value it has.
+        hipFileParamPropertiesPerBufferCacheSizeKB | hipFileParamPropertiesIOBatchsize => {}
         hipFileParamPollthresholdSizeKB => s.poll_threshold_kib = value,
-        hipFileParamPropertiesBatchIOTimeoutMs => {
-            u32::try_from(value).map_err(|_| LIMIT)?;
-            s.batch_timeout_ms = value;
-        }
+        hipFileParamPropertiesBatchIOTimeoutMs => s.batch_timeout_ms = value,
         _ => return Err(hipFileInvalidValue),
     }
     Ok(())
+}
+
+/// The least and greatest value [`hipFileSetParameterSizeT`] accepts for `param`, in its
+/// unit: what cuFile's `cuFileGetParameterMinMaxValue` reports (hipFile has no such call).
+/// A fixed parameter's bounds are both its value.
+///
+/// # Errors
+///
+/// `hipFileInvalidValue` for a value that is not one of the enum's.
+pub fn size_parameter_bounds(
+    param: hipFileSizeTConfigParameter_t,
+) -> Result<(u64, u64), hipFileError_t> {
+    boundary(Err(INTERNAL), || {
+        let st = state::lock();
+        size_bounds(param, get_size(param, &st)).ok_or(hipFileError_t::code(hipFileInvalidValue))
+    })
 }
 
 /// The value of a boolean parameter.
@@ -419,7 +455,6 @@ fn set_pending(
 /// # Safety
 ///
 /// `value` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: *mut usize,
@@ -446,7 +481,6 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(
 /// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
 /// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
 /// a value outside the parameter's bounds (or another than a fixed parameter's own).
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileSetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: usize,
@@ -473,7 +507,6 @@ pub extern "C" fn hipFileSetParameterSizeT(
 /// # Safety
 ///
 /// `value` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: *mut bool,
@@ -499,7 +532,6 @@ pub unsafe extern "C" fn hipFileGetParameterBool(
 /// `hipFileInvalidValue` for a value of `param` that is not one of the enum's;
 /// `hipFileDriverAlreadyOpen` while the driver is open; `hipFileDriverUnsupportedLimit` for
 /// `true` to `AllowSystemMemory` or `PreferIOUring`, which this library does not do.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileSetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: bool,
@@ -524,7 +556,6 @@ pub extern "C" fn hipFileSetParameterBool(
 /// # Safety
 ///
 /// `desc_str` is NULL or points to `len` writable bytes.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetParameterString(
     param: hipFileStringConfigParameter_t,
     desc_str: *mut c_char,
@@ -567,7 +598,6 @@ pub unsafe extern "C" fn hipFileGetParameterString(
 /// # Safety
 ///
 /// `desc_str` is NULL or a NUL-terminated string.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileSetParameterString(
     param: hipFileStringConfigParameter_t,
     desc_str: *const c_char,
@@ -591,6 +621,34 @@ pub unsafe extern "C" fn hipFileSetParameterString(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every size parameter takes its bounds and refuses one past them, so the bounds that
+    /// cuFile's `cuFileGetParameterMinMaxValue` reports are the setter's.
+    #[test]
+    fn the_reported_bounds_are_the_setters() {
+        for param in hipFileParamProfileStats..=hipFileParamPropertiesBatchIOTimeoutMs {
+            let fixed = Some(77);
+            let (min, max) = size_bounds(param, fixed).unwrap_or_else(|| panic!("{param}"));
+            assert!(min <= max, "{param}");
+            for v in [min, max] {
+                let mut s = Settings::new();
+                assert_eq!(set_size(param, v, &mut s, fixed), Ok(()), "{param}: {v}");
+            }
+            for v in [min.checked_sub(1), max.checked_add(1)]
+                .into_iter()
+                .flatten()
+            {
+                let mut s = Settings::new();
+                assert_eq!(
+                    set_size(param, v, &mut s, fixed),
+                    Err(hipFileDriverUnsupportedLimit),
+                    "{param}: {v}"
+                );
+            }
+        }
+        assert_eq!(size_bounds(12, None), None);
+        assert_eq!(size_bounds(hipFileParamPropertiesIOBatchsize, None), None);
+    }
 
     #[test]
     fn sizes_are_kib_and_bounded() {

@@ -149,7 +149,6 @@ unsafe fn get<T>(out: *mut T, level: u32, fill: fn(&StatsSnapshot) -> T) -> hipF
 /// # Safety
 ///
 /// `stats` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> hipFileError_t {
     // SAFETY: as this function's contract.
     unsafe { get(stats, 1, level1) }
@@ -166,7 +165,6 @@ pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> 
 /// # Safety
 ///
 /// `stats` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> hipFileError_t {
     // SAFETY: as this function's contract.
     unsafe { get(stats, 2, level2) }
@@ -183,7 +181,6 @@ pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> 
 /// # Safety
 ///
 /// `stats` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetStatsL3(stats: *mut hipFileStatsLevel3_t) -> hipFileError_t {
     // SAFETY: as this function's contract.
     unsafe { get(stats, 3, level3) }

@@ -141,7 +141,6 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
 /// # Safety
 ///
 /// `props` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileDriverGetProperties(
     props: *mut hipFileDriverProps_t,
 ) -> hipFileError_t {
@@ -164,7 +163,6 @@ pub unsafe extern "C" fn hipFileDriverGetProperties(
 /// records poll mode and its threshold (KiB), reported by the properties and parameters.
 /// Requests complete by waiting (blocking on the worker or the runtime), never by polling,
 /// so neither changes how I/O runs. Takes effect at once.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverSetPollMode(
     poll: bool,
     poll_threshold_size: usize,
@@ -186,7 +184,6 @@ pub extern "C" fn hipFileDriverSetPollMode(
 /// # Errors
 ///
 /// `hipFileDriverUnsupportedLimit` outside 4..=1048576 KiB; nothing changes then.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> hipFileError_t {
     boundary(INTERNAL, || {
         apply(|s| set_task_kib(s, max_direct_io_size as u64))
@@ -200,7 +197,6 @@ pub extern "C" fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> 
 /// # Errors
 ///
 /// `hipFileDriverUnsupportedLimit` outside 4..=67108864 KiB; nothing changes then.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> hipFileError_t {
     boundary(INTERNAL, || {
         apply(|s| set_cache_kib(s, max_cache_size as u64))
@@ -213,7 +209,6 @@ pub extern "C" fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> hipFile
 /// # Errors
 ///
 /// `hipFileDriverUnsupportedLimit` outside 4..=67108864 KiB; nothing changes then.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> hipFileError_t {
     boundary(INTERNAL, || {
         apply(|s| set_pinned_kib(s, max_pinned_size as u64))

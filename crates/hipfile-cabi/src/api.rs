@@ -1,5 +1,5 @@
-//! The exported functions, each `#[unsafe(no_mangle)] extern "C"` with the header's
-//! signature, each body inside [`boundary`](crate::boundary).
+//! The functions of hipFile's C ABI, each `extern "C"` with the header's signature and its
+//! body inside [`boundary`](crate::boundary). Not exported here: the libraries export them.
 //!
 //! # Safety
 //!
@@ -22,7 +22,6 @@ const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
 
 /// `const char *hipFileGetOpErrorString(hipFileOpError_t status)` — a static description of
 /// `status`; `"unknown hipFile error"` for a value that is not a code.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_char {
     boundary(c"internal error".as_ptr(), || describe(status).as_ptr())
 }
@@ -33,7 +32,6 @@ pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_
 /// # Errors
 ///
 /// `hipFileDriverNotInitialized` when no GPU runtime can be loaded; the count is unchanged.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverOpen() -> hipFileError_t {
     boundary(INTERNAL, || {
         let mut st = state::lock();
@@ -54,7 +52,6 @@ pub extern "C" fn hipFileDriverOpen() -> hipFileError_t {
 /// # Errors
 ///
 /// `hipFileDriverNotInitialized` when the count is 0 already.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileDriverClose() -> hipFileError_t {
     boundary(INTERNAL, || {
         let files = {
@@ -75,7 +72,6 @@ pub extern "C" fn hipFileDriverClose() -> hipFileError_t {
 }
 
 /// `int64_t hipFileUseCount(void)` — the use count; -1 on an internal fault.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileUseCount() -> i64 {
     boundary(-1, || state::lock().count)
 }
@@ -87,7 +83,6 @@ pub extern "C" fn hipFileUseCount() -> i64 {
 /// # Safety
 ///
 /// Each argument is NULL or points to writable `unsigned` storage.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileGetVersion(
     major: *mut c_uint,
     minor: *mut c_uint,
@@ -125,7 +120,6 @@ pub unsafe extern "C" fn hipFileGetVersion(
 /// # Safety
 ///
 /// `fh` is NULL or writable; `descr` is NULL or points to a `hipFileDescr_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileHandleRegister(
     fh: *mut hipFileHandle_t,
     descr: *mut hipFileDescr_t,
@@ -171,7 +165,6 @@ pub unsafe extern "C" fn hipFileHandleRegister(
 /// `void hipFileHandleDeregister(hipFileHandle_t fh)` — ends the registration of `fh`.
 /// Silent for NULL, for a handle that is not registered, and while I/O uses the file (it
 /// stays registered then). The use count is unchanged.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
     boundary((), || {
         let removed = {
@@ -203,7 +196,6 @@ pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
 /// `buffer_base..buffer_base+length`, if it is device memory, stays allocated until it is
 /// deregistered (`hipFileBufDeregister`, or the `hipFileDriverClose` that brings the count
 /// to 0), and no request uses it after it is freed.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileBufRegister(
     buffer_base: *const c_void,
     length: usize,
@@ -243,7 +235,6 @@ pub unsafe extern "C" fn hipFileBufRegister(
 /// `hipFileDriverClosing` when the count is 0; `hipFileMemoryNotRegistered` for NULL or a
 /// pointer not registered; `hipFileInvalidValue` while I/O uses the buffer, a
 /// stream-ordered request's too until its result is reported.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileError_t {
     boundary(INTERNAL, || {
         let mut st = state::lock();
@@ -291,7 +282,6 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
 ///
 /// A registered `buffer_base` is still allocated. An unregistered one, if it is device
 /// memory, stays allocated until the call returns and nothing else writes the range meanwhile.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileRead(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -317,7 +307,6 @@ pub unsafe extern "C" fn hipFileRead(
 /// # Safety
 ///
 /// As [`hipFileRead`], except that the range is only read.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileWrite(
     fh: hipFileHandle_t,
     buffer_base: *const c_void,

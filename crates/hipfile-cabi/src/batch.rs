@@ -108,7 +108,6 @@ fn lock(entry: &Entry) -> MutexGuard<'_, BatchState> {
 /// # Safety
 ///
 /// `batch_idp` is NULL or writable.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileBatchIOSetUp(
     batch_idp: *mut hipFileBatchHandle_t,
     max_nr: c_uint,
@@ -175,7 +174,6 @@ struct Gathered {
 /// `iocbp` is NULL or points to `nr` requests. Each request's buffer, registered or not,
 /// stays allocated until the request has ended (reported by `hipFileBatchIOGetStatus`, or
 /// the batch destroyed), and nothing else writes a range a request reads into meanwhile.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileBatchIOSubmit(
     batch_idp: hipFileBatchHandle_t,
     nr: c_uint,
@@ -324,7 +322,6 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
 ///
 /// `nr` is NULL or points to a writable `unsigned`; `iocbp` is NULL or points to `*nr`
 /// writable events; `timeout` is NULL or points to a `struct timespec`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipFileBatchIOGetStatus(
     batch_idp: hipFileBatchHandle_t,
     min_nr: c_uint,
@@ -396,7 +393,6 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
 /// # Errors
 ///
 /// `hipFileInvalidValue` for an unknown batch.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileBatchIOCancel(batch_idp: hipFileBatchHandle_t) -> hipFileError_t {
     boundary(INTERNAL, || {
         let Some(entry) = lookup(batch_idp) else {
@@ -409,7 +405,6 @@ pub extern "C" fn hipFileBatchIOCancel(batch_idp: hipFileBatchHandle_t) -> hipFi
 
 /// `void hipFileBatchIODestroy(hipFileBatchHandle_t batch_idp)` — ends the batch: cancels
 /// what has not started, waits for what runs, and frees it. Silent for an unknown handle.
-#[unsafe(no_mangle)]
 pub extern "C" fn hipFileBatchIODestroy(batch_idp: hipFileBatchHandle_t) {
     boundary((), || {
         let removed = batches().remove(&(batch_idp as usize));

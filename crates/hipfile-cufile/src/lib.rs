@@ -1,0 +1,465 @@
+//! cuFile's C ABI: `libcufile.so.0`, a drop-in for programs written against NVIDIA's
+//! `cufile.h` (this crate's `include/cufile.h` declares the interface in our words, with
+//! cuFile's names, values and layouts), served by hipfile. Where NVIDIA's library needs the
+//! nvidia-fs kernel module, or falls back to its own compatibility mode, this one serves every
+//! request through hipfile: on NVIDIA GPUs the fallback moves the bytes (no GPUDirect
+//! peer-to-peer), on AMD GPUs the fastpath where the kernel has it.
+//!
+//! This crate is the exported names and nothing else: each function calls the function of
+//! hipFile's ABI that does the same in `hipfile-cabi`, the implementation this library shares
+//! with `libhipfile.so.0`, and translates only what cuFile lays out or reports differently
+//! (docs/DECISIONS.md, "cuFile's ABI"):
+//!
+//! - the status's second member, a CUDA driver `CUresult` ([`cu_result`]);
+//! - negative returns of `cuFileRead`/`cuFileWrite`, of failed batch events and of
+//!   stream-ordered requests, that are runtime statuses ([`cu_io`]);
+//! - the driver properties, whose sizes are 32-bit ([`cuFileDriverGetProperties`]);
+//! - the version, one number ([`cuFileGetVersion`]).
+//!
+//! Every other type is hipFile's (`types.rs` aliases them), so arguments pass on unchanged.
+//!
+//! Nothing depends on this crate; it is a leaf like `hipfile-capi`.
+//!
+//! # Safety
+//!
+//! Each wrapper passes its arguments on unchanged, so its contract is the contract of the
+//! function it calls; those run inside the panic boundary and check every pointer. The ones
+//! written out here run inside the same boundary and check their pointers for NULL (or, for
+//! the batch events, read only what the callee reported writing).
+
+// cuFile's names, used as they are.
+#![allow(non_snake_case)]
+
+pub mod types;
+
+use hipfile_cabi as cabi;
+use hipfile_cabi::boundary;
+use hipfile_cabi::types::{hipFileDriverProps_t, hipFileError_t};
+use std::ffi::{c_char, c_int, c_long, c_uint, c_void};
+use types::*;
+
+/// The version `cuFileGetVersion` reports: cuFile 1.14 (1000 × major + 10 × minor), the
+/// first with every function this library exports (the parameter and statistics calls
+/// came with it, in CUDA 12.9).
+pub const CUFILE_VERSION: c_int = 1140;
+
+const INTERNAL: CUfileError_t = CUfileError_t {
+    err: CU_FILE_INTERNAL_ERROR,
+    cu_err: CUDA_SUCCESS,
+};
+
+/// The `CUresult` for the runtime status `hip` that hipfile reports with
+/// `hipFileHipDriverError` (a HIP status, or on NVIDIA a CUDA runtime or driver status).
+/// The statuses whose number means the same in HIP, the CUDA runtime and the CUDA driver
+/// API pass through; any other becomes `CUDA_ERROR_UNKNOWN`, since the number would mean
+/// something else to the caller. 0 stays 0.
+pub fn cu_result(hip: c_int) -> CUresult {
+    match hip {
+        0 | 1 | 2 | 3 | 4 | 100 | 101 | 201 | 400 | 500 | 600 | 700 | 712 | 713 | 719 | 801
+        | 999 => hip,
+        _ => CUDA_ERROR_UNKNOWN,
+    }
+}
+
+/// cuFile's status for hipFile's: the code is the same number, the runtime status becomes a
+/// `CUresult`.
+pub fn cu(e: hipFileError_t) -> CUfileError_t {
+    CUfileError_t {
+        err: e.err,
+        cu_err: cu_result(e.hip_drv_err),
+    }
+}
+
+/// cuFile's return of a read or write for hipFile's: bytes, -1 with `errno` and negated
+/// codes stay; a negated runtime status (between -1 and -5000, which hipFile returns when a
+/// runtime call failed) becomes `-CU_FILE_CUDA_DRIVER_ERROR`, cuFile's code for it.
+pub fn cu_io(r: isize) -> isize {
+    if r < -1 && r > -(CUFILEOP_BASE_ERR as isize) {
+        -(CU_FILE_CUDA_DRIVER_ERROR as isize)
+    } else {
+        r
+    }
+}
+
+/// Returns the value unchanged (functions whose return cuFile and hipFile share).
+fn same<T>(v: T) -> T {
+    v
+}
+
+/// Exports each listed cuFile function over the `hipfile-cabi` function after `=`, its
+/// return translated by the function after `via`. `safe` functions take no pointer they
+/// dereference; `unsafe` ones carry their callee's contract.
+macro_rules! export {
+    ($(safe fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? = $callee:ident via $conv:ident;)*
+     $(unsafe fn $uname:ident($($uarg:ident: $uty:ty),*) $(-> $uret:ty)? = $ucallee:ident via $uconv:ident;)*) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: `hipfile_cabi::", stringify!($callee),
+                "`, its return translated by `", stringify!($conv), "`.")]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
+                $conv(cabi::$callee($($arg),*))
+            }
+        )*
+        $(
+            #[doc = concat!("`", stringify!($uname), "`: `hipfile_cabi::", stringify!($ucallee),
+                "`, its return translated by `", stringify!($uconv), "`.")]
+            ///
+            /// # Safety
+            ///
+            /// As the function called: cuFile's contract for this function is hipFile's
+            /// for that one.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $uname($($uarg: $uty),*) $(-> $uret)? {
+                // SAFETY: the arguments are passed on unchanged, under the same contract
+                // (the types are hipFile's; `types.rs` aliases them).
+                $uconv(unsafe { cabi::$ucallee($($uarg),*) })
+            }
+        )*
+    };
+}
+
+export! {
+    safe fn cuFileDriverOpen() -> CUfileError_t = hipFileDriverOpen via cu;
+    safe fn cuFileDriverClose() -> CUfileError_t = hipFileDriverClose via cu;
+    safe fn cuFileDriverClose_v2() -> CUfileError_t = hipFileDriverClose via cu;
+    safe fn cuFileUseCount() -> c_long = hipFileUseCount via same;
+    safe fn cuFileHandleDeregister(fh: CUfileHandle_t) = hipFileHandleDeregister via same;
+    safe fn cuFileBufDeregister(bufPtr_base: *const c_void) -> CUfileError_t = hipFileBufDeregister via cu;
+    safe fn cuFileBatchIOCancel(batch_idp: CUfileBatchHandle_t) -> CUfileError_t = hipFileBatchIOCancel via cu;
+    safe fn cuFileBatchIODestroy(batch_idp: CUfileBatchHandle_t) = hipFileBatchIODestroy via same;
+    safe fn cuFileStreamRegister(stream: CUstream, flags: c_uint) -> CUfileError_t = hipFileStreamRegister via cu;
+    safe fn cuFileStreamDeregister(stream: CUstream) -> CUfileError_t = hipFileStreamDeregister via cu;
+    safe fn cuFileSetParameterSizeT(param: CUFileSizeTConfigParameter_t, value: usize) -> CUfileError_t = hipFileSetParameterSizeT via cu;
+    safe fn cuFileSetParameterBool(param: CUFileBoolConfigParameter_t, value: bool) -> CUfileError_t = hipFileSetParameterBool via cu;
+    safe fn cuFileDriverSetPollMode(poll: bool, poll_threshold_size: usize) -> CUfileError_t = hipFileDriverSetPollMode via cu;
+    safe fn cuFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> CUfileError_t = hipFileDriverSetMaxDirectIOSize via cu;
+    safe fn cuFileDriverSetMaxCacheSize(max_cache_size: usize) -> CUfileError_t = hipFileDriverSetMaxCacheSize via cu;
+    safe fn cuFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> CUfileError_t = hipFileDriverSetMaxPinnedMemSize via cu;
+
+    unsafe fn cuFileHandleRegister(fh: *mut CUfileHandle_t, descr: *mut CUfileDescr_t) -> CUfileError_t = hipFileHandleRegister via cu;
+    unsafe fn cuFileBufRegister(bufPtr_base: *const c_void, length: usize, flags: c_int) -> CUfileError_t = hipFileBufRegister via cu;
+    unsafe fn cuFileRead(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileRead via cu_io;
+    unsafe fn cuFileWrite(fh: CUfileHandle_t, bufPtr_base: *const c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileWrite via cu_io;
+    unsafe fn cuFileBatchIOSetUp(batch_idp: *mut CUfileBatchHandle_t, nr: c_uint) -> CUfileError_t = hipFileBatchIOSetUp via cu;
+    unsafe fn cuFileBatchIOSubmit(batch_idp: CUfileBatchHandle_t, nr: c_uint, iocbp: *mut CUfileIOParams_t, flags: c_uint) -> CUfileError_t = hipFileBatchIOSubmit via cu;
+    unsafe fn cuFileGetParameterSizeT(param: CUFileSizeTConfigParameter_t, value: *mut usize) -> CUfileError_t = hipFileGetParameterSizeT via cu;
+    unsafe fn cuFileGetParameterBool(param: CUFileBoolConfigParameter_t, value: *mut bool) -> CUfileError_t = hipFileGetParameterBool via cu;
+    unsafe fn cuFileGetParameterString(param: CUFileStringConfigParameter_t, desc_str: *mut c_char, len: c_int) -> CUfileError_t = hipFileGetParameterString via cu;
+    unsafe fn cuFileSetParameterString(param: CUFileStringConfigParameter_t, desc_str: *const c_char) -> CUfileError_t = hipFileSetParameterString via cu;
+    unsafe fn cuFileGetStatsL1(stats: *mut CUfileStatsLevel1_t) -> CUfileError_t = hipFileGetStatsL1 via cu;
+    unsafe fn cuFileGetStatsL2(stats: *mut CUfileStatsLevel2_t) -> CUfileError_t = hipFileGetStatsL2 via cu;
+    unsafe fn cuFileGetStatsL3(stats: *mut CUfileStatsLevel3_t) -> CUfileError_t = hipFileGetStatsL3 via cu;
+}
+
+/// `CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *props)` — hipFile's
+/// properties of the open driver in cuFile's layout: the same values, sizes in KiB, those
+/// after `nvfs` as 32-bit numbers (saturated, though none of hipfile's limits reaches
+/// 2³² KiB).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileDriverGetProperties`: `CU_FILE_INVALID_VALUE` for NULL,
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed.
+///
+/// # Safety
+///
+/// `props` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileDriverGetProperties(props: *mut CUfileDrvProps_t) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if props.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        let mut hip = hipFileDriverProps_t::default();
+        // SAFETY: `hip` is a local the callee may write.
+        let status = unsafe { cabi::hipFileDriverGetProperties(&mut hip) };
+        if status.err != CU_FILE_SUCCESS {
+            return cu(status);
+        }
+        let narrow = |v: u64| c_uint::try_from(v).unwrap_or(c_uint::MAX);
+        let out = CUfileDrvProps_t {
+            nvfs: CUfileDrvPropsNvfs {
+                major_version: hip.nvfs.major_version,
+                minor_version: hip.nvfs.minor_version,
+                poll_thresh_size: usize::try_from(hip.nvfs.poll_thresh_size).unwrap_or(usize::MAX),
+                max_direct_io_size: usize::try_from(hip.nvfs.max_direct_io_size)
+                    .unwrap_or(usize::MAX),
+                dstatusflags: hip.nvfs.driver_status_flags,
+                dcontrolflags: hip.nvfs.driver_control_flags,
+            },
+            fflags: hip.feature_flags,
+            max_device_cache_size: narrow(hip.max_device_cache_size),
+            per_buffer_cache_size: narrow(hip.per_buffer_cache_size),
+            max_device_pinned_mem_size: narrow(hip.max_device_pinned_mem_size),
+            max_batch_io_size: hip.max_batch_io_count,
+            max_batch_io_timeout_msecs: hip.max_batch_io_timeout_msecs,
+        };
+        // SAFETY: non-NULL, and the caller vouches that it is writable.
+        unsafe { props.write(out) };
+        cu(hipFileError_t::SUCCESS)
+    })
+}
+
+/// `CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t batch_idp, unsigned min_nr,
+/// unsigned *nr, CUfileIOEvents_t *iocbp, struct timespec *timeout)` —
+/// `hipfile_cabi::hipFileBatchIOGetStatus`, with each failed event's `ret` translated as
+/// `cuFileRead`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileBatchIOGetStatus`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileBatchIOGetStatus`: `nr` is NULL or writable, `iocbp` NULL or
+/// `*nr` writable events, `timeout` NULL or a `struct timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileBatchIOGetStatus(
+    batch_idp: CUfileBatchHandle_t,
+    min_nr: c_uint,
+    nr: *mut c_uint,
+    iocbp: *mut CUfileIOEvents_t,
+    timeout: *mut libc::timespec,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        // SAFETY: the arguments are passed on unchanged, under the same contract.
+        let status =
+            unsafe { cabi::hipFileBatchIOGetStatus(batch_idp, min_nr, nr, iocbp, timeout) };
+        if status.err == CU_FILE_SUCCESS {
+            // SAFETY: on success `nr` was non-NULL and now holds the number of events the
+            // callee wrote at `iocbp`, which the caller vouched are writable.
+            let count = unsafe { nr.read() } as usize;
+            for i in 0..count {
+                // SAFETY: as above: event `i` < `count` was written by the callee.
+                let event = unsafe { &mut *iocbp.add(i) };
+                if event.status == CUFILE_FAILED {
+                    event.ret = cu_io(event.ret as isize) as usize;
+                }
+            }
+        }
+        cu(status)
+    })
+}
+
+/// `CUfileError_t cuFileReadAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size_p,
+/// off_t *file_offset_p, off_t *bufPtr_offset_p, ssize_t *bytes_read_p, CUstream stream)` —
+/// `hipfile_cabi::hipFileReadAsync`, with the result later written to `*bytes_read_p`
+/// translated as `cuFileRead`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileReadAsync`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileReadAsync`: the pointers stay valid until the stream has passed
+/// the request.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileReadAsync(
+    fh: CUfileHandle_t,
+    bufPtr_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut libc::off_t,
+    bufPtr_offset_p: *mut libc::off_t,
+    bytes_read_p: *mut isize,
+    stream: CUstream,
+) -> CUfileError_t {
+    let args = cabi::Args {
+        fh,
+        buffer_base: bufPtr_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p: bufPtr_offset_p,
+        bytes_p: bytes_read_p,
+        stream,
+    };
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::order_async(cabi::Op::Read, args, cu_io) })
+}
+
+/// `CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size_p,
+/// off_t *file_offset_p, off_t *bufPtr_offset_p, ssize_t *bytes_written_p, CUstream stream)`
+/// — `hipfile_cabi::hipFileWriteAsync`, with the result later written to `*bytes_written_p`
+/// translated as `cuFileWrite`'s return is ([`cu_io`]).
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileWriteAsync`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileWriteAsync`: the pointers stay valid until the stream has passed
+/// the request.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileWriteAsync(
+    fh: CUfileHandle_t,
+    bufPtr_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut libc::off_t,
+    bufPtr_offset_p: *mut libc::off_t,
+    bytes_written_p: *mut isize,
+    stream: CUstream,
+) -> CUfileError_t {
+    let args = cabi::Args {
+        fh,
+        buffer_base: bufPtr_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p: bufPtr_offset_p,
+        bytes_p: bytes_written_p,
+        stream,
+    };
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::order_async(cabi::Op::Write, args, cu_io) })
+}
+
+/// `CUfileError_t cuFileGetParameterMinMaxValue(CUFileSizeTConfigParameter_t param, size_t
+/// *min_value, size_t *max_value)` — the least and greatest value
+/// `cuFileSetParameterSizeT` accepts for `param` (`hipfile_cabi::size_parameter_bounds`);
+/// both are the value of a fixed parameter.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for a NULL pointer or a value that is not one of the enum's.
+///
+/// # Safety
+///
+/// `min_value` and `max_value` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetParameterMinMaxValue(
+    param: CUFileSizeTConfigParameter_t,
+    min_value: *mut usize,
+    max_value: *mut usize,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if min_value.is_null() || max_value.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        match cabi::size_parameter_bounds(param) {
+            Ok((min, max)) => {
+                let fit = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+                // SAFETY: non-NULL, and the caller vouches that both are writable.
+                unsafe {
+                    min_value.write(fit(min));
+                    max_value.write(fit(max));
+                }
+                cu(hipFileError_t::SUCCESS)
+            }
+            Err(e) => cu(e),
+        }
+    })
+}
+
+/// `CUfileError_t cuFileSetStatsLevel(int level)` — the statistics level of the next open
+/// (0 none, 1 basic, 2 with size histograms, 3 with per-GPU figures), as
+/// `cuFileSetParameterSizeT(CUFILE_PARAM_PROFILE_STATS, level)` sets it: hipfile fixes the
+/// level when the driver opens.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for a level outside 0..=3; `CU_FILE_DRIVER_ALREADY_OPEN` while
+/// the driver is open.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileSetStatsLevel(level: c_int) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        let Ok(level @ 0..=3) = usize::try_from(level) else {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        };
+        cu(cabi::hipFileSetParameterSizeT(
+            CUFILE_PARAM_PROFILE_STATS,
+            level,
+        ))
+    })
+}
+
+/// `CUfileError_t cuFileGetStatsLevel(int *level)` — the statistics level: the open driver's,
+/// or while it is closed the next open's (`CUFILE_PARAM_PROFILE_STATS`, which
+/// `HIPFILE_STATS_LEVEL` sets by default).
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL.
+///
+/// # Safety
+///
+/// `level` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetStatsLevel(level: *mut c_int) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if level.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        let mut value = 0usize;
+        // SAFETY: `value` is a local the callee may write.
+        let status =
+            unsafe { cabi::hipFileGetParameterSizeT(CUFILE_PARAM_PROFILE_STATS, &mut value) };
+        if status.err == CU_FILE_SUCCESS {
+            // SAFETY: non-NULL, and the caller vouches that it is writable.
+            unsafe { level.write(c_int::try_from(value).unwrap_or(c_int::MAX)) };
+        }
+        cu(status)
+    })
+}
+
+/// `CUfileError_t cuFileGetVersion(int *version)` — stores [`CUFILE_VERSION`], the cuFile
+/// interface this library implements. Does not open the driver.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL.
+///
+/// # Safety
+///
+/// `version` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetVersion(version: *mut c_int) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if version.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        // SAFETY: non-NULL, and the caller vouches that it is writable.
+        unsafe { version.write(CUFILE_VERSION) };
+        cu(hipFileError_t::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_statuses_keep_only_numbers_cuda_shares() {
+        assert_eq!(cu_result(0), CUDA_SUCCESS);
+        assert_eq!(cu_result(2), 2);
+        assert_eq!(cu_result(801), 801);
+        // hipErrorInvalidDevicePointer: a CUDA runtime number, no CUresult.
+        assert_eq!(cu_result(17), CUDA_ERROR_UNKNOWN);
+        assert_eq!(cu_result(-1), CUDA_ERROR_UNKNOWN);
+    }
+
+    #[test]
+    fn negated_runtime_statuses_become_cuda_driver_errors() {
+        assert_eq!(cu_io(4096), 4096);
+        assert_eq!(cu_io(0), 0);
+        assert_eq!(cu_io(-1), -1);
+        assert_eq!(cu_io(-999), -5011);
+        assert_eq!(cu_io(-2), -5011);
+        assert_eq!(cu_io(-5027), -5027);
+    }
+
+    #[test]
+    fn status_codes_pass_through() {
+        let e = cu(hipFileError_t {
+            err: CU_FILE_CUDA_DRIVER_ERROR,
+            hip_drv_err: 2,
+        });
+        assert_eq!(
+            e,
+            CUfileError_t {
+                err: 5011,
+                cu_err: 2
+            }
+        );
+        assert_eq!(cu(hipFileError_t::code(5027)).cu_err, 0);
+    }
+}

@@ -1,0 +1,255 @@
+//! The library as cuFile's users see it. `tests/c/basic.c`, written against
+//! `include/cufile.h`, is compiled with the system C compiler, linked with `libcufile.so.0`
+//! (found through its soname, as an installed library would be) and the emulated HIP runtime,
+//! and run with `HIPFILE_HIP_LIBRARY` naming that runtime: it must exit 0 (basic.c lists
+//! what it checks). `tests/c/dlopen.c` is not linked with the library: it `dlopen`s
+//! `libcufile.so.0` as PyTorch and KvikIO do, found once through `LD_LIBRARY_PATH` and once
+//! as the library `LD_PRELOAD` loaded, and must report that its functions came from the
+//! expected file and move bytes through them. Also checks the soname and that the exported
+//! symbols are exactly cuFile's list.
+//!
+//! Skips when there is no `cc` or the emulated runtime was not built (`cargo test` builds
+//! it); builds the shared library itself.
+
+#![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
+
+use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `libcufile.so`, built for this test's profile into the same target directory (cargo does
+/// not build a cdylib for its integration tests; quick when it is up to date).
+fn shared_library() -> Result<PathBuf, Skip> {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let exe = std::env::current_exe().map_err(|e| Skip(format!("current_exe: {e}")))?;
+    // `target/<profile>/deps/<test>`.
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| Skip(format!("{} has no profile directory", exe.display())))?;
+    let built = BUILT.get_or_init(|| {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args([
+            "build",
+            "--quiet",
+            "--locked",
+            "-p",
+            "hipfile-cufile",
+            "--lib",
+        ]);
+        if let Some(target) = profile_dir.parent() {
+            cargo.arg("--target-dir").arg(target);
+        }
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        match cargo.status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("cargo build -p hipfile-cufile failed: {s}")),
+            Err(e) => Err(format!("cannot run cargo: {e}")),
+        }
+    });
+    // A library that does not build is a failure, not a missing capability.
+    if let Err(e) = built {
+        panic!("{e}");
+    }
+    let mut tried = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let candidate = dir.join("libcufile.so");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        tried.push(candidate.display().to_string());
+    }
+    Err(Skip(format!(
+        "libcufile.so not found (looked at {}); build it with `cargo build -p hipfile-cufile`",
+        tried.join(", ")
+    )))
+}
+
+/// How a test program reaches the library.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Linked with `-lcufile`, found at run time through its soname in the rpath.
+    Linked,
+    /// Not linked; `dlopen("libcufile.so.0")` finds it through `LD_LIBRARY_PATH`.
+    LibraryPath,
+    /// Not linked and not on any search path; `LD_PRELOAD` names the built file, and
+    /// `dlopen("libcufile.so.0")` gets it by its soname.
+    Preload,
+}
+
+/// Compiles `tests/c/{name}.c` against the header, runs it with a fresh working directory and
+/// the emulated runtime, and expects it to pass (and, for `dlopen.c`, to name the file its
+/// functions came from: the library found by soname).
+fn run_c_program(name: &str, reach: Reach) {
+    require!(has_command("cc"));
+    let emu = require!(emulated_runtime());
+    let lib = require!(shared_library());
+    let tmp = TempDir::new(&format!("cufile-{name}"));
+    // The library's names, and the runtime's, in separate directories: the preload case
+    // must not find the library through the runtime's rpath.
+    let libdir = tmp.path().join("lib");
+    let hipdir = tmp.path().join("hip");
+    let work = tmp.path().join("work");
+    for d in [&libdir, &hipdir, &work] {
+        std::fs::create_dir(d).unwrap();
+    }
+    for n in ["libcufile.so", "libcufile.so.0"] {
+        std::os::unix::fs::symlink(&lib, libdir.join(n)).unwrap();
+    }
+    for n in ["libamdhip64.so", "libamdhip64.so.7"] {
+        std::os::unix::fs::symlink(&emu, hipdir.join(n)).unwrap();
+    }
+
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = tmp.path().join(name);
+    let mut cc = Command::new("cc");
+    cc.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+        "-I",
+    ])
+    .arg(crate_dir.join("include"))
+    .arg(crate_dir.join(format!("tests/c/{name}.c")))
+    .arg("-o")
+    .arg(&exe)
+    .arg(format!("-Wl,-rpath,{}", hipdir.display()))
+    .arg(&emu);
+    if reach == Reach::Linked {
+        cc.arg(format!("-L{}", libdir.display()))
+            .arg(format!("-Wl,-rpath,{}", libdir.display()))
+            .arg("-lcufile");
+    } else {
+        cc.arg("-ldl");
+    }
+    let built = cc.output().unwrap();
+    assert!(
+        built.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+
+    let mut run = Command::new(&exe);
+    run.arg(&work)
+        .env_remove("HIPFILE_STATS_LEVEL")
+        .env_remove("LD_PRELOAD")
+        .env_remove("LD_LIBRARY_PATH")
+        .env("HIPFILE_HIP_LIBRARY", &emu);
+    match reach {
+        Reach::Linked => {}
+        Reach::LibraryPath => {
+            run.env("LD_LIBRARY_PATH", &libdir);
+        }
+        Reach::Preload => {
+            run.env("LD_PRELOAD", &lib);
+        }
+    }
+    let ran = run.output().unwrap();
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        ran.status.success(),
+        "{name} failed ({}):\n{stdout}{stderr}",
+        ran.status
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}{stderr}");
+    if reach == Reach::LibraryPath {
+        let expected = format!("library: {}\n", libdir.join("libcufile.so.0").display());
+        assert!(stdout.contains(&expected), "{stdout}");
+    }
+    if reach == Reach::Preload {
+        let expected = format!("library: {}\n", lib.display());
+        assert!(stdout.contains(&expected), "{stdout}");
+    }
+}
+
+#[test]
+fn c_program_written_for_cufile_reads_and_writes_through_hipfile() {
+    run_c_program("basic", Reach::Linked);
+}
+
+#[test]
+fn dlopen_by_soname_through_the_library_path_gets_hipfile() {
+    run_c_program("dlopen", Reach::LibraryPath);
+}
+
+#[test]
+fn dlopen_by_soname_gets_the_library_ld_preload_loaded() {
+    run_c_program("dlopen", Reach::Preload);
+}
+
+#[test]
+fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
+    let lib = require!(shared_library());
+    require!(has_command("readelf"));
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(
+        dynamic.contains("Library soname: [libcufile.so.0]"),
+        "{dynamic}"
+    );
+    let symbols = Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    let symbols = String::from_utf8_lossy(&symbols.stdout);
+    // Every defined global function: cuFile's names and nothing else (no hipFile name, no
+    // Rust symbol).
+    let mut exported: Vec<&str> = symbols
+        .lines()
+        .filter(|l| l.contains(" FUNC ") && l.contains(" GLOBAL ") && !l.contains(" UND "))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    exported.sort_unstable();
+    assert_eq!(
+        exported,
+        [
+            "cuFileBatchIOCancel",
+            "cuFileBatchIODestroy",
+            "cuFileBatchIOGetStatus",
+            "cuFileBatchIOSetUp",
+            "cuFileBatchIOSubmit",
+            "cuFileBufDeregister",
+            "cuFileBufRegister",
+            "cuFileDriverClose",
+            "cuFileDriverClose_v2",
+            "cuFileDriverGetProperties",
+            "cuFileDriverOpen",
+            "cuFileDriverSetMaxCacheSize",
+            "cuFileDriverSetMaxDirectIOSize",
+            "cuFileDriverSetMaxPinnedMemSize",
+            "cuFileDriverSetPollMode",
+            "cuFileGetParameterBool",
+            "cuFileGetParameterMinMaxValue",
+            "cuFileGetParameterSizeT",
+            "cuFileGetParameterString",
+            "cuFileGetStatsL1",
+            "cuFileGetStatsL2",
+            "cuFileGetStatsL3",
+            "cuFileGetStatsLevel",
+            "cuFileGetVersion",
+            "cuFileHandleDeregister",
+            "cuFileHandleRegister",
+            "cuFileRead",
+            "cuFileReadAsync",
+            "cuFileSetParameterBool",
+            "cuFileSetParameterSizeT",
+            "cuFileSetParameterString",
+            "cuFileSetStatsLevel",
+            "cuFileStreamDeregister",
+            "cuFileStreamRegister",
+            "cuFileUseCount",
+            "cuFileWrite",
+            "cuFileWriteAsync",
+        ]
+    );
+}
