@@ -401,9 +401,17 @@ pub fn table(ctx: &Context, reports: &[Report]) -> String {
             ));
         }
     }
+    if ctx.runtime.platform == Platform::Nvidia && ctx.runtime.error.is_none() {
+        out.push_str(NVIDIA_NOTE);
+    }
     out.push_str(&ctx.runtime_error());
     out
 }
+
+/// What a user of an NVIDIA GPU gives up, said under every table on such a runtime.
+const NVIDIA_NOTE: &str = "note: NVIDIA's runtime has no AMD file I/O, so the fallback (host \
+staging) serves every request: no GPU direct storage, also for cuFile's programs run on \
+hipfile's libcufile.so.0\n";
 
 /// `s` with control characters escaped, so that a path cannot break a line of the table.
 fn printable(s: &str) -> String {
@@ -598,6 +606,28 @@ mod tests {
         );
         c.runtime.devices = 1;
         assert!(c.header().contains("), 1 device, AMD"), "{}", c.header());
+    }
+
+    #[test]
+    fn a_table_on_nvidia_says_the_fallback_serves_everything() {
+        let config = Config::default();
+        let file = facts(
+            FileKind::Regular,
+            Some(("ext4", Some(Ext4Journal::Ordered))),
+            DIRECT,
+        );
+        let mut c = ctx(&config, MemoryKind::Device);
+        c.runtime = loaded(1);
+        let r = report_on(&config, &file, MemoryKind::Device, &c.runtime);
+        assert_eq!(r.selected, Some("fallback"));
+        let text = table(&c, std::slice::from_ref(&r));
+        assert!(
+            text.contains("note: NVIDIA's runtime has no AMD file I/O"),
+            "{text}"
+        );
+        assert!(text.contains("libcufile.so.0"), "{text}");
+        c.runtime.platform = Platform::Emulated;
+        assert!(!table(&c, &[r]).contains("note:"));
     }
 
     #[test]
