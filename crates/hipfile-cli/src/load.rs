@@ -42,7 +42,9 @@ refusing a bad file or a tensor name found in two shards before anything is allo
 then reads each shard's tensor data into one GPU buffer in large requests, many in flight
 at once, through the fastpath where the file system allows it and the fallback otherwise.
 Prints the tensors and bytes loaded, the time and the bandwidth (GB/s: 10^9 bytes per
-second of the tensors' bytes), and the bytes each backend moved.
+second of the tensors' bytes), and the bytes each backend moved. The time runs from after
+the GPU runtime has made its context on the device (before the headers are read) to the
+last byte in GPU memory, as Python loaders' figures run from after CUDA's start.
 
 With --verify, every tensor's bytes are then copied back from the GPU and their CRC-32
 (IEEE, as Python's zlib.crc32) compared with that of the file's bytes, read with pread;
@@ -166,6 +168,13 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
     if let Some(n) = args.in_flight {
         loader = loader.in_flight(n);
     }
+    // The runtime makes the device's context on its first allocation (a tenth of a second
+    // on the GPU machine): made now, it is not counted as loading, as the Python loaders'
+    // own figures do not count CUDA's start. A failure here is the load's to report.
+    drop(match args.device {
+        Some(d) => driver.alloc_on(d, 4096),
+        None => driver.alloc(4096),
+    });
     let start = Instant::now();
     let loaded = loader.load(&args.shards);
     let seconds = start.elapsed().as_secs_f64();
