@@ -17,54 +17,9 @@ use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `libcufile.so`, built for this test's profile into the same target directory (cargo does
-/// not build a cdylib for its integration tests; quick when it is up to date).
+/// `libcufile.so`, built for this test's profile (`hipfile_testfs::cdylib`).
 fn shared_library() -> Result<PathBuf, Skip> {
-    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let exe = std::env::current_exe().map_err(|e| Skip(format!("current_exe: {e}")))?;
-    // `target/<profile>/deps/<test>`.
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| Skip(format!("{} has no profile directory", exe.display())))?;
-    let built = BUILT.get_or_init(|| {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args([
-            "build",
-            "--quiet",
-            "--locked",
-            "-p",
-            "hipfile-cufile",
-            "--lib",
-        ]);
-        if let Some(target) = profile_dir.parent() {
-            cargo.arg("--target-dir").arg(target);
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        match cargo.status() {
-            Ok(s) if s.success() => Ok(()),
-            Ok(s) => Err(format!("cargo build -p hipfile-cufile failed: {s}")),
-            Err(e) => Err(format!("cannot run cargo: {e}")),
-        }
-    });
-    // A library that does not build is a failure, not a missing capability.
-    if let Err(e) = built {
-        panic!("{e}");
-    }
-    let mut tried = Vec::new();
-    for dir in exe.ancestors().skip(1).take(2) {
-        let candidate = dir.join("libcufile.so");
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        tried.push(candidate.display().to_string());
-    }
-    Err(Skip(format!(
-        "libcufile.so not found (looked at {}); build it with `cargo build -p hipfile-cufile`",
-        tried.join(", ")
-    )))
+    hipfile_testfs::cdylib("hipfile-cufile", "libcufile.so")
 }
 
 /// How a test program reaches the library.
