@@ -7,7 +7,8 @@
 //! copies, streams and events, and AMD's file-I/O entry points as an optional capability.
 //! Streams and events belong to the device that was current when they were made; an
 //! asynchronous copy runs on a stream of the device that owns its device memory, while
-//! synchronous copies are routed by the runtime from the pointers (unified addressing).
+//! synchronous copies are routed by the runtime from the pointers (unified addressing), or
+//! from the device the caller names ([`GpuRuntime::copy_to_device_of`]).
 //! Pinned memory is allocated portable: every device may copy from and to it.
 //! Implementations translate one call each and validate nothing: validation of requests and
 //! buffers happens once, in this crate, before a backend runs, and implementations may rely
