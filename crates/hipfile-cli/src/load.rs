@@ -51,7 +51,8 @@ With --verify, every tensor's bytes are then copied back from the GPU and their 
 each mismatch is reported. With --json the CRC-32 of every tensor is printed too.
 
 By default the page cache decides how the checkpoint is read (cachestat): a hot one with
-8 requests of 64 MiB in flight, every shard at once; a cold one with 2, in file order.",
+8 requests of 64 MiB in flight, every shard at once; a cold one with 1 request of 1 GiB at
+a time, in file order.",
     after_long_help = "\
 Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
 power of 1024: K, KB or KiB (1024), M, MB or MiB (1024^2), G, GB or GiB (1024^3); for

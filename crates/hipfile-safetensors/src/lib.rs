@@ -54,8 +54,9 @@ mod plan;
 pub use error::LoadError;
 pub use glob::Glob;
 pub use load::{
-    COLD_BELOW, CacheState, Checkpoint, DEFAULT_COLD_IN_FLIGHT, DEFAULT_HOT_IN_FLIGHT,
-    DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress, Tensor,
+    COLD_BELOW, CacheState, Checkpoint, DEFAULT_COLD_IN_FLIGHT, DEFAULT_COLD_REQUEST_SIZE,
+    DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress,
+    Tensor,
 };
 /// The safetensors crate this one reads the format with (for its [`Dtype`] and writers).
 pub use safetensors;

@@ -10,20 +10,29 @@ use safetensors::Dtype;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// Bytes per request unless [`Loader::request_size`] says otherwise: 64 MiB.
+/// Bytes per request for a hot checkpoint unless [`Loader::request_size`] says otherwise:
+/// 64 MiB.
 ///
 /// Why: on the GPU machine the engine reached about 1.09 of the hot limit (parallel `pread`)
-/// with 64 MiB requests, 8 in flight, and about 1.0 with 1 GiB requests; a cold file read
-/// best (0.95 of the disk) in 64 MiB requests, 2 in flight. 64 MiB serves both, and keeps
-/// a checkpoint's smaller shards in several requests that can run at once.
+/// with 64 MiB requests, 8 in flight, and about 1.0 with 1 GiB requests; the whole hot load
+/// measured the same with 64 MiB × 8, 256 MiB × 8 and 1 GiB × 4 or × 2 (docs/BENCHMARKS.md).
+/// 64 MiB keeps a checkpoint's smaller shards in several requests that can run at once.
 pub const DEFAULT_REQUEST_SIZE: u64 = 64 << 20;
 /// Requests in flight for a hot checkpoint unless [`Loader::in_flight`] says otherwise: 8,
 /// the queue depth at which 64 MiB requests beat the parallel-`pread` limit (see
 /// [`DEFAULT_REQUEST_SIZE`]). Every shard's requests share them, interleaved.
 pub const DEFAULT_HOT_IN_FLIGHT: usize = 8;
-/// Requests in flight for a cold checkpoint: 2, in file order, shard after shard. A disk
-/// reads long sequential runs best: 2 in flight reached 0.95 of the raw disk, 8 only 0.88.
-pub const DEFAULT_COLD_IN_FLIGHT: usize = 2;
+/// Bytes per request for a cold checkpoint unless [`Loader::request_size`] says otherwise:
+/// 1 GiB, with [`DEFAULT_COLD_IN_FLIGHT`] in flight. A disk reads long sequential runs
+/// best: the fallback cuts a 1 GiB request into one 64 MiB task per I/O thread, each read
+/// ahead by the kernel. On the GPU machine the benchmark checkpoint loaded cold at 1.42 GB/s
+/// this way against 1.31 and 1.34 with 64 MiB requests, 2 in flight, in the same call, and
+/// single 1 GiB reads of a cold file came to 0.98–1.00 of the raw disk.
+pub const DEFAULT_COLD_REQUEST_SIZE: u64 = 1 << 30;
+/// Requests in flight for a cold checkpoint: 1, in file order, shard after shard (see
+/// [`DEFAULT_COLD_REQUEST_SIZE`]); more requests in flight turn one sequential stream into
+/// seeks between several.
+pub const DEFAULT_COLD_IN_FLIGHT: usize = 1;
 /// The largest request (the fallback clamps one request to just under 2 GiB).
 pub const MAX_REQUEST_SIZE: u64 = 1 << 30;
 /// A checkpoint whose data has less than this share in the page cache is read as cold.
@@ -62,7 +71,7 @@ pub struct Loader<'a> {
     driver: Driver,
     filter: Option<Glob>,
     device: Option<DeviceFn<'a>>,
-    request_size: u64,
+    request_size: Option<u64>,
     in_flight: Option<usize>,
     cache: CacheState,
     progress: Option<ProgressFn<'a>>,
@@ -80,14 +89,15 @@ impl std::fmt::Debug for Loader<'_> {
 }
 
 impl<'a> Loader<'a> {
-    /// A loader with the defaults: every tensor, the calling thread's current device,
-    /// [`DEFAULT_REQUEST_SIZE`], the cache state detected.
+    /// A loader with the defaults: every tensor, the calling thread's current device, the
+    /// cache state detected, and requests sized for it ([`DEFAULT_REQUEST_SIZE`],
+    /// [`DEFAULT_COLD_REQUEST_SIZE`]).
     pub fn new(driver: &Driver) -> Loader<'a> {
         Loader {
             driver: driver.clone(),
             filter: None,
             device: None,
-            request_size: DEFAULT_REQUEST_SIZE,
+            request_size: None,
             in_flight: None,
             cache: CacheState::Detect,
             progress: None,
@@ -114,9 +124,10 @@ impl<'a> Loader<'a> {
     }
 
     /// Bytes per request: a multiple of 4096 from 4096 to [`MAX_REQUEST_SIZE`]; checked
-    /// by [`load`](Loader::load).
+    /// by [`load`](Loader::load). The default depends on the cache state:
+    /// [`DEFAULT_REQUEST_SIZE`], [`DEFAULT_COLD_REQUEST_SIZE`].
     pub fn request_size(mut self, bytes: u64) -> Self {
-        self.request_size = bytes;
+        self.request_size = Some(bytes);
         self
     }
 
@@ -155,8 +166,9 @@ impl<'a> Loader<'a> {
         if shards.is_empty() {
             return Err(LoadError::NoShards);
         }
-        let request = self.request_size;
-        if !(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN) {
+        if let Some(request) = self.request_size
+            && (!(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN))
+        {
             return Err(LoadError::Option(format!(
                 "the request size must be a multiple of {ALIGN} from {ALIGN} to {MAX_REQUEST_SIZE}, not {request}"
             )));
@@ -227,6 +239,11 @@ impl<'a> Loader<'a> {
             DEFAULT_COLD_IN_FLIGHT
         } else {
             DEFAULT_HOT_IN_FLIGHT
+        });
+        let request = self.request_size.unwrap_or(if cold {
+            DEFAULT_COLD_REQUEST_SIZE
+        } else {
+            DEFAULT_REQUEST_SIZE
         });
 
         // Registration and one buffer per shard that has a selected tensor.

@@ -7,7 +7,10 @@
 
 use hipfile::{Config, ConfigBuilder, Driver, Platform};
 use hipfile_safetensors::safetensors::{self, tensor::TensorView};
-use hipfile_safetensors::{CacheState, Checkpoint, Dtype, LoadError, Loader};
+use hipfile_safetensors::{
+    CacheState, Checkpoint, DEFAULT_COLD_IN_FLIGHT, DEFAULT_COLD_REQUEST_SIZE,
+    DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, Dtype, LoadError, Loader,
+};
 use hipfile_testfs::{Ext4Data, MountedFs, Skip, TempDir, emulated_runtime, require};
 use std::path::{Path, PathBuf};
 
@@ -129,7 +132,10 @@ fn every_dtype_and_shape_arrives_byte_for_byte_from_several_shards() {
     let driver = require!(driver());
     let dir = TempDir::new("st-every-dtype");
     let (paths, expected, specs) = two_shards(&dir);
-    for (state, in_flight) in [(CacheState::Hot, 8), (CacheState::Cold, 2)] {
+    for (state, in_flight) in [
+        (CacheState::Hot, DEFAULT_HOT_IN_FLIGHT),
+        (CacheState::Cold, DEFAULT_COLD_IN_FLIGHT),
+    ] {
         let mut seen = Vec::new();
         let ck = Loader::new(&driver)
             .request_size(8192)
@@ -424,7 +430,8 @@ fn the_page_cache_decides_hot_or_cold() {
     assert!(!cold, "a file just written is cached");
     let ck = Loader::new(&driver).load(&[&path]).unwrap();
     assert!(!ck.report().cold, "{:?}", ck.report());
-    assert_eq!(ck.report().in_flight, 8);
+    assert_eq!(ck.report().in_flight, DEFAULT_HOT_IN_FLIGHT);
+    assert_eq!(ck.report().request_size, DEFAULT_REQUEST_SIZE);
     drop(ck);
 
     file.sync_all().unwrap();
@@ -432,7 +439,8 @@ fn the_page_cache_decides_hot_or_cold() {
     assert_eq!(hipfile_safetensors::is_cold(&file, 0, len), Some(true));
     let ck = Loader::new(&driver).load(&[&path]).unwrap();
     assert!(ck.report().cold, "{:?}", ck.report());
-    assert_eq!(ck.report().in_flight, 2);
+    assert_eq!(ck.report().in_flight, DEFAULT_COLD_IN_FLIGHT);
+    assert_eq!(ck.report().request_size, DEFAULT_COLD_REQUEST_SIZE);
     assert_loaded(&ck, &expected, SHARD_A);
 }
 
