@@ -2,7 +2,8 @@
 //!
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
-//!   capability fails instead, unless `--allow-skips`), the `hipfile` examples and doc tests
+//!   capability fails instead, unless `--allow-skips`; NVIDIA's `cufile.h` is fetched from
+//!   PyPI first where CUDA is not installed, `cufile_header.rs`), the `hipfile` examples and doc tests
 //!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
 //!   into a scratch tree and a C program built with `pkg-config` against it), and AMD's
 //!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
@@ -21,10 +22,12 @@
 //!   the workspace's publishable crates. It needs crates.io for the external dependencies.
 //!
 //! It has one dependency (serde_json, to read `cargo metadata`) and runs `cargo`, and for the
-//! distribution checks `cc`, `pkg-config` and `python3` (with pip, which needs PyPI).
+//! distribution checks and NVIDIA's header `cc`, `pkg-config` and `python3` (with pip, which
+//! needs PyPI).
 
 #![forbid(unsafe_code)]
 
+mod cufile_header;
 mod dist;
 mod emulated;
 mod layers;
@@ -117,6 +120,12 @@ fn ci(strict: bool) -> Result<(), String> {
     } else {
         &[]
     };
+    // NVIDIA's cufile.h, which a layout test compares libcufile.so.0's declarations with.
+    let metadata = layers::workspace_metadata()?;
+    let target = metadata["target_directory"]
+        .as_str()
+        .ok_or("cargo metadata names no target directory")?;
+    cufile_header::fetch(std::path::Path::new(target))?;
     cargo(
         &["test", "--workspace", "--locked", "--no-fail-fast"],
         strict_env,

@@ -253,10 +253,24 @@ fn c_values(facts: &[Fact], include: &Path) -> Vec<(String, i64)> {
     src.push_str("    return 0;\n}\n");
     let c = dir.path().join("layout.c");
     std::fs::write(&c, src).unwrap();
+    // NVIDIA's header includes CUDA's `cuda.h` for two names; where CUDA is not installed
+    // (the PyPI package ships cufile.h alone) they come from here, as CUDA declares them:
+    // an enum of the driver API and a pointer to an opaque struct.
+    if !include.join("cuda.h").is_file() {
+        std::fs::write(
+            dir.path().join("cuda.h"),
+            "typedef enum cudaError_enum { CUDA_SUCCESS = 0 } CUresult;\n\
+             typedef struct CUstream_st *CUstream;\n",
+        )
+        .unwrap();
+    }
     let exe = dir.path().join("layout");
     let built = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-I"])
+        // NVIDIA's header uses glibc's `loff_t`, declared with _GNU_SOURCE.
+        .args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-I"])
         .arg(include)
+        .arg("-I")
+        .arg(dir.path())
         .arg(&c)
         .arg("-o")
         .arg(&exe)
@@ -297,18 +311,31 @@ fn header_and_rust_declarations_agree() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
-/// NVIDIA's own `cufile.h`, where CUDA is installed (`/usr/local/cuda/include`, where the
-/// toolkit puts it; the environment is read only in hipfile-core's `config`).
+/// NVIDIA's own `cufile.h`: where CUDA is installed (`/usr/local/cuda/include`, where the
+/// toolkit puts it), or else where `cargo xtask ci` put it from NVIDIA's PyPI package
+/// (`<target>/nvidia-cufile/include`, see xtask's `cufile_header.rs`; the environment is
+/// read only in hipfile-core's `config`).
 fn nvidia_include_dir() -> Result<PathBuf, Skip> {
-    let dir = PathBuf::from("/usr/local/cuda/include");
-    if dir.join("cufile.h").is_file() {
-        Ok(dir)
-    } else {
-        Err(Skip(format!(
-            "NVIDIA's cufile.h is not installed (looked in {})",
-            dir.display()
-        )))
+    let mut tried = vec![PathBuf::from("/usr/local/cuda/include")];
+    // `<target>/<profile>/deps/<test>`.
+    if let Some(target) = std::env::current_exe()
+        .ok()
+        .as_deref()
+        .and_then(|exe| exe.ancestors().nth(3))
+    {
+        tried.push(target.join("nvidia-cufile").join("include"));
     }
+    if let Some(dir) = tried.iter().find(|d| d.join("cufile.h").is_file()) {
+        return Ok(dir.clone());
+    }
+    Err(Skip(format!(
+        "NVIDIA's cufile.h is not installed (looked in {}; `cargo xtask ci` fetches it)",
+        tried
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 /// Where CUDA is installed, every fact of the list is the same in NVIDIA's header as in the
