@@ -66,7 +66,8 @@ emulated runtime that is not found; 3 when --verify found a mismatch."
 )]
 pub struct LoadArgs {
     /// Print one JSON object: shards, tensors, bytes, bytes_read, seconds, gbps,
-    /// fastpath_bytes, fallback_bytes, requests, in_flight, request_size, cache, and with
+    /// fastpath_bytes, fallback_bytes, requests, in_flight, request_size, cache,
+    /// peak_rss_bytes (the process's peak resident memory during the load, or null), and with
     /// --verify mismatches and crc32 (by tensor name)
     #[arg(long)]
     pub json: bool,
@@ -176,9 +177,13 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         Some(d) => driver.alloc_on(d, 4096),
         None => driver.alloc(4096),
     });
+    // The peak is the load's own (the host memory a load needs is bounded by the staging
+    // pool, not by the checkpoint): counted from here, where the kernel allows a reset.
+    let peak_reset = crate::rss::reset_peak_rss();
     let start = Instant::now();
     let loaded = loader.load(&args.shards);
     let seconds = start.elapsed().as_secs_f64();
+    let peak = crate::rss::peak_rss().filter(|_| peak_reset);
     bar.finish();
     let checkpoint = loaded.map_err(|e| {
         failed(format!(
@@ -197,9 +202,9 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         None
     };
     let text = if args.json {
-        to_json(&checkpoint, seconds, verified.as_ref(), args.list)
+        to_json(&checkpoint, seconds, peak, verified.as_ref(), args.list)
     } else {
-        to_text(&checkpoint, seconds, verified.as_ref(), args.list)
+        to_text(&checkpoint, seconds, peak, verified.as_ref(), args.list)
     };
     let mut stdout = io::stdout().lock();
     writeln!(stdout, "{text}")
@@ -274,7 +279,13 @@ fn gbps(bytes: u64, seconds: f64) -> f64 {
 
 type Verified = (Vec<(String, u32)>, Vec<Mismatch>);
 
-fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: bool) -> String {
+fn to_json(
+    ck: &Checkpoint,
+    seconds: f64,
+    peak: Option<u64>,
+    verified: Option<&Verified>,
+    list: bool,
+) -> String {
     let r = ck.report();
     let mut v = json!({
         "shards": ck.shard_paths().count(),
@@ -289,6 +300,7 @@ fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: boo
         "in_flight": r.in_flight,
         "request_size": r.request_size,
         "cache": if r.cold { "cold" } else { "hot" },
+        "peak_rss_bytes": peak,
     });
     if list {
         v["tensor_list"] = ck
@@ -320,7 +332,13 @@ fn to_json(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: boo
     v.to_string()
 }
 
-fn to_text(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: bool) -> String {
+fn to_text(
+    ck: &Checkpoint,
+    seconds: f64,
+    peak: Option<u64>,
+    verified: Option<&Verified>,
+    list: bool,
+) -> String {
     let r = ck.report();
     let mut out = String::new();
     if list {
@@ -349,6 +367,12 @@ fn to_text(ck: &Checkpoint, seconds: f64, verified: Option<&Verified>, list: boo
         r.fastpath_bytes,
         r.fallback_bytes,
     );
+    if let Some(bytes) = peak {
+        out.push_str(&format!(
+            "\npeak resident memory during the load: {:.1} MiB",
+            bytes as f64 / f64::from(1 << 20)
+        ));
+    }
     if let Some((crcs, mismatches)) = verified {
         out.push_str(&format!(
             "\nverify: {} of {} tensors match their files (CRC-32)",

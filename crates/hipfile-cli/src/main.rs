@@ -31,6 +31,7 @@ mod cp;
 mod load;
 mod options;
 mod report;
+mod rss;
 mod runtime;
 mod stats;
 mod tally;

@@ -98,15 +98,24 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
         "request_size",
         "cache",
         "bytes_read",
+        "peak_rss_bytes",
     ] {
         assert!(v.get(key).is_some(), "{key} missing: {v}");
     }
+    // Linux resets the peak on request (since 4.0): the load's own peak is then a number.
+    assert!(v["peak_rss_bytes"].as_u64().is_some_and(|b| b > 0), "{v}");
 
     // The text form says the same.
     let run = load(&["--verify", "--cache", "cold"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert!(run.stdout.contains("loaded 51 tensors"), "{}", run.stdout);
     assert!(run.stdout.contains("(cold, "), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("peak resident memory during the load: "),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains("verify: 51 of 51 tensors match"),
         "{}",
