@@ -194,30 +194,15 @@ fn c_program_is_refused_statistics_above_its_level() {
 fn library_has_the_soname_and_exports_only_what_works() {
     let lib = require!(shared_library());
     require!(has_command("readelf"));
-    let dynamic = Command::new("readelf")
-        .arg("-d")
-        .arg(&lib)
-        .output()
-        .unwrap();
-    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    let dynamic = hipfile_testfs::clib::dynamic_section(&lib);
     assert!(
         dynamic.contains("Library soname: [libhipfile.so.0]"),
         "{dynamic}"
     );
-    let symbols = Command::new("readelf")
-        .args(["--dyn-syms", "-W"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    let symbols = String::from_utf8_lossy(&symbols.stdout);
-    let exported: Vec<&str> = symbols
-        .lines()
-        .filter(|l| l.contains(" FUNC ") && l.contains(" GLOBAL ") && !l.contains(" UND "))
-        .filter_map(|l| l.split_whitespace().last())
+    let exported: Vec<String> = hipfile_testfs::clib::exported_functions(&lib)
+        .into_iter()
         .filter(|name| name.starts_with("hipFile"))
         .collect();
-    let mut exported = exported;
-    exported.sort_unstable();
     assert_eq!(
         exported,
         [

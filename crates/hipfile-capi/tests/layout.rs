@@ -575,20 +575,7 @@ fn error_codes_skip_5021_and_5032() {
 /// warnings as errors.
 fn header_compiles(compiler: &str, language: &str, standards: &[&str]) {
     let header = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/hipfile.h");
-    for standard in standards {
-        let out = Command::new(compiler)
-            .args(["-fsyntax-only", "-Wall", "-Wextra", "-pedantic", "-Werror"])
-            .arg(format!("-std={standard}"))
-            .args(["-x", language])
-            .arg(&header)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{compiler} -std={standard}:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    hipfile_testfs::clib::assert_header_compiles(&header, compiler, language, standards);
 }
 
 /// The header stands alone as strict C99 and C11.

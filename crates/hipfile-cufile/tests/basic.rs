@@ -141,30 +141,14 @@ fn dlopen_by_soname_gets_the_library_ld_preload_loaded() {
 fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
     let lib = require!(shared_library());
     require!(has_command("readelf"));
-    let dynamic = Command::new("readelf")
-        .arg("-d")
-        .arg(&lib)
-        .output()
-        .unwrap();
-    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    let dynamic = hipfile_testfs::clib::dynamic_section(&lib);
     assert!(
         dynamic.contains("Library soname: [libcufile.so.0]"),
         "{dynamic}"
     );
-    let symbols = Command::new("readelf")
-        .args(["--dyn-syms", "-W"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    let symbols = String::from_utf8_lossy(&symbols.stdout);
     // Every defined global function: cuFile's names and nothing else (no hipFile name, no
     // Rust symbol).
-    let mut exported: Vec<&str> = symbols
-        .lines()
-        .filter(|l| l.contains(" FUNC ") && l.contains(" GLOBAL ") && !l.contains(" UND "))
-        .filter_map(|l| l.split_whitespace().last())
-        .collect();
-    exported.sort_unstable();
+    let exported = hipfile_testfs::clib::exported_functions(&lib);
     assert_eq!(
         exported,
         [

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod clib;
 mod cmd;
 mod loopdev;
 mod mount;
