@@ -49,6 +49,8 @@ pub use api::*;
 pub use batch::*;
 /// The direction of a stream-ordered request, for [`order_async`].
 pub use facade::Op;
+/// The most one read or write call moves (the kernel's `MAX_RW_COUNT`, `0x7ffff000`).
+pub use facade::core::request::MAX_IO_SIZE;
 pub use ordered::*;
 pub use params::*;
 pub use props::*;

@@ -234,7 +234,8 @@ CUfileError_t cuFileBufRegister(const void *bufPtr_base, size_t length, int flag
 CUfileError_t cuFileBufDeregister(const void *bufPtr_base);
 
 /* ---------------------------------------------------------------------------------------
- * Synchronous I/O: bytes moved, or -1 with errno, or a negated CUfileOpError.
+ * Synchronous I/O: bytes moved, or -1 with errno, or a negated CUfileOpError. The whole
+ * size moves (fewer bytes only at the end of the file), also beyond 2 GiB.
  * ------------------------------------------------------------------------------------- */
 
 ssize_t cuFileRead(CUfileHandle_t fh, void *bufPtr_base, size_t size, off_t file_offset,

@@ -138,8 +138,6 @@ export! {
 
     unsafe fn cuFileHandleRegister(fh: *mut CUfileHandle_t, descr: *mut CUfileDescr_t) -> CUfileError_t = hipFileHandleRegister via cu;
     unsafe fn cuFileBufRegister(bufPtr_base: *const c_void, length: usize, flags: c_int) -> CUfileError_t = hipFileBufRegister via cu;
-    unsafe fn cuFileRead(fh: CUfileHandle_t, bufPtr_base: *mut c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileRead via cu_io;
-    unsafe fn cuFileWrite(fh: CUfileHandle_t, bufPtr_base: *const c_void, size: usize, file_offset: libc::off_t, bufPtr_offset: libc::off_t) -> isize = hipFileWrite via cu_io;
     unsafe fn cuFileBatchIOSetUp(batch_idp: *mut CUfileBatchHandle_t, nr: c_uint) -> CUfileError_t = hipFileBatchIOSetUp via cu;
     unsafe fn cuFileBatchIOSubmit(batch_idp: CUfileBatchHandle_t, nr: c_uint, iocbp: *mut CUfileIOParams_t, flags: c_uint) -> CUfileError_t = hipFileBatchIOSubmit via cu;
     unsafe fn cuFileGetParameterSizeT(param: CUFileSizeTConfigParameter_t, value: *mut usize) -> CUfileError_t = hipFileGetParameterSizeT via cu;
@@ -149,6 +147,112 @@ export! {
     unsafe fn cuFileGetStatsL1(stats: *mut CUfileStatsLevel1_t) -> CUfileError_t = hipFileGetStatsL1 via cu;
     unsafe fn cuFileGetStatsL2(stats: *mut CUfileStatsLevel2_t) -> CUfileError_t = hipFileGetStatsL2 via cu;
     unsafe fn cuFileGetStatsL3(stats: *mut CUfileStatsLevel3_t) -> CUfileError_t = hipFileGetStatsL3 via cu;
+}
+
+/// cuFile's synchronous read or write of `size` bytes: the whole size, where one call of
+/// hipFile's moves at most `MAX_IO_SIZE` (0x7ffff000) bytes. cuFile sets no such limit, and
+/// its clients rely on that: PyTorch's `GdsFile` saves and loads a storage of any size in one
+/// call and checks only that the return is not negative. `call(size, file_offset,
+/// buffer_offset)` is the hipFile call; a size above the limit takes as many calls as it
+/// needs, one after another, each of the limit but the last. It stops early at a short count
+/// (the end of the file), returning the bytes moved; an error returns the error (translated by
+/// [`cu_io`]) even after earlier parts moved, so that a failure is never taken for a short
+/// count.
+fn whole(
+    size: usize,
+    file_offset: libc::off_t,
+    buffer_offset: libc::off_t,
+    mut call: impl FnMut(usize, libc::off_t, libc::off_t) -> isize,
+) -> isize {
+    let max = usize::try_from(cabi::MAX_IO_SIZE).unwrap_or(usize::MAX);
+    if size <= max {
+        return cu_io(call(size, file_offset, buffer_offset));
+    }
+    // The count returned must fit the return type.
+    let size = size.min(isize::MAX.unsigned_abs());
+    let mut done = 0usize;
+    while done < size {
+        let part = (size - done).min(max);
+        // `done` ≤ isize::MAX, so it is a valid offset; the sum may still overflow.
+        let moved = done as libc::off_t;
+        let (Some(at_file), Some(at_buffer)) = (
+            file_offset.checked_add(moved),
+            buffer_offset.checked_add(moved),
+        ) else {
+            return -(CU_FILE_INVALID_VALUE as isize);
+        };
+        let r = call(part, at_file, at_buffer);
+        if r < 0 {
+            return cu_io(r);
+        }
+        done += r.unsigned_abs();
+        if r.unsigned_abs() < part {
+            break;
+        }
+    }
+    done as isize
+}
+
+/// `ssize_t cuFileRead(CUfileHandle_t fh, void *bufPtr_base, size_t size, off_t
+/// file_offset, off_t bufPtr_offset)` — `hipfile_cabi::hipFileRead`, for the whole size
+/// ([`whole`]), its return translated by [`cu_io`].
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileRead`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileRead`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileRead(
+    fh: CUfileHandle_t,
+    bufPtr_base: *mut c_void,
+    size: usize,
+    file_offset: libc::off_t,
+    bufPtr_offset: libc::off_t,
+) -> isize {
+    whole(
+        size,
+        file_offset,
+        bufPtr_offset,
+        |part, at_file, at_buffer| {
+            // SAFETY: as this function's contract; each part lies within the range the caller
+            // gave.
+            unsafe { cabi::hipFileRead(fh, bufPtr_base, part, at_file, at_buffer) }
+        },
+    )
+}
+
+/// `ssize_t cuFileWrite(CUfileHandle_t fh, const void *bufPtr_base, size_t size, off_t
+/// file_offset, off_t bufPtr_offset)` — `hipfile_cabi::hipFileWrite`, for the whole size
+/// ([`whole`]), its return translated by [`cu_io`].
+///
+/// # Errors
+///
+/// As `hipfile_cabi::hipFileWrite`.
+///
+/// # Safety
+///
+/// As `hipfile_cabi::hipFileWrite`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileWrite(
+    fh: CUfileHandle_t,
+    bufPtr_base: *const c_void,
+    size: usize,
+    file_offset: libc::off_t,
+    bufPtr_offset: libc::off_t,
+) -> isize {
+    whole(
+        size,
+        file_offset,
+        bufPtr_offset,
+        |part, at_file, at_buffer| {
+            // SAFETY: as this function's contract; each part lies within the range the caller
+            // gave.
+            unsafe { cabi::hipFileWrite(fh, bufPtr_base, part, at_file, at_buffer) }
+        },
+    )
 }
 
 /// `CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *props)` — hipFile's
@@ -445,6 +549,69 @@ mod tests {
         assert_eq!(cu_io(-999), -5011);
         assert_eq!(cu_io(-2), -5011);
         assert_eq!(cu_io(-5027), -5027);
+    }
+
+    const MAX: usize = 0x7fff_f000;
+
+    #[test]
+    fn a_large_size_is_moved_in_parts_of_the_limit() {
+        let mut calls = Vec::new();
+        let r = whole(2 * MAX + 5, 10, 20, |part, file, buffer| {
+            calls.push((part, file, buffer));
+            part as isize
+        });
+        assert_eq!(r, (2 * MAX + 5) as isize);
+        let m = MAX as libc::off_t;
+        assert_eq!(
+            calls,
+            [
+                (MAX, 10, 20),
+                (MAX, 10 + m, 20 + m),
+                (5, 10 + 2 * m, 20 + 2 * m)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_short_part_ends_the_call_with_the_bytes_moved() {
+        let mut calls = 0;
+        let r = whole(3 * MAX, 0, 0, |part, _, _| {
+            calls += 1;
+            if calls == 2 { 4096 } else { part as isize }
+        });
+        assert_eq!((r, calls), ((MAX + 4096) as isize, 2));
+    }
+
+    #[test]
+    fn an_error_after_moved_parts_is_the_error() {
+        let mut calls = 0;
+        let r = whole(2 * MAX, 0, 0, |part, _, _| {
+            calls += 1;
+            if calls == 2 { -5 } else { part as isize }
+        });
+        // A runtime status, translated as any read's.
+        assert_eq!(r, -(CU_FILE_CUDA_DRIVER_ERROR as isize));
+    }
+
+    #[test]
+    fn offsets_that_would_overflow_are_invalid() {
+        let r = whole(2 * MAX, libc::off_t::MAX - 10, 0, |part, _, _| {
+            part as isize
+        });
+        assert_eq!(r, -(CU_FILE_INVALID_VALUE as isize));
+    }
+
+    #[test]
+    fn a_size_within_the_limit_is_one_call_unchanged() {
+        let mut calls = Vec::new();
+        let r = whole(MAX, -3, 7, |part, file, buffer| {
+            calls.push((part, file, buffer));
+            -22
+        });
+        assert_eq!(
+            (r, calls),
+            (-(CU_FILE_CUDA_DRIVER_ERROR as isize), vec![(MAX, -3, 7)])
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `include/cufile.h`, is compiled with the system C compiler, linked with `libcufile.so.0`
 //! (found through its soname, as an installed library would be) and the emulated HIP runtime,
 //! and run with `HIPFILE_HIP_LIBRARY` naming that runtime: it must exit 0 (basic.c lists
-//! what it checks). `tests/c/dlopen.c` is not linked with the library: it `dlopen`s
+//! what it checks); so must `tests/c/large.c`, calls of more than 2 GiB. `tests/c/dlopen.c` is not linked with the library: it `dlopen`s
 //! `libcufile.so.0` as PyTorch and KvikIO do, found once through `LD_LIBRARY_PATH` and once
 //! as the library `LD_PRELOAD` loaded, and must report that its functions came from the
 //! expected file and move bytes through them. Also checks the soname and that the exported
@@ -38,6 +38,11 @@ enum Reach {
 /// the emulated runtime, and expects it to pass (and, for `dlopen.c`, to name the file its
 /// functions came from: the library found by soname).
 fn run_c_program(name: &str, reach: Reach) {
+    run_c_program_with(name, reach, &[]);
+}
+
+/// [`run_c_program`], with `env` added to the program's environment.
+fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -62,6 +67,7 @@ fn run_c_program(name: &str, reach: Reach) {
     let mut cc = Command::new("cc");
     cc.args([
         "-std=c11",
+        "-O2",
         "-Wall",
         "-Wextra",
         "-Werror",
@@ -93,7 +99,8 @@ fn run_c_program(name: &str, reach: Reach) {
         .env_remove("HIPFILE_STATS_LEVEL")
         .env_remove("LD_PRELOAD")
         .env_remove("LD_LIBRARY_PATH")
-        .env("HIPFILE_HIP_LIBRARY", &emu);
+        .env("HIPFILE_HIP_LIBRARY", &emu)
+        .envs(env.iter().copied());
     match reach {
         Reach::Linked => {}
         Reach::LibraryPath => {
@@ -125,6 +132,16 @@ fn run_c_program(name: &str, reach: Reach) {
 #[test]
 fn c_program_written_for_cufile_reads_and_writes_through_hipfile() {
     run_c_program("basic", Reach::Linked);
+}
+
+#[test]
+fn reads_and_writes_of_more_than_max_rw_count_move_the_whole_size() {
+    // 2 GiB through the page cache; the program does not need it on the disk.
+    run_c_program_with(
+        "large",
+        Reach::Linked,
+        &[("HIPFILE_DURABLE_WRITES", "false")],
+    );
 }
 
 #[test]

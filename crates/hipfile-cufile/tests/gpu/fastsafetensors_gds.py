@@ -9,12 +9,29 @@ over every tensor's bytes, which must agree between the two ways. Not run by CI 
 with DIR holding hipfile's libcufile.so.0 and its libcufile.so link.
 """
 import json
+import os
+import subprocess
 import sys
 import time
 import zlib
 
 import torch
 from fastsafetensors import SafeTensorsFileLoader, SingleGroup
+
+
+def hipfile_stats():
+    """The read and write bytes hipfile counted in this process, when HIPFILE_BIN names the
+    hipfile command and HIPFILE_STATS_LEVEL is 1 or more (the proof that hipfile served the
+    calls); None otherwise, or why the figures could not be read."""
+    exe = os.environ.get("HIPFILE_BIN")
+    if not exe:
+        return None
+    time.sleep(0.3)  # the channel is updated within a tenth of a second
+    r = subprocess.run([exe, "stats", "--json", str(os.getpid())], capture_output=True, text=True)
+    if r.returncode:
+        return r.stderr.strip()[-200:]
+    d = json.loads(r.stdout)
+    return {"read_bytes": d.get("read", {}).get("bytes"), "write_bytes": d.get("write", {}).get("bytes")}
 
 
 def load(files, nogds, check):
@@ -31,10 +48,12 @@ def load(files, nogds, check):
         if t.numel():
             crc = zlib.crc32(t.contiguous().view(torch.uint8).cpu().numpy().tobytes(), crc)
     nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    stats = hipfile_stats() if not nogds else None
     fb.close()
     loader.close()
     return {"nogds": nogds, "tensors": len(tensors), "bytes": nbytes,
-            "seconds": round(dt, 4), "gbps": round(nbytes / dt / 1e9, 3), "crc32": crc}
+            "seconds": round(dt, 4), "gbps": round(nbytes / dt / 1e9, 3), "crc32": crc,
+            "hipfile_stats": stats}
 
 
 def main():

@@ -5,12 +5,30 @@ libcufile the process mapped. Not run by CI (it needs a GPU):
 
     LD_PRELOAD=DIR/libcufile.so.0 python3 torch_gds.py [N]
 
+With HIPFILE_STATS_LEVEL=1 and HIPFILE_BIN naming the hipfile command, it also prints the
+bytes hipfile counted (`hipfile stats`).
+
 with DIR holding hipfile's libcufile.so.0 (cargo xtask dist's lib/). Without LD_PRELOAD it
 uses NVIDIA's library, which fails where nvidia-fs is missing.
 """
-import json, os, sys, time
+import json, os, subprocess, sys, time
 import torch
 from torch.cuda.gds import GdsFile
+
+
+def hipfile_stats():
+    """The read and write bytes hipfile counted in this process, when HIPFILE_BIN names the
+    hipfile command and HIPFILE_STATS_LEVEL is 1 or more (the proof that hipfile served the
+    calls); None otherwise, or why the figures could not be read."""
+    exe = os.environ.get("HIPFILE_BIN")
+    if not exe:
+        return None
+    time.sleep(0.3)  # the channel is updated within a tenth of a second
+    r = subprocess.run([exe, "stats", "--json", str(os.getpid())], capture_output=True, text=True)
+    if r.returncode:
+        return r.stderr.strip()[-200:]
+    d = json.loads(r.stdout)
+    return {"read_bytes": d.get("read", {}).get("bytes"), "write_bytes": d.get("write", {}).get("bytes")}
 
 d = "/tmp/gds"; os.makedirs(d, exist_ok=True)
 path = os.path.join(d, "t.bin")
@@ -23,7 +41,8 @@ t0 = time.perf_counter(); f.save_storage(t.untyped_storage(), 0); torch.cuda.syn
 u = torch.zeros_like(t)
 t0 = time.perf_counter(); f.load_storage(u.untyped_storage(), 0); torch.cuda.synchronize(); r = time.perf_counter() - t0
 ok = bool(torch.equal(t, u))
+stats = hipfile_stats()
 del f
 print(json.dumps({"bytes": n, "save_s": round(w, 3), "save_gbps": round(n / w / 1e9, 2),
                   "load_s": round(r, 3), "load_gbps": round(n / r / 1e9, 2), "identical": ok,
-                  "cufile_mapped": maps}))
+                  "cufile_mapped": maps, "hipfile_stats": stats}))
