@@ -48,6 +48,7 @@ const EXAMPLES: &[&str] = &[
     "parallel_read",
     "foreign_memory",
     "many_in_flight",
+    "stream_then_use",
 ];
 
 fn main() -> ExitCode {
