@@ -67,8 +67,9 @@ emulated runtime that is not found; 3 when --verify found a mismatch."
 pub struct LoadArgs {
     /// Print one JSON object: shards, tensors, bytes, bytes_read, seconds, gbps,
     /// fastpath_bytes, fallback_bytes, requests, in_flight, request_size, cache,
-    /// peak_rss_bytes (the process's peak resident memory during the load, or null), and with
-    /// --verify mismatches and crc32 (by tensor name)
+    /// peak_rss_bytes (the process's peak resident memory during the load, or null), runs
+    /// (each load's seconds, gbps and peak_rss_bytes; the figures above are the first's), and
+    /// with --verify mismatches and crc32 (by tensor name)
     #[arg(long)]
     pub json: bool,
     /// The GPU to load into [default: the current device]
@@ -101,6 +102,17 @@ pub struct LoadArgs {
     /// Whether the checkpoint is read as cached (hot) or not (cold); auto asks the kernel
     #[arg(long, value_name = "STATE", value_enum, default_value_t)]
     pub cache: CacheChoice,
+    /// Load the checkpoint this many times in this process, one after another (each load's
+    /// GPU memory freed before the next), reporting each: the first pays for the staging
+    /// memory's pinning, the later ones find it ready, as a program that loads more than
+    /// once does. The peer loaders' figures in docs/BENCHMARKS.md are taken the same way.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100)
+    )]
+    pub runs: usize,
     /// The GPU runtime to use: the one found on this machine, or the emulated runtime
     /// libhipfile_emu.so in this program's directory or its deps/ subdirectory (test and
     /// development only)
@@ -150,8 +162,76 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         crate::runtime::settings(args.runtime).map_err(|m| Failure::msg(EXIT_USAGE, m))?;
     let driver = open_driver(settings).map_err(failed)?;
 
-    let mut bar = Bar::new();
-    let mut loader = Loader::new(&driver)
+    // The runtime makes the device's context on its first allocation (a tenth of a second
+    // on the GPU machine): made now, it is not counted as loading, as the Python loaders'
+    // own figures do not count CUDA's start. A failure here is the load's to report.
+    drop(match args.device {
+        Some(d) => driver.alloc_on(d, 4096),
+        None => driver.alloc(4096),
+    });
+    let mut runs = Vec::with_capacity(args.runs);
+    let mut checkpoint = None;
+    for _ in 0..args.runs {
+        // The last load's GPU memory goes before the next is allocated.
+        drop(checkpoint.take());
+        let mut bar = Bar::new();
+        let loader = loader_for(&driver, args, &mut bar);
+        // The peak is the load's own (the host memory a load needs is bounded by the
+        // staging pool, not by the checkpoint): counted from here, where the kernel allows
+        // a reset.
+        let peak_reset = crate::rss::reset_peak_rss();
+        let start = Instant::now();
+        let loaded = loader.load(&args.shards);
+        let seconds = start.elapsed().as_secs_f64();
+        let peak = crate::rss::peak_rss().filter(|_| peak_reset);
+        bar.finish();
+        checkpoint = Some(loaded.map_err(|e| {
+            failed(format!(
+                "cannot load the checkpoint: {e}{}",
+                if matches!(e, hipfile_safetensors::LoadError::Gpu { .. }) {
+                    runtime_note(&driver)
+                } else {
+                    String::new()
+                }
+            ))
+        })?);
+        runs.push(Timing { seconds, peak });
+    }
+    let Some(checkpoint) = checkpoint else {
+        return Err(failed("no load was made (--runs 0)".to_owned()));
+    };
+
+    let verified = if args.verify {
+        Some(verify(&checkpoint).map_err(failed)?)
+    } else {
+        None
+    };
+    let text = if args.json {
+        to_json(&checkpoint, &runs, verified.as_ref(), args.list)
+    } else {
+        to_text(&checkpoint, &runs, verified.as_ref(), args.list)
+    };
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "{text}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Failure::output(EXIT_FAILED, e))?;
+    match verified {
+        Some((_, mismatches)) if !mismatches.is_empty() => {
+            for m in &mismatches {
+                eprintln!(
+                    "hipfile: {}: the bytes in GPU memory (CRC-32 {:08x}) differ from the file's ({:08x})",
+                    m.name, m.gpu_crc, m.file_crc
+                );
+            }
+            Ok(EXIT_MISMATCH)
+        }
+        _ => Ok(EXIT_LOADED),
+    }
+}
+
+/// The loader `args` ask for, reporting progress to `bar`.
+fn loader_for<'a>(driver: &'a hipfile::Driver, args: &LoadArgs, bar: &'a mut Bar) -> Loader<'a> {
+    let mut loader = Loader::new(driver)
         .cache_state(match args.cache {
             CacheChoice::Auto => CacheState::Detect,
             CacheChoice::Hot => CacheState::Hot,
@@ -170,58 +250,19 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
     if let Some(n) = args.in_flight {
         loader = loader.in_flight(n);
     }
-    // The runtime makes the device's context on its first allocation (a tenth of a second
-    // on the GPU machine): made now, it is not counted as loading, as the Python loaders'
-    // own figures do not count CUDA's start. A failure here is the load's to report.
-    drop(match args.device {
-        Some(d) => driver.alloc_on(d, 4096),
-        None => driver.alloc(4096),
-    });
-    // The peak is the load's own (the host memory a load needs is bounded by the staging
-    // pool, not by the checkpoint): counted from here, where the kernel allows a reset.
-    let peak_reset = crate::rss::reset_peak_rss();
-    let start = Instant::now();
-    let loaded = loader.load(&args.shards);
-    let seconds = start.elapsed().as_secs_f64();
-    let peak = crate::rss::peak_rss().filter(|_| peak_reset);
-    bar.finish();
-    let checkpoint = loaded.map_err(|e| {
-        failed(format!(
-            "cannot load the checkpoint: {e}{}",
-            if matches!(e, hipfile_safetensors::LoadError::Gpu { .. }) {
-                runtime_note(&driver)
-            } else {
-                String::new()
-            }
-        ))
-    })?;
+    loader
+}
 
-    let verified = if args.verify {
-        Some(verify(&checkpoint).map_err(failed)?)
-    } else {
-        None
-    };
-    let text = if args.json {
-        to_json(&checkpoint, seconds, peak, verified.as_ref(), args.list)
-    } else {
-        to_text(&checkpoint, seconds, peak, verified.as_ref(), args.list)
-    };
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "{text}")
-        .and_then(|()| stdout.flush())
-        .map_err(|e| Failure::output(EXIT_FAILED, e))?;
-    match verified {
-        Some((_, mismatches)) if !mismatches.is_empty() => {
-            for m in &mismatches {
-                eprintln!(
-                    "hipfile: {}: the bytes in GPU memory (CRC-32 {:08x}) differ from the file's ({:08x})",
-                    m.name, m.gpu_crc, m.file_crc
-                );
-            }
-            Ok(EXIT_MISMATCH)
-        }
-        _ => Ok(EXIT_LOADED),
-    }
+/// The first load's time and peak: the figures of a program that loads once.
+fn first(runs: &[Timing]) -> (f64, Option<u64>) {
+    runs.first().map_or((0.0, None), |t| (t.seconds, t.peak))
+}
+
+/// One load's time, and the process's peak resident memory during it (when the kernel let
+/// the peak be reset).
+struct Timing {
+    seconds: f64,
+    peak: Option<u64>,
 }
 
 /// Every tensor's CRC-32 from GPU memory (in the checkpoint's order), and those that differ
@@ -279,14 +320,9 @@ fn gbps(bytes: u64, seconds: f64) -> f64 {
 
 type Verified = (Vec<(String, u32)>, Vec<Mismatch>);
 
-fn to_json(
-    ck: &Checkpoint,
-    seconds: f64,
-    peak: Option<u64>,
-    verified: Option<&Verified>,
-    list: bool,
-) -> String {
+fn to_json(ck: &Checkpoint, runs: &[Timing], verified: Option<&Verified>, list: bool) -> String {
     let r = ck.report();
+    let (seconds, peak) = first(runs);
     let mut v = json!({
         "shards": ck.shard_paths().count(),
         "tensors": ck.len(),
@@ -301,6 +337,14 @@ fn to_json(
         "request_size": r.request_size,
         "cache": if r.cold { "cold" } else { "hot" },
         "peak_rss_bytes": peak,
+        "runs": runs
+            .iter()
+            .map(|t| json!({
+                "seconds": t.seconds,
+                "gbps": gbps(ck.tensor_bytes(), t.seconds),
+                "peak_rss_bytes": t.peak,
+            }))
+            .collect::<Vec<_>>(),
     });
     if list {
         v["tensor_list"] = ck
@@ -332,14 +376,9 @@ fn to_json(
     v.to_string()
 }
 
-fn to_text(
-    ck: &Checkpoint,
-    seconds: f64,
-    peak: Option<u64>,
-    verified: Option<&Verified>,
-    list: bool,
-) -> String {
+fn to_text(ck: &Checkpoint, runs: &[Timing], verified: Option<&Verified>, list: bool) -> String {
     let r = ck.report();
+    let (seconds, peak) = first(runs);
     let mut out = String::new();
     if list {
         for t in ck.iter() {
@@ -372,6 +411,16 @@ fn to_text(
             "\npeak resident memory during the load: {:.1} MiB",
             bytes as f64 / f64::from(1 << 20)
         ));
+    }
+    if runs.len() > 1 {
+        for (i, t) in runs.iter().enumerate() {
+            out.push_str(&format!(
+                "\nrun {}: {:.3} s, {:.2} GB/s",
+                i + 1,
+                t.seconds,
+                gbps(ck.tensor_bytes(), t.seconds)
+            ));
+        }
     }
     if let Some((crcs, mismatches)) = verified {
         out.push_str(&format!(

@@ -124,6 +124,36 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
 }
 
 #[test]
+fn runs_load_the_checkpoint_again_in_the_same_process() {
+    let dir = temp_dir();
+    let shards = generate(dir.path(), 2, 1);
+    let run = load(&["--json", "--verify", "--runs", "3"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{v}");
+    assert_eq!(
+        runs[0]["seconds"], v["seconds"],
+        "the top level is the first load's: {v}"
+    );
+    for r in runs {
+        assert!(r["gbps"].as_f64().is_some_and(|g| g > 0.0), "{v}");
+    }
+    // The last load is the one verified, and it holds every tensor.
+    assert_eq!(v["tensors"], 2 * 9, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
+
+    let run = load(&["--runs", "2"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("\nrun 1: "), "{}", run.stdout);
+    assert!(run.stdout.contains("\nrun 2: "), "{}", run.stdout);
+
+    let run = load(&["--runs", "0"], &shards, &[]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--runs"), "{}", run.stderr);
+}
+
+#[test]
 fn the_filter_loads_only_matching_tensors() {
     let dir = temp_dir();
     let shards = generate(dir.path(), 2, 2);
