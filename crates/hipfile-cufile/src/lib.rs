@@ -157,40 +157,45 @@ export! {
 /// needs, one after another, each of the limit but the last. It stops early at a short count
 /// (the end of the file), returning the bytes moved; an error returns the error (translated by
 /// [`cu_io`]) even after earlier parts moved, so that a failure is never taken for a short
-/// count.
+/// count. A panic becomes `-CU_FILE_INTERNAL_ERROR`, as in every exported function.
 fn whole(
     size: usize,
     file_offset: libc::off_t,
     buffer_offset: libc::off_t,
     mut call: impl FnMut(usize, libc::off_t, libc::off_t) -> isize,
 ) -> isize {
-    let max = usize::try_from(cabi::MAX_IO_SIZE).unwrap_or(usize::MAX);
-    if size <= max {
-        return cu_io(call(size, file_offset, buffer_offset));
-    }
-    // The count returned must fit the return type.
-    let size = size.min(isize::MAX.unsigned_abs());
-    let mut done = 0usize;
-    while done < size {
-        let part = (size - done).min(max);
-        // `done` ≤ isize::MAX, so it is a valid offset; the sum may still overflow.
-        let moved = done as libc::off_t;
-        let (Some(at_file), Some(at_buffer)) = (
-            file_offset.checked_add(moved),
-            buffer_offset.checked_add(moved),
-        ) else {
-            return -(CU_FILE_INVALID_VALUE as isize);
-        };
-        let r = call(part, at_file, at_buffer);
-        if r < 0 {
-            return cu_io(r);
+    // The callee has its own boundary; this one covers the splitting too.
+    boundary(-(CU_FILE_INTERNAL_ERROR as isize), || {
+        let max = usize::try_from(cabi::MAX_IO_SIZE).unwrap_or(usize::MAX);
+        if size <= max {
+            return cu_io(call(size, file_offset, buffer_offset));
         }
-        done += r.unsigned_abs();
-        if r.unsigned_abs() < part {
-            break;
+        // The count returned must fit the return type.
+        let size = size.min(isize::MAX.unsigned_abs());
+        let mut done = 0usize;
+        while done < size {
+            let part = (size - done).min(max);
+            // `done` ≤ isize::MAX, so it is a valid offset; the sum may still overflow.
+            let moved = done as libc::off_t;
+            let (Some(at_file), Some(at_buffer)) = (
+                file_offset.checked_add(moved),
+                buffer_offset.checked_add(moved),
+            ) else {
+                return -(CU_FILE_INVALID_VALUE as isize);
+            };
+            let r = call(part, at_file, at_buffer);
+            if r < 0 {
+                return cu_io(r);
+            }
+            // A part never moves more than asked; a count above it is taken as the part.
+            let got = r.unsigned_abs().min(part);
+            done += got;
+            if got < part {
+                break;
+            }
         }
-    }
-    done as isize
+        done as isize
+    })
 }
 
 /// `ssize_t cuFileRead(CUfileHandle_t fh, void *bufPtr_base, size_t size, off_t
@@ -591,6 +596,18 @@ mod tests {
         });
         // A runtime status, translated as any read's.
         assert_eq!(r, -(CU_FILE_CUDA_DRIVER_ERROR as isize));
+    }
+
+    #[test]
+    fn a_panic_while_splitting_is_an_internal_error() {
+        let r = whole(2 * MAX, 0, 0, |_, _, _| panic!("a fault in a part"));
+        assert_eq!(r, -(CU_FILE_INTERNAL_ERROR as isize));
+    }
+
+    #[test]
+    fn a_count_above_the_part_counts_as_the_part() {
+        let r = whole(2 * MAX + 1, 0, 0, |_, _, _| isize::MAX);
+        assert_eq!(r, (2 * MAX + 1) as isize);
     }
 
     #[test]
