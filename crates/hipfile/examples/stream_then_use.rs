@@ -12,7 +12,7 @@
 //! emulated runtime's case: set `HIPFILE_HIP_LIBRARY` to the path that `cargo xtask
 //! emulated` prints).
 
-use hipfile::{DeviceBuffer, DevicePtr, Driver, PinnedHostBuffer, StreamHandle};
+use hipfile::{DevicePtr, Driver, PinnedHostBuffer, StreamHandle};
 use std::error::Error;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -139,8 +139,6 @@ fn run(path: &Path, setup: &Setup) -> Result<(), Box<dyn Error>> {
         ordered / sync,
         seen.len() * 2
     );
-    drop(fh);
-    drop::<Vec<DeviceBuffer>>(bufs);
     Ok(())
 }
 

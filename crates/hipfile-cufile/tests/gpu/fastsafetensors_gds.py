@@ -9,8 +9,6 @@ over every tensor's bytes, which must agree between the two ways. Not run by CI 
 with DIR holding hipfile's libcufile.so.0 and its libcufile.so link.
 """
 import json
-import os
-import subprocess
 import sys
 import time
 import zlib
@@ -18,20 +16,8 @@ import zlib
 import torch
 from fastsafetensors import SafeTensorsFileLoader, SingleGroup
 
+from hipfile_stats import hipfile_stats
 
-def hipfile_stats():
-    """The read and write bytes hipfile counted in this process, when HIPFILE_BIN names the
-    hipfile command and HIPFILE_STATS_LEVEL is 1 or more (the proof that hipfile served the
-    calls); None otherwise, or why the figures could not be read."""
-    exe = os.environ.get("HIPFILE_BIN")
-    if not exe:
-        return None
-    time.sleep(0.3)  # the channel is updated within a tenth of a second
-    r = subprocess.run([exe, "stats", "--json", str(os.getpid())], capture_output=True, text=True)
-    if r.returncode:
-        return r.stderr.strip()[-200:]
-    d = json.loads(r.stdout)
-    return {"read_bytes": d.get("read", {}).get("bytes"), "write_bytes": d.get("write", {}).get("bytes")}
 
 
 def load(files, nogds, check):

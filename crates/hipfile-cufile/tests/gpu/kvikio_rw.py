@@ -9,23 +9,11 @@ against KvikIO's own POSIX path in the same call:
 
     KVIKIO_COMPAT_MODE=ON KVIKIO_NTHREADS=16 python3 kvikio_rw.py [N]
 """
-import json, os, subprocess, sys, time
+import json, os, sys, time
 import cupy, kvikio, kvikio.defaults
 
+from hipfile_stats import hipfile_stats
 
-def hipfile_stats():
-    """The read and write bytes hipfile counted in this process, when HIPFILE_BIN names the
-    hipfile command and HIPFILE_STATS_LEVEL is 1 or more (the proof that hipfile served the
-    calls); None otherwise, or why the figures could not be read."""
-    exe = os.environ.get("HIPFILE_BIN")
-    if not exe:
-        return None
-    time.sleep(0.3)  # the channel is updated within a tenth of a second
-    r = subprocess.run([exe, "stats", "--json", str(os.getpid())], capture_output=True, text=True)
-    if r.returncode:
-        return r.stderr.strip()[-200:]
-    d = json.loads(r.stdout)
-    return {"read_bytes": d.get("read", {}).get("bytes"), "write_bytes": d.get("write", {}).get("bytes")}
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 8 << 30
 d = "/tmp/kv"; os.makedirs(d, exist_ok=True); path = os.path.join(d, "k.bin")
