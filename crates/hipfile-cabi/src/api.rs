@@ -460,7 +460,8 @@ pub(crate) unsafe fn temporary(driver: &Driver, ptr: u64) -> Result<DeviceBuffer
     let Ok(usable) = usize::try_from(usable) else {
         return Err(Refusal::Code(hipFileHipPointerRangeError));
     };
-    // SAFETY: `ptr..ptr+usable` lies in one device allocation (the runtime said so just
-    // now), which the caller keeps allocated for the buffer's whole life.
-    Ok(unsafe { DeviceBuffer::from_raw(driver, at, usable) })
+    // SAFETY: `ptr..ptr+usable` lies in one device allocation of `info.device` (the runtime
+    // said so just now), which the caller keeps allocated for the buffer's whole life. The
+    // request then uses this description rather than asking the runtime again.
+    Ok(unsafe { DeviceBuffer::from_raw_described(driver, at, usable, info.device) })
 }

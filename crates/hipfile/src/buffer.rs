@@ -4,7 +4,7 @@
 use crate::driver::{Driver, InFlight};
 use crate::stats::Registration;
 use hipfile_core::buffer::{BufferUse, check_buffer};
-use hipfile_core::{CheckedBuffer, DevicePtr, Error, MemoryKind, PinnedMemory};
+use hipfile_core::{BufferFacts, CheckedBuffer, DevicePtr, Error, MemoryKind, PinnedMemory};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -215,6 +215,40 @@ impl DeviceBuffer {
             id: next_id(),
             facts: OnceLock::new(),
         })
+    }
+
+    /// [`from_raw`](Self::from_raw) for memory the runtime has just described: device memory
+    /// of `device`, whose allocation runs on for `len` bytes from `ptr`. Its requests use that
+    /// description instead of asking the runtime again (two calls into the GPU driver). For
+    /// `hipfile-cabi`, whose calls on an unregistered pointer ask the runtime before they make
+    /// the buffer.
+    ///
+    /// # Safety
+    ///
+    /// As [`from_raw`](Self::from_raw); and the description is the runtime's answer for this
+    /// memory, made while it was allocated.
+    #[doc(hidden)]
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw_described(
+        driver: &Driver,
+        ptr: DevicePtr,
+        len: usize,
+        device: i32,
+    ) -> DeviceBuffer {
+        // SAFETY: the caller vouches for the description and keeps the memory allocated for
+        // the buffer's life (this function's contract), which is what a `CheckedBuffer` needs.
+        let facts = unsafe {
+            CheckedBuffer::new_unchecked(BufferFacts {
+                base: ptr,
+                len: len as u64,
+                memory: MemoryKind::Device,
+                device,
+            })
+        };
+        // SAFETY: as this function's contract.
+        let buffer = unsafe { DeviceBuffer::from_raw(driver, ptr, len) };
+        let _ = buffer.memory.facts.set(facts);
+        buffer
     }
 
     fn new(memory: Memory) -> DeviceBuffer {

@@ -1,7 +1,7 @@
 //! What keeps a driver open, as `Driver::is_only_handle` reports it (the C library relies on
 //! it to reopen its driver with new settings only when nothing uses it), the staging buffer
 //! size `Driver::staging_chunk_size` derives from the fallback's knobs, and what small
-//! requests ask of the runtime.
+//! requests ask of the runtime (none for a buffer made with its description).
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
@@ -84,4 +84,45 @@ fn an_unregistered_buffer_is_described_once_not_per_request() {
     assert_eq!(rt.calls(Call::PointerInfo) - info, 1);
     assert_eq!(rt.calls(Call::AddressRange) - range, 1);
     assert_eq!(rt.calls(Call::CopyToDevice), READS);
+}
+
+#[test]
+fn a_buffer_made_with_its_description_is_not_described_again() {
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .build_with(|_| None)
+        .0;
+    let base = Driver::open_private(config).unwrap();
+    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
+    drop(base);
+    let dir = TempDir::new("handles-described");
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..16 << 10).map(|i: u32| (i % 241) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let fh = d
+        .register_file(&std::fs::File::open(&path).unwrap())
+        .unwrap();
+    let ptr = d.gpu().alloc_device(8192).unwrap();
+    let info = d.gpu().pointer_info(ptr).unwrap();
+    let (info_calls, range_calls) = (rt.calls(Call::PointerInfo), rt.calls(Call::AddressRange));
+    for i in 0..3 {
+        // As the C library does for each call on an unregistered pointer, after asking the
+        // runtime about it.
+        // SAFETY: `ptr..ptr+8192` is device memory of this runtime (allocated above, freed
+        // below after the buffer is gone), and the description is the runtime's.
+        let mut buf =
+            unsafe { hipfile::DeviceBuffer::from_raw_described(&d, ptr, 8192, info.device) };
+        fh.read_exact_at(&mut buf, i * 4096).unwrap();
+        let mut back = vec![0u8; 8192];
+        buf.copy_to_host(0, &mut back).unwrap();
+        let at = (i * 4096) as usize;
+        assert!(back == data[at..at + 8192], "read {i}");
+    }
+    assert_eq!(rt.calls(Call::PointerInfo), info_calls);
+    assert_eq!(rt.calls(Call::AddressRange), range_calls);
+    // SAFETY: allocated above; no buffer over it is left.
+    unsafe { d.gpu().free_device(ptr) }.unwrap();
 }
