@@ -40,7 +40,7 @@
 
 use crate::cache::start_writeback;
 use crate::posix::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
-use crate::staging::{DeviceRange, StagingGuard, StagingPool};
+use crate::staging::{DeviceRange, StagingConfig, StagingGuard, StagingPool};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
 use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use std::collections::VecDeque;
@@ -201,6 +201,12 @@ impl Pipeline {
             done: Condvar::new(),
         });
         let count = tasks.len();
+        // The workers this request keeps busy take their buffers at once: have them pinned
+        // as one allocation rather than one each while the others copy (a no-op once the
+        // pool holds that many).
+        self.shared
+            .pool
+            .reserve(count.min(self.threads) * StagingConfig::BUFFERS_PER_WORKER);
         {
             let mut queue = lock(&self.shared.queue);
             queue.tasks.extend(

@@ -1,23 +1,31 @@
 //! Host staging: a bounded pool of pinned buffers shared by every request of a driver, and the
 //! copies between one staging buffer and device memory.
 //!
-//! Buffers come from `GpuRuntime::alloc_pinned` (`hipHostMalloc`, page-aligned and
-//! page-locked, so that copies run at full speed and a later `O_DIRECT` read may target
-//! them). Each is allocated the first time no idle one is left and fewer than
+//! Buffers are pieces of `GpuRuntime::alloc_pinned` allocations (`hipHostMalloc`,
+//! page-aligned and page-locked, so that copies run at full speed and a later `O_DIRECT` read
+//! may target them). A buffer is allocated the first time no idle one is left and fewer than
 //! `max_buffers` exist, then kept and reused until the pool is dropped: a request never
 //! allocates pinned memory once the pool has grown to what the load needs. A caller that
-//! finds every buffer taken waits until one is given back.
+//! finds every buffer taken waits until one is given back. A caller that knows it will need
+//! several at once ([`StagingPool::reserve`]: a large request about to keep every I/O thread
+//! busy) has them made as one allocation, carved into buffers: each pinned allocation is a
+//! call into the driver that holds its locks and waits for the work queued on the device,
+//! so one allocation of many buffers costs less than many of one.
 //!
 //! # Safety
 //!
 //! The `unsafe` here rests on two invariants.
 //!
-//! - **Staging buffers.** A [`StagingGuard`] is the only holder of its buffer: a
-//!   [`PinnedMemory`] of `capacity` bytes (core's owner of pinned memory: allocated by the
-//!   pool's runtime, zeroed, sliced and freed by it), handed to one guard at a time, and freed
-//!   only when the pool is dropped, which the borrow in `StagingGuard<'_>` forbids while any
-//!   guard lives. A buffer given up ([`StagingGuard::abandon`]) is never handed out or freed
-//!   again: work queued on a stream that could not be waited for may still use it.
+//! - **Staging buffers.** A buffer ([`Chunk`]) is `capacity` bytes of one pinned allocation
+//!   ([`Block`]) that no other buffer covers: a block of `n × capacity` bytes is cut into
+//!   `n` disjoint buffers when it is made, and freed when the last of them is dropped (each
+//!   holds the block). A buffer's bytes are zeroed before the pool hands it out for the first
+//!   time, so every byte is initialised before a slice is made over them. A [`StagingGuard`]
+//!   or [`OwnedStaging`] is the only holder of its buffer, handed to one at a time; buffers
+//!   are dropped only by the pool, which the borrow in `StagingGuard<'_>` (or the `Arc` in
+//!   `OwnedStaging`) keeps alive while any is held. A buffer given up
+//!   ([`StagingGuard::abandon`]) is never handed out or dropped again, so its block is never
+//!   freed: work queued on a stream that could not be waited for may still use it.
 //! - **Device ranges.** A [`DeviceRange`] is made only from a [`ValidRequest`], and smaller
 //!   ones only by splitting it. `hipfile-core`'s validation guarantees that a request's
 //!   `address..address + size` lies inside its buffer, and the buffer was checked against its
@@ -32,10 +40,11 @@
 
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{
-    BackendError, DevicePtr, FallbackKnobs, GpuRuntime, PinnedMemory, RuntimeError, ValidRequest,
+    BackendError, DevicePtr, FallbackKnobs, GpuRuntime, RuntimeError, ValidRequest,
 };
 use std::fmt;
 use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The sizes of a [`StagingPool`]. A zero in either field is taken as 1.
@@ -124,15 +133,90 @@ impl Default for StagingConfig {
     }
 }
 
+/// One pinned allocation of the pool's runtime, cut into buffers; freed when dropped, which
+/// happens when the last [`Chunk`] cut from it goes.
+struct Block {
+    runtime: Arc<dyn GpuRuntime>,
+    ptr: NonNull<u8>,
+}
+
+// SAFETY: a `Block` gives no access to its bytes (its chunks do); it only frees the memory,
+// once, from whichever thread drops it last, and pinned memory is not tied to a thread. Its
+// runtime is `Send + Sync`.
+unsafe impl Send for Block {}
+// SAFETY: as above; `&Block` allows nothing.
+unsafe impl Sync for Block {}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `alloc_pinned` of this runtime, and every chunk of the
+        // block (the only users of its bytes) is gone: each holds the block alive.
+        // A failure cannot be reported from `drop`; the memory stays pinned then.
+        let _ = unsafe { self.runtime.free_pinned(self.ptr.as_ptr()) };
+    }
+}
+
+/// One staging buffer: `len` bytes of a [`Block`] that no other chunk covers.
+struct Chunk {
+    /// Held, not read: the block is freed when its last chunk goes.
+    _block: Arc<Block>,
+    ptr: NonNull<u8>,
+    len: usize,
+    /// Whether the bytes were zeroed (done by the first taker, not the allocator, so that
+    /// the threads that take a new block's buffers zero them at once).
+    zeroed: bool,
+}
+
+// SAFETY: a chunk is the sole owner of its bytes (module invariant), which any thread may
+// use; the block it holds is `Send + Sync`.
+unsafe impl Send for Chunk {}
+// SAFETY: `&Chunk` gives only shared reads of the bytes (writes need `&mut`).
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    /// Zeroes the bytes the first time: called before the chunk is handed out.
+    fn zero_once(&mut self) {
+        if !self.zeroed {
+            // SAFETY: `len` writable bytes of the block, owned by this chunk alone.
+            unsafe { self.ptr.as_ptr().write_bytes(0, self.len) };
+            self.zeroed = true;
+        }
+    }
+
+    fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        debug_assert!(self.zeroed);
+        // SAFETY: `len` bytes owned by this chunk, initialised (zeroed before it was handed
+        // out) and alive while the chunk holds its block; the slice borrows the chunk.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        debug_assert!(self.zeroed);
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
 #[derive(Default)]
 struct PoolState {
-    idle: Vec<PinnedMemory>,
+    idle: Vec<Chunk>,
     /// Buffers that exist (idle or held by a guard); abandoned ones are not counted.
     allocated: usize,
     /// Buffers given up for good ([`StagingGuard::abandon`]).
     abandoned: usize,
-    /// Allocations in progress, counted against the bound before they finish.
+    /// Buffers being allocated, counted against the bound before they exist.
     allocating: usize,
+    /// Reservations being allocated ([`StagingPool::reserve`]): callers that would
+    /// allocate a buffer of their own wait for them instead.
+    reserving: usize,
     /// Threads waiting for a buffer: a buffer given back while none waits needs no wake-up
     /// (a system call, on every request otherwise).
     waiting: usize,
@@ -191,12 +275,15 @@ impl StagingPool {
         let mut state = self.lock();
         loop {
             if let Some(buffer) = state.idle.pop() {
+                // Outside the lock: a new buffer is zeroed as it is handed out.
+                drop(state);
                 return Ok(StagingGuard::new(self, buffer));
             }
-            if state.allocated + state.allocating < self.config.max_buffers {
+            if state.reserving == 0 && state.allocated + state.allocating < self.config.max_buffers
+            {
                 state.allocating += 1;
                 drop(state);
-                let buffer = self.allocate()?;
+                let buffer = self.allocate_one()?;
                 return Ok(StagingGuard::new(self, buffer));
             }
             state = self.wait(state);
@@ -204,27 +291,59 @@ impl StagingPool {
     }
 
     /// Takes a buffer if one is idle or may be allocated now, without waiting: `None` when
-    /// every buffer is taken or the allocation fails (the caller can do with fewer).
+    /// every buffer is taken, a reservation is being allocated, or the allocation fails
+    /// (the caller can do with fewer).
     pub fn try_acquire(&self) -> Option<StagingGuard<'_>> {
         let mut state = self.lock();
         if let Some(buffer) = state.idle.pop() {
+            drop(state);
             return Some(StagingGuard::new(self, buffer));
         }
-        if state.allocated + state.allocating < self.config.max_buffers {
+        if state.reserving == 0 && state.allocated + state.allocating < self.config.max_buffers {
             state.allocating += 1;
             drop(state);
-            let buffer = self.allocate().ok()?;
+            let buffer = self.allocate_one().ok()?;
             return Some(StagingGuard::new(self, buffer));
         }
         None
+    }
+
+    /// Makes sure that `n` buffers (at most `max_buffers`) exist or are being made: those
+    /// missing are allocated now, on the calling thread, as one pinned allocation. For a
+    /// caller about to need that many at once (a large request split over every I/O thread):
+    /// meanwhile, callers that would allocate a buffer of their own wait for these instead.
+    /// Returns how many buffers exist. A failed allocation is not an error here: the buffers
+    /// are then allocated one at a time as they are taken, and a failure of those is
+    /// reported to their takers.
+    pub fn reserve(&self, n: usize) -> usize {
+        let mut state = self.lock();
+        let have = state.allocated + state.allocating;
+        let missing = n.min(self.config.max_buffers).saturating_sub(have);
+        if missing == 0 {
+            return state.allocated;
+        }
+        state.allocating += missing;
+        state.reserving += 1;
+        drop(state);
+        let reserving = Reserving(self);
+        if let Ok(chunks) = self.allocate(missing) {
+            self.lock().idle.extend(chunks);
+        }
+        drop(reserving);
+        self.allocated()
     }
 
     /// Allocates every buffer the pool may hold now, rather than on demand; returns how many
     /// exist. Stream-ordered requests need this: a pinned allocation waits for the work
     /// queued on every stream (CUDA's implicit synchronisation), so one made while a stream
     /// is held back by a request that the allocation's own request must end first would
-    /// never return. Buffers taken by others count; an allocation that fails ends the fill.
+    /// never return. Buffers taken by others count. The missing buffers are one allocation
+    /// ([`StagingPool::reserve`]); if it fails, they are allocated one by one until one of
+    /// those fails.
     pub fn fill(&self) -> usize {
+        if self.reserve(self.config.max_buffers) >= self.config.max_buffers {
+            return self.config.max_buffers;
+        }
         let mut held = Vec::new();
         while let Some(guard) = self.try_acquire() {
             held.push(guard);
@@ -237,28 +356,60 @@ impl StagingPool {
         &self.runtime
     }
 
-    /// Allocates one buffer for a slot already counted in `allocating`, outside the lock (a
-    /// pinned allocation can take milliseconds).
-    fn allocate(&self) -> Result<PinnedMemory, BackendError> {
+    /// Allocates one buffer for a slot already counted in `allocating`.
+    fn allocate_one(&self) -> Result<Chunk, BackendError> {
+        let mut chunks = self.allocate(1)?;
+        chunks.pop().ok_or_else(|| {
+            BackendError::Internal("a staging allocation of one buffer made none".to_owned())
+        })
+    }
+
+    /// Allocates `n` buffers, as one pinned allocation cut into chunks, for `n` slots
+    /// already counted in `allocating`, outside the lock (a pinned allocation can take
+    /// milliseconds). The slots are given back whatever happens; on success the buffers
+    /// are counted as allocated.
+    fn allocate(&self, n: usize) -> Result<Vec<Chunk>, BackendError> {
         let mut slot = AllocationSlot {
             pool: self,
+            n,
             succeeded: false,
         };
         let len = self.config.chunk_size;
-        let Some(buffer) =
-            PinnedMemory::alloc(&self.runtime, len).map_err(BackendError::Runtime)?
-        else {
+        let Some(total) = len.checked_mul(n) else {
+            return Err(BackendError::Internal(format!(
+                "{n} staging buffers of {len} bytes do not fit in memory"
+            )));
+        };
+        let raw = self
+            .runtime
+            .alloc_pinned(total)
+            .map_err(BackendError::Runtime)?;
+        let Some(ptr) = NonNull::new(raw) else {
             return Err(BackendError::Runtime(RuntimeError::new(
                 "hipHostMalloc",
                 2,
-                format!("the runtime returned a null pointer for {len} pinned bytes"),
+                format!("the runtime returned a null pointer for {total} pinned bytes"),
             )));
         };
+        let block = Arc::new(Block {
+            runtime: Arc::clone(&self.runtime),
+            ptr,
+        });
+        let chunks = (0..n)
+            .map(|i| Chunk {
+                _block: Arc::clone(&block),
+                // SAFETY: `i × len < total`, inside the allocation, whose pointer is not
+                // null (`total` does not overflow, so neither does this offset).
+                ptr: unsafe { NonNull::new_unchecked(ptr.as_ptr().add(i * len)) },
+                len,
+                zeroed: false,
+            })
+            .collect();
         slot.succeeded = true;
-        Ok(buffer)
+        Ok(chunks)
     }
 
-    fn give_back(&self, buffer: PinnedMemory) {
+    fn give_back(&self, buffer: Chunk) {
         let waiting = {
             let mut state = self.lock();
             state.idle.push(buffer);
@@ -302,24 +453,40 @@ impl fmt::Debug for StagingPool {
     }
 }
 
-/// Ends an allocation slot: counts the buffer as allocated on success, gives the slot back on
-/// failure (also when the runtime panics), and wakes one waiter either way.
+/// Ends `n` allocation slots: counts their buffers as allocated on success, gives the slots
+/// back on failure (also when the runtime panics), and wakes the waiters either way.
 struct AllocationSlot<'a> {
     pool: &'a StagingPool,
+    n: usize,
     succeeded: bool,
 }
 
 impl Drop for AllocationSlot<'_> {
     fn drop(&mut self) {
         let mut state = self.pool.lock();
-        state.allocating -= 1;
+        state.allocating -= self.n;
         if self.succeeded {
-            state.allocated += 1;
+            state.allocated += self.n;
         }
         drop(state);
         // A failed slot lets a waiter try to allocate; a successful one changes nothing for
         // waiters, but one spare wake-up is harmless.
-        self.pool.returned.notify_one();
+        if self.n == 1 {
+            self.pool.returned.notify_one();
+        } else {
+            self.pool.returned.notify_all();
+        }
+    }
+}
+
+/// Ends a reservation ([`StagingPool::reserve`]), also when the runtime panics, and wakes
+/// every waiter: for the reserved buffers, or to allocate its own if there are none.
+struct Reserving<'a>(&'a StagingPool);
+
+impl Drop for Reserving<'_> {
+    fn drop(&mut self) {
+        self.0.lock().reserving -= 1;
+        self.0.returned.notify_all();
     }
 }
 
@@ -328,11 +495,12 @@ pub struct StagingGuard<'a> {
     pool: &'a StagingPool,
     /// Taken out only by the drop, which gives it back; never dropped here, so that
     /// [`StagingGuard::abandon`] keeps it allocated.
-    buffer: ManuallyDrop<PinnedMemory>,
+    buffer: ManuallyDrop<Chunk>,
 }
 
 impl<'a> StagingGuard<'a> {
-    fn new(pool: &'a StagingPool, buffer: PinnedMemory) -> Self {
+    fn new(pool: &'a StagingPool, mut buffer: Chunk) -> Self {
+        buffer.zero_once();
         StagingGuard {
             pool,
             buffer: ManuallyDrop::new(buffer),
@@ -340,7 +508,8 @@ impl<'a> StagingGuard<'a> {
     }
 
     /// Gives the buffer up for good: the pool neither hands it out again nor frees it (its
-    /// memory stays allocated until the process ends) and stops counting it, so that a
+    /// memory, and the rest of the allocation it was cut from, stays allocated until the
+    /// process ends) and stops counting it, so that a
     /// replacement may be allocated within `max_buffers`. For a buffer that a copy queued on
     /// a stream may still read or write, when the stream cannot be waited for: reusing or
     /// freeing it could let the copy corrupt another request's bytes or freed memory.
@@ -523,7 +692,8 @@ impl StagingPool {
                 .config
                 .max_buffers
                 .saturating_sub(state.allocated + state.allocating);
-            if state.idle.len() + room >= n {
+            // Buffers to allocate wait for a reservation being made, as in `acquire`.
+            if state.idle.len() + room >= n && (state.idle.len() >= n || state.reserving == 0) {
                 let from_idle = n.min(state.idle.len());
                 let at = state.idle.len() - from_idle;
                 let taken = state.idle.split_off(at);
@@ -531,18 +701,14 @@ impl StagingPool {
                 state.allocating += to_allocate;
                 drop(state);
                 let mut got: Vec<OwnedStaging> = taken.into_iter().map(|b| self.owned(b)).collect();
-                for left in (0..to_allocate).rev() {
-                    match self.allocate() {
-                        Ok(buffer) => got.push(self.owned(buffer)),
-                        Err(e) => {
-                            // `allocate` gave its own slot back; give back the others.
-                            let mut state = self.lock();
-                            state.allocating -= left;
-                            drop(state);
-                            self.returned.notify_all();
-                            return Err(e);
-                        }
-                    }
+                if to_allocate > 0 {
+                    // On failure the slots are given back, and so are the buffers taken
+                    // (dropping `got`).
+                    got.extend(
+                        self.allocate(to_allocate)?
+                            .into_iter()
+                            .map(|b| self.owned(b)),
+                    );
                 }
                 return Ok(got);
             }
@@ -550,7 +716,8 @@ impl StagingPool {
         }
     }
 
-    fn owned(self: &Arc<Self>, buffer: PinnedMemory) -> OwnedStaging {
+    fn owned(self: &Arc<Self>, mut buffer: Chunk) -> OwnedStaging {
+        buffer.zero_once();
         OwnedStaging {
             pool: Arc::clone(self),
             buffer: ManuallyDrop::new(buffer),
@@ -563,7 +730,7 @@ impl StagingPool {
 pub struct OwnedStaging {
     pool: Arc<StagingPool>,
     /// Taken out only by the drop, which gives it back.
-    buffer: ManuallyDrop<PinnedMemory>,
+    buffer: ManuallyDrop<Chunk>,
 }
 
 impl OwnedStaging {
@@ -746,6 +913,9 @@ mod tests {
                 let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
                 // SAFETY: the layout has a non-zero size (the pool never asks for 0 bytes).
                 let p = unsafe { std::alloc::alloc(layout) };
+                // Not zero, as a runtime may hand out reused memory: the pool zeroes it.
+                // SAFETY: `len` bytes just allocated.
+                unsafe { p.write_bytes(0xAB, len) };
                 allocs.lock().unwrap().push((p as usize, len));
                 Ok(p)
             });
@@ -789,7 +959,16 @@ mod tests {
         // A second fill allocates nothing more (the runtime allows three allocations).
         assert_eq!(pool.fill(), 3);
         assert_eq!(pool.idle(), 3);
-        assert_eq!(live.lock().unwrap().len(), 3);
+        // The two missing buffers were one allocation.
+        let sizes = live_sizes(&live);
+        assert_eq!(sizes, [4096, 2 * 4096]);
+    }
+
+    /// The sizes of the allocations not freed yet, smallest first.
+    fn live_sizes(live: &Live) -> Vec<usize> {
+        let mut sizes: Vec<usize> = live.lock().unwrap().iter().map(|&(_, n)| n).collect();
+        sizes.sort_unstable();
+        sizes
     }
 
     #[test]
@@ -1019,6 +1198,124 @@ mod tests {
                 .collect::<Vec<_>>(),
             [given_up],
             "the abandoned buffer, and only it, is still allocated"
+        );
+    }
+
+    #[test]
+    fn a_reservation_is_one_allocation_cut_into_zeroed_buffers() {
+        let (rt, live) = pinned_runtime(2);
+        let pool = StagingPool::new(Arc::new(rt), config(6));
+        assert_eq!(pool.reserve(4), 4);
+        assert_eq!((pool.allocated(), pool.idle()), (4, 4));
+        assert_eq!(live_sizes(&live), [4 * 4096]);
+        let block = live.lock().unwrap()[0].0;
+        let guards: Vec<_> = (0..4).map(|_| pool.acquire().unwrap()).collect();
+        let mut starts: Vec<usize> = guards
+            .iter()
+            .map(|g| {
+                assert!(
+                    g.as_slice().iter().all(|&b| b == 0),
+                    "a buffer is not zeroed"
+                );
+                g.as_slice().as_ptr() as usize
+            })
+            .collect();
+        starts.sort_unstable();
+        assert_eq!(
+            starts,
+            (0..4).map(|i| block + i * 4096).collect::<Vec<_>>(),
+            "the buffers are the block's four disjoint pieces"
+        );
+        // Enough exist: nothing more is allocated. Beyond the bound, only up to it.
+        assert_eq!(pool.reserve(3), 4);
+        drop(guards);
+        assert_eq!(pool.reserve(100), 6);
+        assert_eq!(live_sizes(&live), [2 * 4096, 4 * 4096]);
+        drop(pool);
+        assert!(live.lock().unwrap().is_empty(), "every block is freed");
+    }
+
+    #[test]
+    fn takers_wait_for_a_reservation_instead_of_allocating_their_own() {
+        let (entered_tx, entered) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let mut rt = MockGpuRuntime::new();
+        // One allocation in all: a taker that allocated its own would be a second.
+        rt.expect_alloc_pinned().times(1).returning(move |len| {
+            entered_tx.send(()).unwrap();
+            go_rx.lock().unwrap().recv().unwrap();
+            let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+            // SAFETY: a non-zero size.
+            Ok(unsafe { std::alloc::alloc(layout) })
+        });
+        rt.expect_free_pinned().returning(|p| {
+            let layout = std::alloc::Layout::from_size_align(2 * 4096, 4096).unwrap();
+            // SAFETY: the one allocation above, of this layout, freed once.
+            unsafe { std::alloc::dealloc(p, layout) };
+            Ok(())
+        });
+        let pool = StagingPool::new(Arc::new(rt), config(4));
+        std::thread::scope(|s| {
+            let reserver = s.spawn(|| pool.reserve(2));
+            entered.recv().unwrap();
+            let (took_tx, took) = mpsc::channel();
+            let pool = &pool;
+            s.spawn(move || {
+                let got = pool.acquire().map(|g| g.capacity());
+                let other = pool.try_acquire().map(|g| g.capacity());
+                took_tx.send((got.ok(), other)).unwrap();
+            });
+            assert!(
+                took.recv_timeout(Duration::from_millis(100)).is_err(),
+                "a taker went on while the reservation was being allocated"
+            );
+            go.send(()).unwrap();
+            assert_eq!(reserver.join().unwrap(), 2);
+            let (got, other) = took.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!((got, other), (Some(4096), Some(4096)));
+        });
+        assert_eq!((pool.allocated(), pool.idle()), (2, 2));
+    }
+
+    #[test]
+    fn a_failed_or_panicking_reservation_leaves_the_buffers_to_their_takers() {
+        use hipfile_testkit::{Call, Fault, HostMemRuntime};
+        let rt = Arc::new(
+            HostMemRuntime::builder()
+                .fault(Fault::on(Call::AllocPinned).nth(0).fail(2))
+                .fault(Fault::on(Call::AllocPinned).nth(1).panic("a runtime bug"))
+                .build(),
+        );
+        let pool = StagingPool::new(rt.clone(), config(3));
+        assert_eq!(pool.reserve(3), 0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.reserve(3)));
+        assert!(r.is_err());
+        assert_eq!(pool.allocated(), 0);
+        // Neither left a reservation behind for takers to wait for: this allocates.
+        let g = pool.acquire().unwrap();
+        assert_eq!((g.capacity(), pool.allocated()), (4096, 1));
+        assert_eq!(rt.calls(Call::AllocPinned), 3);
+        drop(g);
+        drop(pool);
+        assert_eq!(rt.live_pinned(), 0);
+    }
+
+    #[test]
+    fn an_abandoned_buffer_keeps_its_whole_block() {
+        let (rt, live) = pinned_runtime(1);
+        let pool = StagingPool::new(Arc::new(rt), config(2));
+        assert_eq!(pool.reserve(2), 2);
+        let a = pool.acquire().unwrap();
+        let b = pool.acquire().unwrap();
+        a.abandon();
+        drop(b);
+        assert_eq!((pool.allocated(), pool.abandoned()), (1, 1));
+        drop(pool);
+        assert_eq!(
+            live_sizes(&live),
+            [2 * 4096],
+            "the block of an abandoned buffer is never freed"
         );
     }
 

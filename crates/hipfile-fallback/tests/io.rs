@@ -1029,7 +1029,8 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
     );
     drop(used);
     assert_eq!(rt.calls(Call::StreamCreate), 2);
-    assert_eq!(rt.calls(Call::AllocPinned), 4);
+    // Each request's two buffers were one allocation (`StagingPool::reserve`).
+    assert_eq!(rt.calls(Call::AllocPinned), 2);
     assert_eq!((pool.abandoned(), pool.allocated(), pool.idle()), (2, 2, 2));
     drop(fb);
     assert_eq!(
@@ -1037,7 +1038,11 @@ fn a_failed_stream_synchronisation_gives_up_the_buffers_and_the_stream() {
         1,
         "only the new stream is destroyed"
     );
-    assert_eq!(rt.live_pinned(), 2, "the buffers given up are never freed");
+    assert_eq!(
+        rt.live_pinned(),
+        1,
+        "the allocation of the buffers given up is never freed"
+    );
 }
 
 /// A worker that panics in the middle of a pipelined read (the runtime's tenth copy of
@@ -1257,6 +1262,41 @@ fn eight_callers_share_the_io_threads() {
     assert_pool_idle(&fb);
 }
 
+/// A request that keeps every I/O thread busy has the buffers they take pinned as one
+/// allocation before they start, not one allocation per buffer while the others copy; the
+/// next requests find them.
+#[test]
+fn the_buffers_of_a_request_over_every_thread_are_one_allocation() {
+    let dir = TempDir::new("fallback-pipe-reserve");
+    let path = dir.path().join("f");
+    let size = THREADS * TASK;
+    let data = pattern(size, 21);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let fb = pipelined(&rt, 4096);
+    let dst = device(&rt, size);
+    for _ in 0..3 {
+        let n = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        );
+        assert_eq!(n.unwrap(), size as u64);
+        assert!(rt.read_device(dst, size) == data);
+    }
+    assert!(fb.tasks_dispatched() >= THREADS as u64);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+    assert_eq!(fb.staging().unwrap().allocated(), 2 * THREADS);
+    assert_pool_idle(&fb);
+}
+
 /// Task sizes and staging budgets far beyond the configuration's bounds, set in the knobs
 /// directly: the fallback is made without overflowing, its staging buffers are at most
 /// 16 MiB, and a 5 MB request through the I/O threads pins only the buffers its two tasks
@@ -1292,10 +1332,10 @@ fn huge_sizes_neither_overflow_nor_pin_more_than_requests_use() {
             (pool.allocated() * chunk) as u64 <= 4 * StagingConfig::MAX_CHUNK_SIZE as u64,
             "{pool:?}"
         );
-        assert_eq!(
-            rt.calls(Call::AllocPinned),
-            pool.allocated(),
-            "pinned allocations beyond the pool's buffers"
+        assert!(
+            (1..=pool.allocated()).contains(&rt.calls(Call::AllocPinned)),
+            "pinned allocations beyond the pool's buffers: {}",
+            rt.calls(Call::AllocPinned)
         );
     }
 }
