@@ -1,6 +1,6 @@
 //! Loads safetensors checkpoints into GPU memory through hipfile, faster than reading them
 //! into host memory first: each shard's tensor data is read straight into one device buffer
-//! per shard, in large requests with many in flight at once on the driver's engine
+//! per shard (per shard and device, with a device per tensor), in large requests with many in flight at once on the driver's engine
 //! ([`hipfile::FileHandle::read_at_async`]).
 //!
 //! The format is the `safetensors` crate's: headers are parsed and validated by its

@@ -62,7 +62,8 @@ pub struct Progress {
     pub total: u64,
 }
 
-type DeviceFn<'a> = Box<dyn Fn(usize, &Path) -> i32 + 'a>;
+/// The device of a tensor: its shard's index and path, and its name.
+type DeviceFn<'a> = Box<dyn Fn(usize, &Path, &str) -> i32 + 'a>;
 type ProgressFn<'a> = Box<dyn FnMut(Progress) + 'a>;
 
 /// Loads safetensors checkpoints into device memory: set the options, then
@@ -112,14 +113,24 @@ impl<'a> Loader<'a> {
 
     /// Puts every shard on `device`.
     pub fn device(mut self, device: i32) -> Self {
-        self.device = Some(Box::new(move |_, _| device));
+        self.device = Some(Box::new(move |_, _, _| device));
         self
     }
 
     /// Puts shard `i` (in the order given to [`load`](Loader::load)) on the device `f(i,
     /// path)` names: several GPUs each take their own shards.
     pub fn device_per_shard(mut self, f: impl Fn(usize, &Path) -> i32 + 'a) -> Self {
-        self.device = Some(Box::new(f));
+        self.device = Some(Box::new(move |i, path, _| f(i, path)));
+        self
+    }
+
+    /// Puts each tensor on the device `f(name, shard)` names (`shard`: its shard's index in
+    /// the order given to [`load`](Loader::load)): a model split over several GPUs by layer,
+    /// whatever shard each layer is in. A shard's tensors for one device share one buffer,
+    /// read as [`device_per_shard`](Loader::device_per_shard) reads a shard; where a
+    /// tensor is, [`Tensor::device`] says.
+    pub fn device_per_tensor(mut self, f: impl Fn(&str, usize) -> i32 + 'a) -> Self {
+        self.device = Some(Box::new(move |i, _, name| f(name, i)));
         self
     }
 
@@ -155,8 +166,8 @@ impl<'a> Loader<'a> {
     ///
     /// Every shard's header is read and validated before any device memory is allocated:
     /// a bad file, or a tensor name found in two shards, fails the load before it reads any
-    /// data. Then each shard gets one device buffer, and its data is read in large requests
-    /// with many in flight at once.
+    /// data. Then each shard gets one device buffer (one per device its tensors go to), and
+    /// its data is read in large requests with many in flight at once.
     ///
     /// # Errors
     ///
@@ -198,26 +209,42 @@ impl<'a> Loader<'a> {
             }
         }
 
-        // The plan: selected tensors, extents, requests.
-        let mut plans = Vec::with_capacity(opened.len());
-        for s in &opened {
-            let selected: Vec<usize> = (0..s.tensors.len())
-                .filter(|&i| {
-                    self.filter
-                        .as_ref()
-                        .is_none_or(|g| g.matches(&s.tensors[i].name))
-                })
-                .collect();
-            let (extents, len) = plan::extents(
-                selected
-                    .iter()
-                    .map(|&i| (s.tensors[i].start, s.tensors[i].end)),
-            );
-            plans.push((selected, extents, len));
+        // The plan: each shard's selected tensors by device (a part each), extents,
+        // requests.
+        let mut parts: Vec<Part> = Vec::new();
+        for (i, s) in opened.iter().enumerate() {
+            let first = parts.len();
+            for (t, tensor) in s.tensors.iter().enumerate() {
+                if self
+                    .filter
+                    .as_ref()
+                    .is_some_and(|g| !g.matches(&tensor.name))
+                {
+                    continue;
+                }
+                let device = self.device.as_ref().map(|f| f(i, &s.path, &tensor.name));
+                match parts[first..].iter_mut().find(|p| p.device == device) {
+                    Some(part) => part.selected.push(t),
+                    None => parts.push(Part {
+                        shard: i,
+                        device,
+                        selected: vec![t],
+                        extents: Vec::new(),
+                        len: 0,
+                    }),
+                }
+            }
+            for part in &mut parts[first..] {
+                (part.extents, part.len) = plan::extents(
+                    part.selected
+                        .iter()
+                        .map(|&t| (s.tensors[t].start, s.tensors[t].end)),
+                );
+            }
         }
-        let total: u64 = plans
+        let total: u64 = parts
             .iter()
-            .flat_map(|(_, ex, _)| ex.iter().map(|e| e.need_end - e.file_start))
+            .flat_map(|p| p.extents.iter().map(|e| e.need_end - e.file_start))
             .sum();
 
         let cold = match self.cache {
@@ -225,10 +252,13 @@ impl<'a> Loader<'a> {
             CacheState::Cold => true,
             CacheState::Detect => {
                 let mut cached = Some(0u64);
-                for (s, (_, ex, _)) in opened.iter().zip(&plans) {
-                    for e in ex {
-                        let c =
-                            cache::cached_bytes(&s.file, e.file_start, e.need_end - e.file_start);
+                for p in &parts {
+                    for e in &p.extents {
+                        let c = cache::cached_bytes(
+                            &opened[p.shard].file,
+                            e.file_start,
+                            e.need_end - e.file_start,
+                        );
                         cached = cached.zip(c).map(|(a, b)| a + b);
                     }
                 }
@@ -246,53 +276,55 @@ impl<'a> Loader<'a> {
             DEFAULT_REQUEST_SIZE
         });
 
-        // Registration and one buffer per shard that has a selected tensor.
+        // Registration, and one buffer per part.
+        let gpu = |path: &Path, what: String| {
+            let path = path.to_path_buf();
+            move |source| LoadError::Gpu {
+                path,
+                what,
+                source: Box::new(source),
+            }
+        };
         let mut handles = Vec::with_capacity(opened.len());
-        let mut buffers: Vec<Option<DeviceBuffer>> = Vec::with_capacity(opened.len());
-        let mut devices = Vec::with_capacity(opened.len());
-        for (i, (s, (selected, _, len))) in opened.iter().zip(&plans).enumerate() {
-            let gpu = |what: String| {
-                let path = s.path.clone();
-                move |source| LoadError::Gpu {
-                    path,
-                    what,
-                    source: Box::new(source),
-                }
-            };
+        for s in &opened {
             handles.push(
                 self.driver
                     .register_file(&s.file)
-                    .map_err(gpu("cannot register the file for GPU I/O".into()))?,
+                    .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
             );
-            let device = self.device.as_ref().map(|f| f(i, &s.path));
-            devices.push(device);
-            if selected.is_empty() {
-                buffers.push(None);
-                continue;
-            }
-            // A shard of empty tensors still gets memory for their views to point into.
-            let bytes = usize::try_from((*len).max(ALIGN)).map_err(|_| LoadError::Invalid {
-                path: s.path.clone(),
-                why: format!("{len} bytes do not fit in this machine's address space"),
+        }
+        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(parts.len());
+        for part in &parts {
+            let path = &opened[part.shard].path;
+            // A part of empty tensors still gets memory for their views to point into.
+            let bytes = usize::try_from(part.len.max(ALIGN)).map_err(|_| LoadError::Invalid {
+                path: path.clone(),
+                why: format!(
+                    "{} bytes do not fit in this machine's address space",
+                    part.len
+                ),
             })?;
-            let where_ = device.map_or_else(
+            let where_ = part.device.map_or_else(
                 || "the current device".to_owned(),
                 |d| format!("device {d}"),
             );
-            let buffer = match device {
+            let buffer = match part.device {
                 Some(d) => self.driver.alloc_on(d, bytes),
                 None => self.driver.alloc(bytes),
             }
-            .map_err(gpu(format!("cannot allocate {bytes} bytes on {where_}")))?;
-            buffers.push(Some(buffer));
+            .map_err(gpu(
+                path,
+                format!("cannot allocate {bytes} bytes on {where_}"),
+            ))?;
+            buffers.push(buffer);
         }
 
-        let per_shard = plans
+        let per_part = parts
             .iter()
             .enumerate()
-            .map(|(i, (_, ex, _))| plan::pieces(i, ex, request))
+            .map(|(i, p)| plan::pieces(i, p.shard, &p.extents, request))
             .collect();
-        let pieces = plan::order(per_shard, !cold);
+        let pieces = plan::order(per_part, !cold);
         let mut tally = Tally {
             done: 0,
             total,
@@ -306,14 +338,12 @@ impl<'a> Loader<'a> {
         // rest, one synchronous request at a time.
         for (p, mut got) in short {
             let path = &opened[p.shard].path;
-            let Some(buffer) = buffers[p.shard].as_mut() else {
-                continue;
-            };
+            let buffer = &mut buffers[p.part];
             while got < p.need {
                 let at = (p.buf_start + got) as usize..(p.buf_start + p.need) as usize;
                 let mut view = buffer.slice_mut(at).map_err(|source| LoadError::Gpu {
                     path: path.clone(),
-                    what: "cannot make a view of the shard's buffer".into(),
+                    what: "cannot make a view of the part's buffer".into(),
                     source: Box::new(source),
                 })?;
                 let outcome = handles[p.shard]
@@ -334,37 +364,44 @@ impl<'a> Loader<'a> {
         }
         drop(handles);
 
-        // The checkpoint: each selected tensor's place in its shard's buffer.
-        let mut tensors = Vec::new();
+        // The checkpoint: each selected tensor's place in its part's buffer, shard by shard
+        // in file order.
+        let mut placed: Vec<(usize, usize, usize)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.selected.iter().map(move |&t| (p.shard, t, i)))
+            .collect();
+        placed.sort_unstable();
+        let mut tensors = Vec::with_capacity(placed.len());
         let mut index = HashMap::new();
-        for (i, (s, (selected, extents, _))) in opened.iter().zip(&plans).enumerate() {
-            for &t in selected {
-                let e = &s.tensors[t];
-                let offset = extents
-                    .iter()
-                    .find(|x| x.file_start <= e.start && e.end <= x.need_end)
-                    .map_or(0, |x| x.buffer_offset(e.start));
-                index.insert(e.name.clone(), tensors.len());
-                tensors.push(Entry {
-                    name: e.name.clone(),
-                    dtype: e.info.dtype,
-                    shape: e.info.shape.clone(),
-                    shard: i,
-                    buffer_offset: offset as usize,
-                    len: (e.end - e.start) as usize,
-                    file_offset: e.start,
-                });
-            }
+        for (shard, t, part) in placed {
+            let e = &opened[shard].tensors[t];
+            let offset = parts[part]
+                .extents
+                .iter()
+                .find(|x| x.file_start <= e.start && e.end <= x.need_end)
+                .map_or(0, |x| x.buffer_offset(e.start));
+            index.insert(e.name.clone(), tensors.len());
+            tensors.push(Entry {
+                name: e.name.clone(),
+                dtype: e.info.dtype,
+                shape: e.info.shape.clone(),
+                shard,
+                part,
+                buffer_offset: offset as usize,
+                len: (e.end - e.start) as usize,
+                file_offset: e.start,
+            });
         }
         Ok(Checkpoint {
-            shards: opened
+            shards: opened.into_iter().map(|s| s.path).collect(),
+            parts: parts
                 .into_iter()
                 .zip(buffers)
-                .zip(devices)
-                .map(|((s, buffer), device)| LoadedShard {
-                    path: s.path,
+                .map(|(p, buffer)| LoadedPart {
+                    shard: p.shard,
                     buffer,
-                    device,
+                    device: p.device,
                 })
                 .collect(),
             tensors,
@@ -425,26 +462,26 @@ impl Tally<'_, '_> {
 fn run_window(
     shards: &[Shard],
     handles: &[FileHandle],
-    buffers: &mut [Option<DeviceBuffer>],
+    buffers: &mut [DeviceBuffer],
     pieces: &[Piece],
     depth: usize,
     tally: &mut Tally<'_, '_>,
 ) -> Result<Vec<(Piece, u64)>, LoadError> {
-    // One view per request, cut from each shard's buffer: the pieces of a shard tile it.
+    // One view per request, cut from each part's buffer: the pieces of a part tile it.
     let mut views: Vec<Option<hipfile::DeviceSliceMut<'_>>> = Vec::new();
     views.resize_with(pieces.len(), || None);
-    for (shard, buffer) in buffers.iter_mut().enumerate() {
-        let Some(buffer) = buffer.as_mut() else {
+    for (part, buffer) in buffers.iter_mut().enumerate() {
+        let mut mine: Vec<usize> = (0..pieces.len())
+            .filter(|&i| pieces[i].part == part)
+            .collect();
+        let Some(&first) = mine.first() else {
             continue;
         };
         let gpu = |source| LoadError::Gpu {
-            path: shards[shard].path.clone(),
-            what: "cannot make a view of the shard's buffer".into(),
+            path: shards[pieces[first].shard].path.clone(),
+            what: "cannot make a view of the part's buffer".into(),
             source: Box::new(source),
         };
-        let mut mine: Vec<usize> = (0..pieces.len())
-            .filter(|&i| pieces[i].shard == shard)
-            .collect();
         mine.sort_by_key(|&i| pieces[i].buf_start);
         let mut rest = buffer.slice_mut(..).map_err(gpu)?;
         let mut at = 0u64;
@@ -493,6 +530,17 @@ fn run_window(
     }
 }
 
+/// The tensors of one shard bound for one device, read into one buffer.
+struct Part {
+    shard: usize,
+    device: Option<i32>,
+    /// Indices into the shard's tensors, in file order.
+    selected: Vec<usize>,
+    extents: Vec<plan::Extent>,
+    /// The buffer length the extents need.
+    len: u64,
+}
+
 /// One tensor of a loaded checkpoint.
 #[derive(Debug)]
 struct Entry {
@@ -500,15 +548,18 @@ struct Entry {
     dtype: Dtype,
     shape: Vec<usize>,
     shard: usize,
+    /// The part whose buffer holds it.
+    part: usize,
     buffer_offset: usize,
     len: usize,
     file_offset: u64,
 }
 
+/// A part's buffer, on its device (`None`: the loading thread's current device).
 #[derive(Debug)]
-struct LoadedShard {
-    path: PathBuf,
-    buffer: Option<DeviceBuffer>,
+struct LoadedPart {
+    shard: usize,
+    buffer: DeviceBuffer,
     device: Option<i32>,
 }
 
@@ -533,11 +584,13 @@ pub struct LoadReport {
     pub in_flight: usize,
 }
 
-/// A checkpoint in device memory: one buffer per shard, and every loaded tensor's name,
-/// dtype, shape and place. Dropping it frees the memory.
+/// A checkpoint in device memory: one buffer per shard (per shard and device with
+/// [`Loader::device_per_tensor`]), and every loaded tensor's name, dtype, shape and place.
+/// Dropping it frees the memory.
 #[derive(Debug)]
 pub struct Checkpoint {
-    shards: Vec<LoadedShard>,
+    shards: Vec<PathBuf>,
+    parts: Vec<LoadedPart>,
     tensors: Vec<Entry>,
     index: HashMap<String, usize>,
     report: LoadReport,
@@ -548,6 +601,7 @@ pub struct Checkpoint {
 pub struct Tensor<'c> {
     entry: &'c Entry,
     path: &'c Path,
+    device: Option<i32>,
     view: DeviceSlice<'c>,
 }
 
@@ -591,19 +645,25 @@ impl<'c> Tensor<'c> {
     pub fn file_offset(&self) -> u64 {
         self.entry.file_offset
     }
+
+    /// The device it was put on (`None`: the loading thread's current device, no device
+    /// having been set).
+    pub fn device(&self) -> Option<i32> {
+        self.device
+    }
 }
 
 impl Checkpoint {
     fn tensor<'c>(&'c self, entry: &'c Entry) -> Option<Tensor<'c>> {
-        let shard = self.shards.get(entry.shard)?;
-        let view = shard
+        let part = self.parts.get(entry.part)?;
+        let view = part
             .buffer
-            .as_ref()?
             .slice(entry.buffer_offset..entry.buffer_offset + entry.len)
             .ok()?;
         Some(Tensor {
             entry,
-            path: &shard.path,
+            path: self.shards.get(entry.shard)?,
+            device: part.device,
             view,
         })
     }
@@ -635,18 +695,38 @@ impl Checkpoint {
 
     /// The shards, in the order given.
     pub fn shard_paths(&self) -> impl Iterator<Item = &Path> + '_ {
-        self.shards.iter().map(|s| s.path.as_path())
+        self.shards.iter().map(PathBuf::as_path)
     }
 
-    /// The device shard `i` was put on (`None`: the current device of the loading thread,
-    /// or a shard none of whose tensors was selected).
+    /// The device shard `i` was put on: `None` for the current device of the loading
+    /// thread, a shard none of whose tensors was selected, or one whose tensors went to
+    /// several devices ([`Loader::device_per_tensor`]; [`Tensor::device`] says then).
     pub fn shard_device(&self, i: usize) -> Option<i32> {
-        self.shards.get(i).and_then(|s| s.device)
+        match self.shard_parts(i) {
+            [only] => only.device,
+            _ => None,
+        }
     }
 
-    /// The device buffer of shard `i`, if any of its tensors was loaded.
+    /// The device buffer of shard `i`, if any of its tensors was loaded, all on one device.
     pub fn shard_buffer(&self, i: usize) -> Option<&DeviceBuffer> {
-        self.shards.get(i).and_then(|s| s.buffer.as_ref())
+        match self.shard_parts(i) {
+            [only] => Some(&only.buffer),
+            _ => None,
+        }
+    }
+
+    /// Every device buffer: its shard's index, its device (as [`Tensor::device`]) and the
+    /// buffer, shard by shard.
+    pub fn buffers(&self) -> impl Iterator<Item = (usize, Option<i32>, &DeviceBuffer)> + '_ {
+        self.parts.iter().map(|p| (p.shard, p.device, &p.buffer))
+    }
+
+    /// The parts of shard `i` (parts are made shard by shard).
+    fn shard_parts(&self, i: usize) -> &[LoadedPart] {
+        let start = self.parts.partition_point(|p| p.shard < i);
+        let end = self.parts.partition_point(|p| p.shard <= i);
+        &self.parts[start..end]
     }
 
     /// How the load went.

@@ -1,6 +1,7 @@
-//! The read plan of one shard: the file ranges its selected tensors need, widened to 4 KiB
-//! boundaries and merged where they touch or nearly do, laid one after another in the
-//! shard's buffer at 4 KiB-aligned offsets, then cut into requests.
+//! The read plan of one part of a checkpoint (a shard's tensors bound for one device): the
+//! file ranges its selected tensors need, widened to 4 KiB boundaries and merged where they
+//! touch or nearly do, laid one after another in the part's buffer at 4 KiB-aligned offsets,
+//! then cut into requests.
 //!
 //! A range starts at a 4 KiB-aligned file offset and lands at a 4 KiB-aligned buffer offset,
 //! and requests are whole multiples of 4 KiB (the last may run past the end of the file,
@@ -15,7 +16,7 @@ pub const ALIGN: u64 = 4096;
 /// another request's fill and drain.
 pub const MERGE_GAP: u64 = 1 << 20;
 
-/// A file range read into the shard's buffer.
+/// A file range read into the part's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
     /// 4 KiB-aligned file offset of the first byte read.
@@ -35,10 +36,12 @@ impl Extent {
     }
 }
 
-/// One request: `len` bytes of the file from `file_offset` into the buffer at `buf_start`;
-/// `need` of them must arrive (the rest is alignment past the end of the data).
+/// One request: `len` bytes of shard `shard` from `file_offset` into the buffer of part
+/// `part` at `buf_start`; `need` of them must arrive (the rest is alignment past the end of
+/// the data).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece {
+    pub part: usize,
     pub shard: usize,
     pub file_offset: u64,
     pub buf_start: u64,
@@ -85,15 +88,16 @@ pub fn extents(ranges: impl IntoIterator<Item = (u64, u64)>) -> (Vec<Extent>, u6
     (out, len)
 }
 
-/// `extents` of `shard` cut into requests of at most `request` bytes (a multiple of
-/// [`ALIGN`]).
-pub fn pieces(shard: usize, extents: &[Extent], request: u64) -> Vec<Piece> {
+/// `extents` of part `part` (of shard `shard`) cut into requests of at most `request` bytes
+/// (a multiple of [`ALIGN`]).
+pub fn pieces(part: usize, shard: usize, extents: &[Extent], request: u64) -> Vec<Piece> {
     let mut out = Vec::new();
     for e in extents {
         let mut at = e.file_start;
         while at < e.file_end {
             let len = request.min(e.file_end - at);
             out.push(Piece {
+                part,
                 shard,
                 file_offset: at,
                 buf_start: e.buffer_offset(at),
@@ -106,14 +110,16 @@ pub fn pieces(shard: usize, extents: &[Extent], request: u64) -> Vec<Piece> {
     out
 }
 
-/// The order requests are made in. Hot: every shard's requests interleaved, so that all
-/// shards are read at once. Cold: shard after shard, each in file order, so that the disk
-/// sees long sequential runs.
-pub fn order(per_shard: Vec<Vec<Piece>>, interleave: bool) -> Vec<Piece> {
+/// The order requests are made in, from each part's requests. Hot: every part's requests
+/// interleaved, so that all shards are read at once. Cold: shard after shard, each in file
+/// order whatever part a request is for, so that the disk sees long sequential runs.
+pub fn order(per_part: Vec<Vec<Piece>>, interleave: bool) -> Vec<Piece> {
     if !interleave {
-        return per_shard.into_iter().flatten().collect();
+        let mut all: Vec<Piece> = per_part.into_iter().flatten().collect();
+        all.sort_by_key(|p| (p.shard, p.file_offset));
+        return all;
     }
-    let mut iters: Vec<_> = per_shard.into_iter().map(Vec::into_iter).collect();
+    let mut iters: Vec<_> = per_part.into_iter().map(Vec::into_iter).collect();
     let mut out = Vec::new();
     loop {
         let before = out.len();
@@ -164,7 +170,7 @@ mod tests {
     #[test]
     fn pieces_tile_the_extents_and_need_only_the_data() {
         let (ex, len) = extents([(8 + 100, 8 + 100 + 10_000_000)]);
-        let p = pieces(3, &ex, 4 << 20);
+        let p = pieces(5, 3, &ex, 4 << 20);
         assert_eq!(p.len(), 3);
         assert_eq!(p.iter().map(|p| p.len).sum::<u64>(), len);
         assert_eq!(p.iter().map(|p| p.need).sum::<u64>(), 8 + 100 + 10_000_000);
@@ -172,31 +178,40 @@ mod tests {
             assert_eq!(w[0].file_offset + w[0].len, w[1].file_offset);
             assert_eq!(w[0].buf_start + w[0].len, w[1].buf_start);
         }
-        assert!(p.iter().all(|p| p.shard == 3 && p.len % ALIGN == 0));
+        assert!(
+            p.iter()
+                .all(|p| p.part == 5 && p.shard == 3 && p.len % ALIGN == 0)
+        );
     }
 
     #[test]
-    fn hot_order_interleaves_and_cold_order_does_not() {
-        let piece = |shard, file_offset| Piece {
+    fn hot_order_interleaves_and_cold_order_reads_each_shard_in_file_order() {
+        let piece = |part, shard, file_offset| Piece {
+            part,
             shard,
             file_offset,
             buf_start: 0,
             len: 1,
             need: 1,
         };
-        let shards = vec![
-            vec![piece(0, 0), piece(0, 1), piece(0, 2)],
-            vec![piece(1, 0)],
+        // Shard 0's tensors on two devices (parts 0 and 1), shard 1's on one (part 2).
+        let parts = vec![
+            vec![piece(0, 0, 0), piece(0, 0, 2), piece(0, 0, 3)],
+            vec![piece(1, 0, 1)],
+            vec![piece(2, 1, 0)],
         ];
-        let hot: Vec<_> = order(shards.clone(), true)
+        let hot: Vec<_> = order(parts.clone(), true)
             .iter()
-            .map(|p| (p.shard, p.file_offset))
+            .map(|p| (p.part, p.file_offset))
             .collect();
-        assert_eq!(hot, [(0, 0), (1, 0), (0, 1), (0, 2)]);
-        let cold: Vec<_> = order(shards, false)
+        assert_eq!(hot, [(0, 0), (1, 1), (2, 0), (0, 2), (0, 3)]);
+        let cold: Vec<_> = order(parts, false)
             .iter()
-            .map(|p| (p.shard, p.file_offset))
+            .map(|p| (p.shard, p.file_offset, p.part))
             .collect();
-        assert_eq!(cold, [(0, 0), (0, 1), (0, 2), (1, 0)]);
+        assert_eq!(
+            cold,
+            [(0, 0, 0), (0, 1, 1), (0, 2, 0), (0, 3, 0), (1, 0, 2)]
+        );
     }
 }

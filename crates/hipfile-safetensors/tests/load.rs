@@ -414,6 +414,110 @@ fn a_device_that_does_not_exist_fails_the_load_naming_the_shard() {
     );
 }
 
+#[test]
+fn a_device_per_tensor_that_does_not_exist_fails_the_load_naming_the_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-device-per-tensor");
+    let (a, _) = write_shard(dir.path(), "a.safetensors", SHARD_B, 1);
+    let e = Loader::new(&driver)
+        .device_per_tensor(|name, _| if name == "b.big" { 40 } else { 0 })
+        .load(&[&a])
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, LoadError::Gpu { .. })
+            && text.contains(&a.display().to_string())
+            && text.contains("device 40"),
+        "{text}"
+    );
+}
+
+/// Runs the ignored test `name` of this binary alone in a child process with `envs`:
+/// whether it passed, and its output.
+fn child(name: &str, envs: &[(&str, &str)]) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+#[test]
+fn tensors_go_to_the_device_each_one_is_given() {
+    require!(driver());
+    let (ok, text) = child(
+        "child_tensors_on_three_devices",
+        &[("HIPFILE_EMU_DEVICES", "3")],
+    );
+    assert!(ok, "{text}");
+}
+
+/// The device of each tensor of [`two_shards`] in `child_tensors_on_three_devices`: the
+/// first shard split between devices 0 and 2, the second whole on device 1.
+fn device_of(name: &str, shard: usize) -> i32 {
+    match (shard, name.contains("big")) {
+        (0, true) => 2,
+        (0, false) => 0,
+        _ => 1,
+    }
+}
+
+#[test]
+#[ignore = "run by tensors_go_to_the_device_each_one_is_given in a child process"]
+fn child_tensors_on_three_devices() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-three-devices");
+    let (paths, expected, specs) = two_shards(&dir);
+    let order: Vec<String> = Loader::new(&driver)
+        .load(&paths)
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    for state in [CacheState::Hot, CacheState::Cold] {
+        let ck = Loader::new(&driver)
+            .device_per_tensor(device_of)
+            .cache_state(state)
+            .request_size(8192)
+            .load(&paths)
+            .unwrap();
+        assert_loaded(&ck, &expected, &specs);
+        for t in ck.iter() {
+            assert_eq!(
+                t.device(),
+                Some(device_of(t.name(), t.shard())),
+                "{}",
+                t.name()
+            );
+        }
+        assert_eq!(
+            ck.iter().map(|t| t.name().to_owned()).collect::<Vec<_>>(),
+            order,
+            "tensors are listed shard by shard in file order, wherever they went"
+        );
+        let buffers: Vec<(usize, Option<i32>)> = ck
+            .buffers()
+            .map(|(shard, device, _)| (shard, device))
+            .collect();
+        assert_eq!(buffers, [(0, Some(0)), (0, Some(2)), (1, Some(1))]);
+        assert_eq!((ck.shard_device(0), ck.shard_device(1)), (None, Some(1)));
+        assert!(ck.shard_buffer(0).is_none() && ck.shard_buffer(1).is_some());
+    }
+}
+
 /// A checkpoint just written is in the page cache and read as hot; once its pages are
 /// dropped it is read as cold, in file order with few requests in flight.
 #[test]
