@@ -158,13 +158,12 @@ impl Driver {
             Arc::clone(&runtime),
             StagingConfig::for_knobs(&config.fallback_knobs()),
         );
-        // As many request threads as I/O threads unless set: four times as many served
-        // small requests more slowly on the GPU machine (docs/DECISIONS.md, "One engine").
-        let engine = Engine::new(
-            config
-                .request_threads
-                .unwrap_or(config.fallback_knobs().io_threads),
-        );
+        // As many threads as I/O threads; as many requests served at once, at most 8,
+        // unless set: more served small requests more slowly on the GPU machine, while the
+        // staged stream-ordered path's file I/O wants every thread (docs/DECISIONS.md, "One
+        // engine").
+        let requests = config.request_thread_count();
+        let engine = Engine::new(config.fallback_knobs().io_threads.max(requests), requests);
         let gates = Gates::new(Arc::clone(&runtime));
         let stats = Arc::new(Stats::new(config.stats_level));
         let publisher = Publisher::start(&stats);

@@ -13,6 +13,14 @@
 //! buffer frees nothing a request still writes). The job is dropped, releasing all of that,
 //! before its slot says it finished.
 //!
+//! Two kinds of work share the threads. A request ([`Work::Request`]: a future, a batch
+//! entry, a stream-ordered request the engine serves whole) runs the whole request, its GPU
+//! copies included; at most `requests` of them run at once, because a thread waiting for a
+//! copy spins in the runtime, and more of them than half a 16-core machine's cores made
+//! small requests slower. File I/O for requests that queue their copies on a stream
+//! ([`Work::FileIo`]: the staged stream-ordered path's reads and writes of staging buffers)
+//! waits for no copy, and takes any thread.
+//!
 //! The threads start with the first request and end when the driver closes. The driver
 //! cannot close while a request is queued or running (its job holds the driver), so closing
 //! finds only finished work; if the last reference to the driver goes with a job on one of
@@ -50,17 +58,71 @@ pub(crate) struct Engine {
 
 struct Shared {
     queue: Mutex<Queue>,
-    /// Signalled when a request is queued or the engine closes.
+    /// Signalled when work is queued that a sleeping thread may take, or the engine closes.
     ready: Condvar,
+    /// The most [`Work::Request`] jobs running at once.
+    requests: usize,
+}
+
+/// What a job does, which decides how many may run at once (see the module's
+/// documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A whole request, its GPU copies included.
+    Request,
+    /// File I/O only, with no wait for the GPU.
+    FileIo,
 }
 
 #[derive(Default)]
 struct Queue {
-    slots: VecDeque<Arc<Slot>>,
+    requests: VecDeque<Arc<Slot>>,
+    file_io: VecDeque<Arc<Slot>>,
+    /// [`Work::Request`] jobs running.
+    running: usize,
     closing: bool,
-    /// Request threads waiting for work: a request queued while none waits needs no
-    /// wake-up (a system call), since a busy thread takes it when it is done.
+    /// Request threads waiting for work: work queued while none waits needs no wake-up (a
+    /// system call), since a busy thread takes it when it is done.
     idle: usize,
+}
+
+impl Queue {
+    fn push(&mut self, slot: Arc<Slot>) {
+        match slot.work {
+            Work::Request => self.requests.push_back(slot),
+            Work::FileIo => self.file_io.push_back(slot),
+        }
+    }
+
+    /// The next job a thread may run now: file I/O first (a stream waits for it), then a
+    /// request while fewer than `limit` run.
+    fn take(&mut self, limit: usize) -> Option<Arc<Slot>> {
+        if let Some(slot) = self.file_io.pop_front() {
+            return Some(slot);
+        }
+        if self.running < limit {
+            let slot = self.requests.pop_front()?;
+            self.running += 1;
+            return Some(slot);
+        }
+        None
+    }
+
+    /// Whether a sleeping thread could take work that is waiting.
+    fn runnable(&self, limit: usize) -> bool {
+        !self.file_io.is_empty() || (!self.requests.is_empty() && self.running < limit)
+    }
+
+    fn queued(&self) -> usize {
+        self.requests.len() + self.file_io.len()
+    }
+
+    fn drain(&mut self) -> Vec<Arc<Slot>> {
+        self.requests
+            .drain(..)
+            .chain(self.file_io.drain(..))
+            .collect()
+    }
 }
 
 /// Where an asynchronous or batch request is in its life (cuFile's batch states).
@@ -80,6 +142,7 @@ pub enum IoState {
 /// One request: its job until a thread takes it, then its result until someone takes that.
 pub(crate) struct Slot {
     op: Op,
+    work: Work,
     /// Replaces [`Slot::cancel`]'s own work when set.
     on_cancel: Option<CancelHook>,
     state: Mutex<SlotState>,
@@ -98,14 +161,17 @@ struct SlotState {
 }
 
 impl Engine {
-    /// An engine with `threads` request threads (at least one), none started yet.
-    pub(crate) fn new(threads: usize) -> Engine {
+    /// An engine with `threads` request threads (at least one), none started yet, of which
+    /// at most `requests` (at least one) run [`Work::Request`] jobs at once.
+    pub(crate) fn new(threads: usize, requests: usize) -> Engine {
+        let requests = requests.max(1);
         Engine {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue::default()),
                 ready: Condvar::new(),
+                requests,
             }),
-            threads: threads.max(1),
+            threads: threads.max(requests),
             workers: Mutex::new(Vec::new()),
         }
     }
@@ -120,19 +186,21 @@ impl Engine {
     /// A request that is not queued yet: [`Engine::queue`] queues it later (when a stream
     /// reaches it). It can be cancelled meanwhile, and then is never served.
     pub(crate) fn slot(op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
-        Engine::slot_with(op, job, listener, None)
+        Engine::slot_with(op, Work::Request, job, listener, None)
     }
 
-    /// A request like [`Engine::slot`]'s whose cancellation is `on_cancel`'s work: the
-    /// request itself still waits to be queued and served.
+    /// A job like [`Engine::slot`]'s doing `work`, whose cancellation is `on_cancel`'s work
+    /// when set: the job itself still waits to be queued and served.
     pub(crate) fn slot_with(
         op: Op,
+        work: Work,
         job: Job,
         listener: Option<Listener>,
         on_cancel: Option<CancelHook>,
     ) -> Arc<Slot> {
         Arc::new(Slot {
             op,
+            work,
             on_cancel,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
@@ -164,12 +232,15 @@ impl Engine {
 
     /// Queues a request made by [`Engine::slot`] (a cancelled one is skipped when taken).
     pub(crate) fn queue(&self, slot: Arc<Slot>) {
-        let (queued, idle) = {
+        let (queued, wake) = {
             let mut queue = lock(&self.shared.queue);
-            queue.slots.push_back(slot);
-            (queue.slots.len(), queue.idle)
+            queue.push(slot);
+            (
+                queue.queued(),
+                queue.idle > 0 && queue.runnable(self.shared.requests),
+            )
         };
-        if idle > 0 {
+        if wake {
             self.shared.ready.notify_one();
         }
         self.start_threads(queued);
@@ -200,7 +271,7 @@ impl Engine {
 
     /// Ends every queued request with an internal error.
     fn fail_queued(&self, why: &str) {
-        let slots: Vec<_> = lock(&self.shared.queue).slots.drain(..).collect();
+        let slots = lock(&self.shared.queue).drain();
         for slot in slots {
             let op = slot.op;
             slot.run_with(|_| {
@@ -217,7 +288,7 @@ impl Drop for Engine {
         let leftover: Vec<_> = {
             let mut queue = lock(&self.shared.queue);
             queue.closing = true;
-            queue.slots.drain(..).collect()
+            queue.drain()
         };
         self.shared.ready.notify_all();
         // Only cancelled requests can be left (a queued job holds the driver, which owns
@@ -249,10 +320,10 @@ impl QueueHandle {
             slot.cancel();
             return;
         }
-        queue.slots.push_back(slot);
-        let idle = queue.idle;
+        queue.push(slot);
+        let wake = queue.idle > 0 && queue.runnable(self.0.requests);
         drop(queue);
-        if idle > 0 {
+        if wake {
             self.0.ready.notify_one();
         }
     }
@@ -260,11 +331,16 @@ impl QueueHandle {
 
 /// A request thread: takes queued requests until the engine closes.
 fn work(shared: &Shared) {
+    // Whether the job this thread ran last was a request, still counted as running.
+    let mut ended_request = false;
     loop {
-        let slot = {
+        let (slot, wake) = {
             let mut queue = lock(&shared.queue);
-            loop {
-                if let Some(slot) = queue.slots.pop_front() {
+            if std::mem::take(&mut ended_request) {
+                queue.running -= 1;
+            }
+            let slot = loop {
+                if let Some(slot) = queue.take(shared.requests) {
                     break slot;
                 }
                 if queue.closing {
@@ -276,8 +352,16 @@ fn work(shared: &Shared) {
                     .wait(queue)
                     .unwrap_or_else(PoisonError::into_inner);
                 queue.idle -= 1;
-            }
+            };
+            // A request left waiting while this thread took file I/O (which goes first)
+            // goes to a sleeping thread; otherwise the threads that end requests take the
+            // next ones themselves, with no wake-up.
+            (slot, queue.idle > 0 && queue.runnable(shared.requests))
         };
+        if wake {
+            shared.ready.notify_one();
+        }
+        ended_request = slot.work == Work::Request;
         slot.run_with(|job| {
             std::panic::catch_unwind(AssertUnwindSafe(job)).unwrap_or_else(|_| {
                 Err(Error::Internal(
@@ -399,5 +483,81 @@ impl Slot {
 
     fn taken(&self) -> Error {
         Error::Internal(format!("{}: the result was already taken", self.op))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::IoOutcome;
+    use hipfile_core::BackendKind;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn done() -> Result<IoOutcome, Error> {
+        Ok(IoOutcome {
+            bytes: 0,
+            backend: BackendKind::Fallback,
+            retried: false,
+        })
+    }
+
+    /// A job that counts itself running, records the most running at once, and waits until
+    /// `release` is dropped or sends.
+    fn held(
+        running: &Arc<AtomicUsize>,
+        most: &Arc<AtomicUsize>,
+        release: &Arc<Mutex<mpsc::Receiver<()>>>,
+    ) -> Job {
+        let (running, most, release) = (running.clone(), most.clone(), release.clone());
+        Box::new(move || {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let _ = release.lock().unwrap().recv();
+            running.fetch_sub(1, Ordering::SeqCst);
+            done()
+        })
+    }
+
+    #[test]
+    fn requests_run_at_most_their_limit_at_once_and_file_io_runs_beside_them() {
+        let engine = Engine::new(4, 2);
+        let (running, most) = (Arc::default(), Arc::default());
+        let (release, rx) = mpsc::channel();
+        let rx = Arc::new(Mutex::new(rx));
+        let requests: Vec<_> = (0..5)
+            .map(|_| engine.submit(Op::Read, held(&running, &most, &rx), None))
+            .collect();
+        // Two run and hold their threads; file I/O still gets one of the other two.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while running.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let file_io = Engine::slot_with(Op::Read, Work::FileIo, Box::new(done), None, None);
+        engine.queue(Arc::clone(&file_io));
+        file_io.wait_ended();
+        assert_eq!(file_io.phase(), IoState::Finished);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            running.load(Ordering::SeqCst),
+            2,
+            "more requests ran than the limit"
+        );
+        assert_eq!(
+            requests
+                .iter()
+                .filter(|s| s.phase() == IoState::Waiting)
+                .count(),
+            3
+        );
+        for _ in 0..5 {
+            release.send(()).unwrap();
+        }
+        for r in &requests {
+            r.wait_ended();
+            assert_eq!(r.phase(), IoState::Finished);
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 2);
     }
 }

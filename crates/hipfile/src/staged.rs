@@ -43,7 +43,7 @@
 #![allow(unsafe_code)]
 
 use crate::buffer::Memory;
-use crate::engine::{Engine, Slot};
+use crate::engine::{Engine, Slot, Work};
 use crate::file::{FileHandle, StagedPlan, fallback_failed};
 use crate::gates::{Gate, Gates};
 use crate::outcome::IoOutcome;
@@ -330,7 +330,7 @@ impl Staged<'_> {
             }
             any
         });
-        let request = Engine::slot_with(op, job, None, Some(hook));
+        let request = Engine::slot_with(op, Work::FileIo, job, None, Some(hook));
         let end = Arc::clone(&request);
         let ending = queue;
         if gpu
@@ -401,7 +401,13 @@ impl Segment<'_> {
             last_segment,
             queue.clone(),
         );
-        let io = Engine::slot(op, job, Some(Box::new(move || listener_gates.open_all())));
+        let io = Engine::slot_with(
+            op,
+            Work::FileIo,
+            job,
+            Some(Box::new(move || listener_gates.open_all())),
+            None,
+        );
         queued.push(Queued {
             _pieces: pieces.clone(),
             gating: Arc::clone(&gating),
@@ -513,8 +519,9 @@ impl Segment<'_> {
                 for _ in 1..readers.min(work.pieces.len()) {
                     let helper = Arc::clone(&work);
                     let op = work.op;
-                    queue.push(Engine::slot(
+                    queue.push(Engine::slot_with(
                         op,
+                        Work::FileIo,
                         Box::new(move || {
                             helper.serve_pieces();
                             Ok(IoOutcome {
@@ -523,6 +530,7 @@ impl Segment<'_> {
                                 retried: false,
                             })
                         }),
+                        None,
                         None,
                     ));
                 }
