@@ -118,7 +118,8 @@ impl<'a> Loader<'a> {
     }
 
     /// Puts shard `i` (in the order given to [`load`](Loader::load)) on the device `f(i,
-    /// path)` names: several GPUs each take their own shards.
+    /// path)` names: several GPUs each take their own shards. `f` is asked once per
+    /// selected tensor of the shard, so it should answer the same each time.
     pub fn device_per_shard(mut self, f: impl Fn(usize, &Path) -> i32 + 'a) -> Self {
         self.device = Some(Box::new(move |i, path, _| f(i, path)));
         self
