@@ -62,8 +62,16 @@ pub struct Progress {
     pub total: u64,
 }
 
-/// The device of a tensor: its shard's index and path, and its name.
-type DeviceFn<'a> = Box<dyn Fn(usize, &Path, &str) -> i32 + 'a>;
+/// A shard's device, from its index and path.
+type ShardDevice<'a> = Box<dyn Fn(usize, &Path) -> i32 + 'a>;
+/// A tensor's device, from its name and its shard's index.
+type TensorDevice<'a> = Box<dyn Fn(&str, usize) -> i32 + 'a>;
+
+/// Where tensors go: a device per shard, or per tensor.
+enum DeviceFn<'a> {
+    Shard(ShardDevice<'a>),
+    Tensor(TensorDevice<'a>),
+}
 type ProgressFn<'a> = Box<dyn FnMut(Progress) + 'a>;
 
 /// Loads safetensors checkpoints into device memory: set the options, then
@@ -113,15 +121,15 @@ impl<'a> Loader<'a> {
 
     /// Puts every shard on `device`.
     pub fn device(mut self, device: i32) -> Self {
-        self.device = Some(Box::new(move |_, _, _| device));
+        self.device = Some(DeviceFn::Shard(Box::new(move |_, _| device)));
         self
     }
 
     /// Puts shard `i` (in the order given to [`load`](Loader::load)) on the device `f(i,
-    /// path)` names: several GPUs each take their own shards. `f` is asked once per
-    /// selected tensor of the shard, so it should answer the same each time.
+    /// path)` names: several GPUs each take their own shards (`f` is asked once per shard
+    /// with a selected tensor).
     pub fn device_per_shard(mut self, f: impl Fn(usize, &Path) -> i32 + 'a) -> Self {
-        self.device = Some(Box::new(move |i, path, _| f(i, path)));
+        self.device = Some(DeviceFn::Shard(Box::new(f)));
         self
     }
 
@@ -131,7 +139,7 @@ impl<'a> Loader<'a> {
     /// read as [`device_per_shard`](Loader::device_per_shard) reads a shard; where a
     /// tensor is, [`Tensor::device`] says.
     pub fn device_per_tensor(mut self, f: impl Fn(&str, usize) -> i32 + 'a) -> Self {
-        self.device = Some(Box::new(move |i, _, name| f(name, i)));
+        self.device = Some(DeviceFn::Tensor(Box::new(f)));
         self
     }
 
@@ -215,6 +223,7 @@ impl<'a> Loader<'a> {
         let mut parts: Vec<Part> = Vec::new();
         for (i, s) in opened.iter().enumerate() {
             let first = parts.len();
+            let mut shard_device = None;
             for (t, tensor) in s.tensors.iter().enumerate() {
                 if self
                     .filter
@@ -223,7 +232,13 @@ impl<'a> Loader<'a> {
                 {
                     continue;
                 }
-                let device = self.device.as_ref().map(|f| f(i, &s.path, &tensor.name));
+                let device = match &self.device {
+                    None => None,
+                    Some(DeviceFn::Shard(f)) => {
+                        Some(*shard_device.get_or_insert_with(|| f(i, &s.path)))
+                    }
+                    Some(DeviceFn::Tensor(f)) => Some(f(&tensor.name, i)),
+                };
                 match parts[first..].iter_mut().find(|p| p.device == device) {
                     Some(part) => part.selected.push(t),
                     None => parts.push(Part {

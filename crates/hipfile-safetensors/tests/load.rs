@@ -415,6 +415,24 @@ fn a_device_that_does_not_exist_fails_the_load_naming_the_shard() {
 }
 
 #[test]
+fn the_device_of_a_shard_is_asked_once_per_shard() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-device-once");
+    let (paths, expected, specs) = two_shards(&dir);
+    let calls = std::cell::Cell::new(0);
+    let ck = Loader::new(&driver)
+        .device_per_shard(|_, _| {
+            calls.set(calls.get() + 1);
+            0
+        })
+        .load(&paths)
+        .unwrap();
+    assert_loaded(&ck, &expected, &specs);
+    assert_eq!(calls.get(), 2);
+    assert_eq!((ck.shard_device(0), ck.shard_device(1)), (Some(0), Some(0)));
+}
+
+#[test]
 fn a_device_per_tensor_that_does_not_exist_fails_the_load_naming_the_shard() {
     let driver = require!(driver());
     let dir = TempDir::new("st-device-per-tensor");
