@@ -100,6 +100,18 @@ impl Fallback {
         self.pipeline.as_ref().map_or(0, |p| p.threads_started())
     }
 
+    /// Pins now, as one allocation, the staging buffers that large requests keep busy (two
+    /// per I/O thread, [`StagingPool::reserve`]), rather than when the first large request
+    /// comes; returns how many buffers exist (0 for a fallback that only scores).
+    pub fn reserve_staging(&self) -> usize {
+        match (&self.staging, &self.pipeline) {
+            (Some(pool), Some(pipeline)) => {
+                pool.reserve(pipeline.threads() * StagingConfig::BUFFERS_PER_WORKER)
+            }
+            _ => 0,
+        }
+    }
+
     /// Allocates every staging buffer now (see [`StagingPool::fill`]); returns how many
     /// exist (0 for a fallback that only scores).
     pub fn fill_staging(&self) -> usize {

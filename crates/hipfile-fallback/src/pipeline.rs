@@ -139,6 +139,11 @@ impl Pipeline {
         }
     }
 
+    /// How many I/O threads the pipeline runs (once started).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// Tasks handed to the workers so far.
     pub(crate) fn tasks_dispatched(&self) -> u64 {
         self.shared.dispatched.load(Ordering::Relaxed)

@@ -309,31 +309,22 @@ impl<'a> Loader<'a> {
                     .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
             );
         }
-        let mut buffers: Vec<DeviceBuffer> = Vec::with_capacity(parts.len());
-        for part in &parts {
-            let path = &opened[part.shard].path;
-            // A part of empty tensors still gets memory for their views to point into.
-            let bytes = usize::try_from(part.len.max(ALIGN)).map_err(|_| LoadError::Invalid {
-                path: path.clone(),
-                why: format!(
-                    "{} bytes do not fit in this machine's address space",
-                    part.len
-                ),
-            })?;
-            let where_ = part.device.map_or_else(
-                || "the current device".to_owned(),
-                |d| format!("device {d}"),
-            );
-            let buffer = match part.device {
-                Some(d) => self.driver.alloc_on(d, bytes),
-                None => self.driver.alloc(bytes),
-            }
-            .map_err(gpu(
-                path,
-                format!("cannot allocate {bytes} bytes on {where_}"),
-            ))?;
-            buffers.push(buffer);
-        }
+        // Without AMD file I/O (or with the fallback forced) every request goes through the
+        // fallback's staging buffers: when some request is large enough to be spread over
+        // the I/O threads, their buffers are pinned on another thread while the device
+        // memory is allocated, rather than by the first request.
+        let config = self.driver.config();
+        let staged = (!self.driver.runtime().amd_file_io || config.force_compat_mode)
+            && parts
+                .iter()
+                .any(|p| p.len.min(request) > config.fallback_knobs().small_io_threshold);
+        let mut buffers = std::thread::scope(|scope| {
+            let pinning = staged.then(|| scope.spawn(|| self.driver.prepare_staging()));
+            let made = allocate_parts(&self.driver, &opened, &parts);
+            // Its failure is left for the requests to report.
+            drop(pinning.map(std::thread::ScopedJoinHandle::join));
+            made
+        })?;
 
         let per_part = parts
             .iter()
@@ -433,6 +424,41 @@ impl<'a> Loader<'a> {
             },
         })
     }
+}
+
+/// One device buffer per part, on the part's device.
+fn allocate_parts(
+    driver: &Driver,
+    shards: &[Shard],
+    parts: &[Part],
+) -> Result<Vec<DeviceBuffer>, LoadError> {
+    let mut buffers = Vec::with_capacity(parts.len());
+    for part in parts {
+        let path = &shards[part.shard].path;
+        // A part of empty tensors still gets memory for their views to point into.
+        let bytes = usize::try_from(part.len.max(ALIGN)).map_err(|_| LoadError::Invalid {
+            path: path.clone(),
+            why: format!(
+                "{} bytes do not fit in this machine's address space",
+                part.len
+            ),
+        })?;
+        let where_ = part.device.map_or_else(
+            || "the current device".to_owned(),
+            |d| format!("device {d}"),
+        );
+        let buffer = match part.device {
+            Some(d) => driver.alloc_on(d, bytes),
+            None => driver.alloc(bytes),
+        }
+        .map_err(|source| LoadError::Gpu {
+            path: path.clone(),
+            what: format!("cannot allocate {bytes} bytes on {where_}"),
+            source: Box::new(source),
+        })?;
+        buffers.push(buffer);
+    }
+    Ok(buffers)
 }
 
 fn read_failed(path: &Path, offset: u64, len: u64, source: hipfile::Error) -> LoadError {

@@ -432,6 +432,36 @@ fn the_device_of_a_shard_is_asked_once_per_shard() {
     assert_eq!((ck.shard_device(0), ck.shard_device(1)), (Some(0), Some(0)));
 }
 
+/// Through the fallback, a load with requests spread over the I/O threads has their staging
+/// buffers pinned while it allocates device memory: after it, the driver's buffer pairs for
+/// every thread exist, made by one allocation.
+#[test]
+fn a_load_through_the_fallback_prepares_the_staging_of_every_io_thread() {
+    use hipfile_testkit::{Call, Injected};
+    use std::sync::Arc;
+    let settings = ConfigBuilder::new()
+        .force_compat_mode(true)
+        .io_threads(8)
+        .task_size(1 << 20);
+    let base = Driver::open_private(require!(config(settings))).unwrap();
+    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let driver = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
+    drop(base);
+    let dir = TempDir::new("st-prepared");
+    const BIG: &[Spec] = &[("big", Dtype::U8, &[3 << 20]), ("small", Dtype::F32, &[5])];
+    let (path, expected) = write_shard(dir.path(), "big.safetensors", BIG, 3);
+    let ck = Loader::new(&driver)
+        .cache_state(CacheState::Hot)
+        .load(&[&path])
+        .unwrap();
+    assert_loaded(&ck, &expected, BIG);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+    // Two per I/O thread exist already (the 3 MiB request itself keeps only four busy):
+    // asking for them pins nothing.
+    assert_eq!(driver.prepare_staging(), 16);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+}
+
 #[test]
 fn a_device_per_tensor_that_does_not_exist_fails_the_load_naming_the_shard() {
     let driver = require!(driver());

@@ -372,6 +372,17 @@ impl Driver {
         &self.inner.engine
     }
 
+    /// Pins now the host staging buffers that large fallback requests keep busy (two per I/O
+    /// thread, 64 MiB with the defaults), as one allocation, instead of when the first large
+    /// request needs them; returns how many staging buffers exist. Pinning 64 MiB took
+    /// about 0.03 s on the GPU machine: a program that is about to read a lot through the
+    /// fallback can have it done beforehand, or on another thread while it does other
+    /// setup (as cuFile's `cuFileDriverOpen` allocates its buffers). Does nothing once they
+    /// exist; a failed allocation is left for the requests to report.
+    pub fn prepare_staging(&self) -> usize {
+        self.inner.fallback.reserve_staging()
+    }
+
     /// Allocates every staging buffer before the first stream-ordered request is queued: a
     /// pinned allocation waits for the work of every stream (CUDA's implicit
     /// synchronisation), so one made on demand while a stream waits on a request could wait

@@ -126,3 +126,45 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
     // SAFETY: allocated above; no buffer over it is left.
     unsafe { d.gpu().free_device(ptr) }.unwrap();
 }
+
+#[test]
+fn prepared_staging_is_one_allocation_that_large_reads_then_use() {
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .force_compat_mode(true)
+        .io_threads(4)
+        .task_size(64 << 10)
+        .staging_memory(1 << 20)
+        .build_with(|_| None)
+        .0;
+    let base = Driver::open_private(config).unwrap();
+    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
+    drop(base);
+    // Two 32 KiB buffers per I/O thread, pinned at once; asked again, nothing more.
+    assert_eq!(d.prepare_staging(), 8);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+    assert_eq!(d.prepare_staging(), 8);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+
+    let dir = TempDir::new("handles-prepared");
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let fh = d
+        .register_file(&std::fs::File::open(&path).unwrap())
+        .unwrap();
+    let mut buf = d.alloc(data.len()).unwrap();
+    for _ in 0..2 {
+        fh.read_exact_at(&mut buf, 0).unwrap();
+        let mut back = vec![0u8; data.len()];
+        buf.copy_to_host(0, &mut back).unwrap();
+        assert!(back == data);
+    }
+    assert_eq!(
+        rt.calls(Call::AllocPinned),
+        1,
+        "a large read pinned more than the prepared buffers"
+    );
+}
