@@ -6,9 +6,19 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 use hipfile::{ConfigBuilder, Driver};
-use hipfile_testfs::{TempDir, emulated_runtime, require};
+use hipfile_testfs::{Skip, TempDir, emulated_runtime, require};
 use hipfile_testkit::{Call, Injected};
 use std::sync::Arc;
+
+/// A driver on the emulated runtime with `settings`, over a wrapper that counts the
+/// runtime's calls.
+fn counted(settings: ConfigBuilder) -> Result<(Driver, Arc<Injected>), Skip> {
+    let lib = emulated_runtime()?;
+    let base = Driver::open_private(settings.hip_library(lib).build_with(|_| None).0).unwrap();
+    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
+    Ok((d, rt))
+}
 
 #[test]
 fn clones_files_and_buffers_each_hold_the_driver() {
@@ -51,16 +61,7 @@ fn a_staging_buffer_is_half_a_task_within_the_pool() {
 
 #[test]
 fn an_unregistered_buffer_is_described_once_not_per_request() {
-    let lib = require!(emulated_runtime());
-    let config = ConfigBuilder::new()
-        .hip_library(lib)
-        .force_compat_mode(true)
-        .build_with(|_| None)
-        .0;
-    let base = Driver::open_private(config).unwrap();
-    let rt = Arc::new(Injected::new(base.gpu().clone()));
-    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
-    drop(base);
+    let (d, rt) = require!(counted(ConfigBuilder::new().force_compat_mode(true)));
     let dir = TempDir::new("handles-small");
     let path = dir.path().join("f");
     let data: Vec<u8> = (0..64 << 10)
@@ -88,16 +89,7 @@ fn an_unregistered_buffer_is_described_once_not_per_request() {
 
 #[test]
 fn a_buffer_made_with_its_description_is_not_described_again() {
-    let lib = require!(emulated_runtime());
-    let config = ConfigBuilder::new()
-        .hip_library(lib)
-        .force_compat_mode(true)
-        .build_with(|_| None)
-        .0;
-    let base = Driver::open_private(config).unwrap();
-    let rt = Arc::new(Injected::new(base.gpu().clone()));
-    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
-    drop(base);
+    let (d, rt) = require!(counted(ConfigBuilder::new().force_compat_mode(true)));
     let dir = TempDir::new("handles-described");
     let path = dir.path().join("f");
     let data: Vec<u8> = (0..16 << 10).map(|i: u32| (i % 241) as u8).collect();
@@ -129,19 +121,13 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
 
 #[test]
 fn prepared_staging_is_one_allocation_that_large_reads_then_use() {
-    let lib = require!(emulated_runtime());
-    let config = ConfigBuilder::new()
-        .hip_library(lib)
-        .force_compat_mode(true)
-        .io_threads(4)
-        .task_size(64 << 10)
-        .staging_memory(1 << 20)
-        .build_with(|_| None)
-        .0;
-    let base = Driver::open_private(config).unwrap();
-    let rt = Arc::new(Injected::new(base.gpu().clone()));
-    let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
-    drop(base);
+    let (d, rt) = require!(counted(
+        ConfigBuilder::new()
+            .force_compat_mode(true)
+            .io_threads(4)
+            .task_size(64 << 10)
+            .staging_memory(1 << 20)
+    ));
     // Two 32 KiB buffers per I/O thread, pinned at once; asked again, nothing more.
     assert_eq!(d.prepare_staging(), 8);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
