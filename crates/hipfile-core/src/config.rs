@@ -279,16 +279,17 @@ impl Config {
         self.fallback
     }
 
-    /// 8: the most request threads by default. A small request holds its thread through
-    /// its copy, and the runtime spins while it waits for one: on the 16-core GPU machine,
-    /// 4 KiB random reads with 32 in flight ran at 0.88–0.90 of 32 raw threads with 8
-    /// request threads, against 0.61–0.67 with 16 and 0.51–0.56 with 4 in the same call
-    /// (docs/BENCHMARKS.md).
+    /// 8: the most requests that do not block their caller served at once by default. A
+    /// small request holds its thread through its copy, and the runtime spins while it
+    /// waits for one: on the 16-core GPU machine, 4 KiB random reads with 32 in flight ran
+    /// at 0.88–0.90 of 32 raw threads with 8 at once, against 0.61–0.67 with 16 and
+    /// 0.51–0.56 with 4 in the same call (docs/BENCHMARKS.md).
     pub const DEFAULT_MAX_REQUEST_THREADS: usize = 8;
 
-    /// How many request threads a driver starts (at least one): [`Config::request_threads`]
-    /// when set, else the fallback's I/O threads up to
-    /// [`Config::DEFAULT_MAX_REQUEST_THREADS`].
+    /// How many requests that do not block their caller a driver serves at once (at least
+    /// one): [`Config::request_threads`] when set, else the fallback's I/O threads up to
+    /// [`Config::DEFAULT_MAX_REQUEST_THREADS`]. The engine itself has as many threads as
+    /// the larger of this and the I/O threads.
     pub fn request_thread_count(&self) -> usize {
         self.request_threads
             .unwrap_or_else(|| {
