@@ -1,9 +1,9 @@
 //! Host staging: a bounded pool of pinned buffers shared by every request of a driver, and the
 //! copies between one staging buffer and device memory.
 //!
-//! Buffers are pieces of `GpuRuntime::alloc_pinned` allocations (`hipHostMalloc`,
-//! page-aligned and page-locked, so that copies run at full speed and a later `O_DIRECT` read
-//! may target them). A buffer is allocated the first time no idle one is left and fewer than
+//! Buffers are pieces of `GpuRuntime::alloc_pinned` allocations (page-aligned and
+//! page-locked, so that copies run at full speed and a later `O_DIRECT` read may target
+//! them). A buffer is allocated the first time no idle one is left and fewer than
 //! `max_buffers` exist, then kept and reused until the pool is dropped: a request never
 //! allocates pinned memory once the pool has grown to what the load needs. A caller that
 //! finds every buffer taken waits until one is given back. A caller that knows it will need

@@ -15,6 +15,7 @@
 #![allow(unsafe_code)]
 
 use crate::hip::{host_func_trampoline, launch_boxed};
+use crate::pinned::{REGISTER_FLAGS, Regions};
 use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
@@ -44,6 +45,8 @@ pub struct CudaRuntime {
     version: CudaVersion,
     /// The streams of synchronous copies (`sync_copy.rs`).
     sync: SyncStreams,
+    /// Large pinned allocations, mapped by hipfile and registered (`pinned.rs`).
+    regions: Regions,
 }
 
 impl std::fmt::Debug for CudaRuntime {
@@ -84,6 +87,7 @@ impl CudaRuntime {
             cuda,
             version,
             sync: SyncStreams::default(),
+            regions: Regions::default(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Drop for CudaRuntime {
 
 // SAFETY: each method is one call of the loaded CUDA runtime, which allocates, describes and
 // copies memory as CUDA documents (`cudaMalloc`, `cudaHostAlloc` page-aligned,
+// `cudaHostRegister` of hipfile's page-aligned mappings (`pinned.rs`),
 // `cudaPointerGetAttributes`, `cuMemGetAddressRange`, `cudaMemcpy*`), from any thread. The
 // runtime is trusted as the process's GPU driver is.
 unsafe impl GpuRuntime for CudaRuntime {
@@ -268,6 +273,14 @@ unsafe impl GpuRuntime for CudaRuntime {
     }
 
     fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        let registered = self.regions.pin(len, |p, len| {
+            // SAFETY: `p..p + len` is a mapping of `regions`, unregistered before it is
+            // unmapped (`free_pinned`).
+            unsafe { self.cuda.host_register(p, len, REGISTER_FLAGS) }.is_ok()
+        });
+        if let Some(p) = registered {
+            return Ok(p);
+        }
         // SAFETY: the memory is owned by the caller, who frees it through `free_pinned`.
         let p = unsafe { self.cuda.host_alloc(len, host_malloc_flags::PORTABLE) }
             .map_err(|e| self.error("cudaHostAlloc", e))?;
@@ -275,7 +288,14 @@ unsafe impl GpuRuntime for CudaRuntime {
     }
 
     unsafe fn free_pinned(&self, p: *mut u8) -> Result<(), RuntimeError> {
-        // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
+        let unregister = |p| {
+            // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
+            unsafe { self.cuda.host_unregister(p) }
+        };
+        if let Some(done) = self.regions.unpin(p, unregister) {
+            return done.map_err(|e| self.error("cudaHostUnregister", e));
+        }
+        // SAFETY: as above; memory not of `regions` came from the runtime's allocation.
         unsafe { self.cuda.free_host(p.cast()) }.map_err(|e| self.error("cudaFreeHost", e))
     }
 

@@ -12,6 +12,7 @@
 
 #![allow(unsafe_code)]
 
+use crate::pinned::{REGISTER_FLAGS, Regions};
 use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
@@ -39,6 +40,8 @@ pub struct HipRuntime {
     kind: RuntimeKind,
     /// The streams of synchronous copies (`sync_copy.rs`).
     sync: SyncStreams,
+    /// Large pinned allocations, mapped by hipfile and registered (`pinned.rs`).
+    regions: Regions,
 }
 
 impl std::fmt::Debug for HipRuntime {
@@ -85,6 +88,7 @@ impl HipRuntime {
             version,
             kind,
             sync: SyncStreams::default(),
+            regions: Regions::default(),
         }
     }
 
@@ -170,6 +174,7 @@ impl Drop for HipRuntime {
 
 // SAFETY: each method is one call of the loaded HIP runtime, which allocates, describes and
 // copies memory as HIP documents (`hipMalloc`, `hipHostMalloc` page-aligned,
+// `hipHostRegister` of hipfile's page-aligned mappings (`pinned.rs`),
 // `hipPointerGetAttributes`, `hipMemGetAddressRange`, `hipMemcpy*`), from any thread; the
 // memory-type codes are decoded for the runtime's ABI version, so `Device` means device
 // memory. The runtime is trusted as the process's GPU driver is.
@@ -236,6 +241,14 @@ unsafe impl GpuRuntime for HipRuntime {
     }
 
     fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        let registered = self.regions.pin(len, |p, len| {
+            // SAFETY: `p..p + len` is a mapping of `regions`, unregistered before it is
+            // unmapped (`free_pinned`).
+            unsafe { self.hip.host_register(p, len, REGISTER_FLAGS) }.is_ok()
+        });
+        if let Some(p) = registered {
+            return Ok(p);
+        }
         // SAFETY: the memory is owned by the caller, who frees it through `free_pinned`.
         let p = unsafe { self.hip.host_malloc(len, host_malloc_flags::PORTABLE) }
             .map_err(|e| self.error("hipHostMalloc", e))?;
@@ -243,7 +256,14 @@ unsafe impl GpuRuntime for HipRuntime {
     }
 
     unsafe fn free_pinned(&self, p: *mut u8) -> Result<(), RuntimeError> {
-        // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
+        let unregister = |p| {
+            // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
+            unsafe { self.hip.host_unregister(p) }
+        };
+        if let Some(done) = self.regions.unpin(p, unregister) {
+            return done.map_err(|e| self.error("hipHostUnregister", e));
+        }
+        // SAFETY: as above; memory not of `regions` came from the runtime's allocation.
         unsafe { self.hip.host_free(p.cast()) }.map_err(|e| self.error("hipHostFree", e))
     }
 

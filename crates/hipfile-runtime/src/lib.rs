@@ -7,21 +7,26 @@
 //! Each method translates one call: the ABI-dependent parts (memory-type numbering by
 //! runtime version, ROCm 5's error for unknown host pointers) are decoded here so that the
 //! layers above see one meaning. It validates nothing (core does), and the runtimes decide
-//! nothing (the backends do). The one choice made here is which runtime to load
+//! nothing (the backends do). Two choices are made here: which runtime to load
 //! ([`load_runtime`]: `HIP_PLATFORM`, HIP before CUDA, a runtime with a device before one
-//! without), with what it offers ([`inspect_runtime`], [`RuntimeReport`]). It depends on
+//! without), with what it offers ([`inspect_runtime`], [`RuntimeReport`]); and how pinned
+//! memory is made (from 2 MiB up, a mapping of hipfile's own, faulted in on several threads
+//! and registered, which is several times quicker than the runtime's allocation). It depends on
 //! `hipfile-core` and `hipfile-sys`; only the facade and tools depend on it.
 //!
 //! # Safety
 //!
 //! The `unsafe` here forwards `GpuRuntime`'s `unsafe fn`s to the matching `hipfile-sys`
 //! wrappers under the same contract, and converts opaque handles to and from integers.
+//! `pinned.rs` maps, advises and unmaps memory that only it and the runtime it registers
+//! the memory with know of, and unmaps a region only after the runtime has unregistered it.
 
 #![deny(unsafe_code)]
 
 mod choose;
 mod cuda;
 mod hip;
+mod pinned;
 mod sync_copy;
 
 pub use choose::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};

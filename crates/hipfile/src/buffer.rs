@@ -404,9 +404,10 @@ impl Drop for Memory {
     }
 }
 
-/// Page-locked ("pinned") host memory from the GPU runtime (`hipHostMalloc` or
-/// `cudaHostAlloc`), which the GPU copies to and from at full speed, where pageable memory
-/// goes through the driver's own staging. Zeroed when allocated, freed when dropped; used as
+/// Page-locked ("pinned") host memory, which the GPU copies to and from at full speed, where
+/// pageable memory goes through the driver's own staging: from 2 MiB up, memory hipfile maps
+/// and registers with the GPU runtime (`hipHostRegister`, `cudaHostRegister`); smaller, the
+/// runtime's own (`hipHostMalloc`, `cudaHostAlloc`). Zeroed when allocated, freed when dropped; used as
 /// a byte slice. The memory is owned by a [`PinnedMemory`] (core's one owner of pinned
 /// memory, which the fallback's staging buffers use too); the buffer keeps its driver open.
 pub struct PinnedHostBuffer {
