@@ -91,9 +91,10 @@ impl FallbackKnobs {
     /// 1024: the most threads accepted from the environment.
     pub const MAX_IO_THREADS: usize = 1024;
     /// 4 MiB, the low end of the 4–16 MiB suggested beside docs/BENCHMARKS.md's reference
-    /// measurements: each task is two 2 MiB staging chunks, so a worker's pread overlaps its
-    /// previous copy, and a 64 MiB request keeps 16 workers busy. Measured on the H200 machine
-    /// (docs/BENCHMARKS.md): 33.6 GB/s hot against 28.1 with 8 MiB and 29.4 with 2 MiB.
+    /// measurements: a 64 MiB request keeps 16 workers busy. Measured on the H200 machine
+    /// (docs/BENCHMARKS.md): 33.6 GB/s hot against 28.1 with 8 MiB and 29.4 with 2 MiB. The
+    /// staging chunk is as large (4 MiB): such a task is one `pread` and one copy, and longer
+    /// tasks alternate two buffers.
     pub const DEFAULT_TASK_SIZE: u64 = 4 << 20;
     /// 256 MiB of pinned memory per driver.
     pub const DEFAULT_STAGING_MEMORY: u64 = 256 << 20;

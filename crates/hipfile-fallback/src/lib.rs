@@ -100,13 +100,20 @@ impl Fallback {
         self.pipeline.as_ref().map_or(0, |p| p.threads_started())
     }
 
-    /// Pins now, as one allocation, the staging buffers that large requests keep busy (two
-    /// per I/O thread, [`StagingPool::reserve`]), rather than when the first large request
-    /// comes; returns how many buffers exist (0 for a fallback that only scores).
-    pub fn reserve_staging(&self) -> usize {
+    /// Pins now, as one allocation, the staging buffers that requests of `request_len`
+    /// bytes keep busy when they occupy every I/O thread (what a task of theirs takes, on
+    /// each thread: [`StagingPool::reserve`]), rather than when the first of them comes;
+    /// returns how many buffers exist (0 for a fallback that only scores). Requests the
+    /// caller's thread serves itself (at most the small-request threshold) reserve nothing.
+    pub fn reserve_staging(&self, request_len: u64) -> usize {
         match (&self.staging, &self.pipeline) {
             (Some(pool), Some(pipeline)) => {
-                pool.reserve(pipeline.threads() * StagingConfig::BUFFERS_PER_WORKER)
+                let spread = request_len > self.small_io_threshold;
+                pool.reserve(if spread {
+                    pipeline.buffers_busy_for(request_len)
+                } else {
+                    0
+                })
             }
             _ => 0,
         }

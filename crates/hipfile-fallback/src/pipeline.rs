@@ -7,9 +7,10 @@
 //! that device, and keeps them until the pool is dropped; before a task it makes the buffer's
 //! device current on its thread, so that its copies run on a stream of the device that owns
 //! the memory. For a task it takes up to [`StagingConfig::BUFFERS_PER_WORKER`] buffers from
-//! the driver's [`StagingPool`] (the first waiting, the second only if one is free, so that
-//! workers never wait on each other while holding a buffer) and moves the task chunk by chunk
-//! (cut where the file offset is a multiple of the chunk size): for a read, the `pread` of
+//! the driver's [`StagingPool`] (the first waiting, the second only if the task spans more
+//! than one chunk and one is free, so that workers never wait on each other while holding a
+//! buffer) and moves the task chunk by chunk (cut where the file offset is a multiple of the
+//! chunk size): for a read, the `pread` of
 //! chunk i+1 runs while chunk i is copied to the device; for a write, chunk i+1 is copied from
 //! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
 //! as it is written (the request's one `fdatasync` comes after every task). Before a buffer is reused its event is waited for,
@@ -139,11 +140,6 @@ impl Pipeline {
         }
     }
 
-    /// How many I/O threads the pipeline runs (once started).
-    pub(crate) fn threads(&self) -> usize {
-        self.threads
-    }
-
     /// Tasks handed to the workers so far.
     pub(crate) fn tasks_dispatched(&self) -> u64 {
         self.shared.dispatched.load(Ordering::Relaxed)
@@ -209,9 +205,13 @@ impl Pipeline {
         // The workers this request keeps busy take their buffers at once: have them pinned
         // as one allocation rather than one each while the others copy (a no-op once the
         // pool holds that many).
-        self.shared
-            .pool
-            .reserve(count.min(self.threads) * StagingConfig::BUFFERS_PER_WORKER);
+        let chunk = self.chunk_size();
+        let busy = tasks
+            .iter()
+            .take(self.threads)
+            .map(|(d, offset)| buffers_for(chunk, *offset, d.len()))
+            .sum();
+        self.shared.pool.reserve(busy);
         {
             let mut queue = lock(&self.shared.queue);
             queue.tasks.extend(
@@ -333,6 +333,20 @@ impl Pipeline {
             .max(MIN_TASK.min(self.task_size))
             .min(MAX_TASK.max(self.task_size))
     }
+
+    /// The staging buffers that requests of `len` bytes keep busy when they keep every
+    /// worker busy: what a task of theirs takes, on each worker (0 for `len` 0).
+    pub(crate) fn buffers_busy_for(&self, len: u64) -> usize {
+        if len == 0 {
+            return 0;
+        }
+        let task = self.task_for(len).min(len);
+        self.threads * buffers_for(self.chunk_size(), 0, task)
+    }
+
+    fn chunk_size(&self) -> u64 {
+        self.shared.pool.config().chunk_size as u64
+    }
 }
 
 /// `n` rounded up to a multiple of `align` (at least 1), or the largest multiple of `align`
@@ -354,10 +368,10 @@ const MIN_TASK: u64 = 1 << 20;
 /// does along a long sequential task, while short tasks end before readahead gets going.
 const DIRECT_BELOW_TASK: u64 = 16 << 20;
 
-/// The largest task a request is cut into, unless the configured task size is larger: with
-/// 2 MiB chunks, 32 of them, so the drain at the end of a task costs about 3 % (measured on
-/// the H200 machine: a continuous pipeline moved 46 GB/s against 34 with one drain per
-/// 4 MiB, docs/BENCHMARKS.md).
+/// The largest task a request is cut into, unless the configured task size is larger: 32
+/// chunks of 2 MiB (16 of 4 MiB since chunks are a task long), so the drain at the end of a
+/// task costs about 3 % (measured on the H200 machine: a continuous pipeline moved 46 GB/s
+/// against 34 with one drain per 4 MiB, docs/BENCHMARKS.md).
 const MAX_TASK: u64 = 64 << 20;
 
 /// `device` at `file_offset`, cut where the file offset is a multiple of `task_size`: each
@@ -639,7 +653,10 @@ fn serve_task(
         .map_err(Failed::after(0))?;
     let pool = &shared.pool;
     let mut buffers = vec![pool.acquire().map_err(Failed::after(0))?];
-    buffers.extend(pool.try_acquire());
+    let chunk = pool.config().chunk_size as u64;
+    if buffers_for(chunk, task.file_offset, task.device.len()) > 1 {
+        buffers.extend(pool.try_acquire());
+    }
     let mut flight = InFlight {
         buffers,
         runtime,
@@ -783,6 +800,19 @@ fn write_task(
     Ok(written)
 }
 
+/// The buffers a task of `len` bytes at file offset `offset` takes: one per chunk it spans
+/// (chunks are cut at multiples of `chunk`), at most
+/// [`StagingConfig::BUFFERS_PER_WORKER`]. A task of one chunk has nothing to overlap its
+/// copy with, and a second buffer would only be pinned and held.
+fn buffers_for(chunk: u64, offset: u64, len: u64) -> usize {
+    let chunk = chunk.max(1);
+    let last = offset.saturating_add(len.max(1) - 1);
+    let spans = last / chunk - offset / chunk + 1;
+    usize::try_from(spans)
+        .unwrap_or(usize::MAX)
+        .min(StagingConfig::BUFFERS_PER_WORKER)
+}
+
 /// Bytes from file offset `at` to the next multiple of `chunk`: chunks are cut where the
 /// file offset is a multiple of the chunk size, as tasks are cut at multiples of the task
 /// size, so that every chunk but a request's first and last is aligned for `O_DIRECT`.
@@ -868,6 +898,21 @@ mod tests {
         assert_eq!(round_up(0, 0), 0);
         assert_eq!(round_up(u64::MAX, 4096), u64::MAX - 4095);
         assert_eq!(round_up(4097, 4096), 8192);
+    }
+
+    #[test]
+    fn a_task_takes_a_buffer_per_chunk_it_spans_and_at_most_two() {
+        const C: u64 = 4 << 20;
+        assert_eq!(buffers_for(C, 0, C), 1);
+        assert_eq!(buffers_for(C, 4 * C, C), 1);
+        assert_eq!(buffers_for(C, 4096, C - 4096), 1);
+        assert_eq!(buffers_for(C, 4096, C), 2, "crosses a chunk boundary");
+        assert_eq!(buffers_for(C, 0, C + 1), 2);
+        assert_eq!(buffers_for(C, 0, 16 * C), 2);
+        assert_eq!(buffers_for(C, 0, 1), 1);
+        assert_eq!(buffers_for(C, 0, 0), 1);
+        assert_eq!(buffers_for(0, 0, 3), 2, "a zero chunk is taken as one byte");
+        assert_eq!(buffers_for(C, u64::MAX - 1, u64::MAX), 1);
     }
 
     #[test]

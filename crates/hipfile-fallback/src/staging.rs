@@ -86,11 +86,11 @@ impl StagingConfig {
     /// The sizes for the fallback's knobs, keeping `chunk_size × max_buffers` within
     /// `staging_memory`:
     ///
-    /// - `chunk_size` is the smallest of half a task (so that a task has at least two chunks
-    ///   to overlap), `staging_memory / (io_threads × BUFFERS_PER_WORKER)` (so that every
-    ///   worker can hold its two buffers at once) and [`StagingConfig::MAX_CHUNK_SIZE`],
-    ///   rounded down to a multiple of 4096 and at least 4096. With the defaults (4 MiB
-    ///   tasks, 256 MiB, 16 threads) that is 2 MiB.
+    /// - `chunk_size` is the smallest of a task, `staging_memory / (io_threads ×
+    ///   BUFFERS_PER_WORKER)` (so that every worker can hold its two buffers at once) and
+    ///   [`StagingConfig::MAX_CHUNK_SIZE`], rounded down to a multiple of 4096 and at least
+    ///   4096. With the defaults (4 MiB tasks, 256 MiB, 16 threads) that is 4 MiB: a
+    ///   request's 4 MiB tasks are one chunk each, and longer tasks alternate two buffers.
     /// - `max_buffers` is as many such buffers as `staging_memory` holds (64 by default:
     ///   32 for the workers, the rest for callers' small requests and for callers beyond
     ///   them), at least 1. Only a bound below 4 KiB is exceeded, by that one buffer.
@@ -103,7 +103,7 @@ impl StagingConfig {
         let per_worker = u64::try_from(knobs.io_threads.max(1))
             .unwrap_or(u64::MAX)
             .saturating_mul(Self::BUFFERS_PER_WORKER as u64);
-        let chunk = (task / 2)
+        let chunk = task
             .min(knobs.staging_memory / per_worker)
             .min(Self::MAX_CHUNK_SIZE as u64)
             .max(PAGE)
@@ -1016,8 +1016,10 @@ mod tests {
             v.cold_direct_reads = true;
             v
         };
-        let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 256 << 20));
+        let c = StagingConfig::for_knobs(&knobs(16, 4 << 20, 256 << 20));
         assert_eq!((c.chunk_size, c.max_buffers), (4 << 20, 64));
+        let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 256 << 20));
+        assert_eq!((c.chunk_size, c.max_buffers), (8 << 20, 32));
         // Little memory for many threads: the chunk shrinks so each worker has two buffers.
         let c = StagingConfig::for_knobs(&knobs(16, 8 << 20, 32 << 20));
         assert_eq!((c.chunk_size, c.max_buffers), (1 << 20, 32));
@@ -1044,7 +1046,8 @@ mod tests {
                 pinned.is_some_and(|p| p <= memory.max(4096)),
                 "{threads} {task} {memory}: {c:?}"
             );
-            assert!(c.chunk_size as u64 <= task.max(4096));
+            // At most a task, which the fallback rounds up to whole pages.
+            assert!(c.chunk_size as u64 <= task.max(1).div_ceil(4096).saturating_mul(4096));
         }
         // Budgets far beyond what the workers hold are many 16 MiB buffers, allocated as
         // requests need them, not a few huge ones.

@@ -1297,6 +1297,49 @@ fn the_buffers_of_a_request_over_every_thread_are_one_allocation() {
     assert_pool_idle(&fb);
 }
 
+/// With room for them, chunks are as large as a task: a task of one chunk takes one buffer
+/// (it has no second chunk to overlap its copy with), so a request over every thread pins
+/// one buffer per thread, as one allocation.
+#[test]
+fn tasks_of_one_chunk_take_one_buffer_each() {
+    let dir = TempDir::new("fallback-one-chunk");
+    let path = dir.path().join("f");
+    let size = THREADS * TASK;
+    let data = pattern(size, 23);
+    std::fs::write(&path, &data).unwrap();
+    let file = read_write(&path);
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let knobs = knobs(
+        THREADS,
+        TASK as u64,
+        (2 * THREADS * TASK) as u64,
+        4096,
+        true,
+    );
+    assert_eq!(StagingConfig::for_knobs(&knobs).chunk_size, TASK);
+    let fb = with_knobs(&rt, knobs);
+    let dst = device(&rt, size);
+    for _ in 0..2 {
+        let n = run(
+            &fb,
+            &*rt,
+            &file,
+            Op::Read,
+            dst,
+            size as u64,
+            0,
+            0,
+            size as u64,
+        );
+        assert_eq!(n.unwrap(), size as u64);
+        assert!(rt.read_device(dst, size) == data);
+    }
+    assert_eq!(fb.tasks_dispatched(), 2 * THREADS as u64);
+    assert_eq!(rt.calls(Call::AllocPinned), 1);
+    assert_eq!(fb.staging().unwrap().allocated(), THREADS);
+    assert_pool_idle(&fb);
+}
+
 /// Task sizes and staging budgets far beyond the configuration's bounds, set in the knobs
 /// directly: the fallback is made without overflowing, its staging buffers are at most
 /// 16 MiB, and a 5 MB request through the I/O threads pins only the buffers its two tasks

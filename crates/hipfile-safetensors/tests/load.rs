@@ -433,8 +433,9 @@ fn the_device_of_a_shard_is_asked_once_per_shard() {
 }
 
 /// Through the fallback, a load with requests spread over the I/O threads has their staging
-/// buffers pinned while it allocates device memory: after it, the driver's buffer pairs for
-/// every thread exist, made by one allocation.
+/// buffers pinned while it allocates device memory: after it, what requests of the load's
+/// size keep busy on every thread exists (here one 1 MiB buffer per thread: 8 MiB requests
+/// are 1 MiB tasks of one chunk), made by one allocation.
 #[test]
 fn a_load_through_the_fallback_prepares_the_staging_of_every_io_thread() {
     use hipfile_testkit::{Call, Injected};
@@ -452,13 +453,14 @@ fn a_load_through_the_fallback_prepares_the_staging_of_every_io_thread() {
     let (path, expected) = write_shard(dir.path(), "big.safetensors", BIG, 3);
     let ck = Loader::new(&driver)
         .cache_state(CacheState::Hot)
+        .request_size(8 << 20)
         .load(&[&path])
         .unwrap();
     assert_loaded(&ck, &expected, BIG);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
-    // Two per I/O thread exist already (the 3 MiB request itself keeps only four busy):
+    // One per I/O thread exists already (the 3 MiB request itself keeps only three busy):
     // asking for them pins nothing.
-    assert_eq!(driver.prepare_staging(), 16);
+    assert_eq!(driver.prepare_staging(8 << 20), 8);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
 }
 

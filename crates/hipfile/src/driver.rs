@@ -372,15 +372,17 @@ impl Driver {
         &self.inner.engine
     }
 
-    /// Pins now the host staging buffers that large fallback requests keep busy (two per I/O
-    /// thread, 64 MiB with the defaults), as one allocation, instead of when the first large
-    /// request needs them; returns how many staging buffers exist. Pinning 64 MiB took
-    /// about 0.03 s on the GPU machine: a program that is about to read a lot through the
-    /// fallback can have it done beforehand, or on another thread while it does other
-    /// setup (as cuFile's `cuFileDriverOpen` allocates its buffers). Does nothing once they
-    /// exist; a failed allocation is left for the requests to report.
-    pub fn prepare_staging(&self) -> usize {
-        self.inner.fallback.reserve_staging()
+    /// Pins now the host staging buffers that fallback requests of `request_len` bytes keep
+    /// busy when they occupy every I/O thread (with the defaults, one 4 MiB buffer per
+    /// thread for requests of up to 64 MiB, two for larger ones: 64 or 128 MiB), as one
+    /// allocation, instead of when the first of them needs them; returns how many staging
+    /// buffers exist. Requests of at most the small-request threshold reserve nothing.
+    /// Pinning 64 MiB took 0.01–0.02 s on the GPU machine: a program that is about to read
+    /// a lot through the fallback can have it done beforehand, or on another thread while
+    /// it does other setup (as cuFile's `cuFileDriverOpen` allocates its buffers). Does
+    /// nothing once they exist; a failed allocation is left for the requests to report.
+    pub fn prepare_staging(&self, request_len: u64) -> usize {
+        self.inner.fallback.reserve_staging(request_len)
     }
 
     /// Allocates every staging buffer before the first stream-ordered request is queued: a

@@ -369,7 +369,7 @@ fn unwritten_pages(file: &File) -> Option<u64> {
 #[ignore = "run by writes_crossing_a_file_size_limit_return_the_bytes_below_it in a child process"]
 fn child_fsize_limit() {
     let lib = require!(emulated_runtime());
-    // 128 KiB chunks; a request above 1 MiB is cut into one task per thread (2 MiB for
+    // 256 KiB chunks; a request above 1 MiB is cut into one task per thread (2 MiB for
     // 8 MiB, the limit in the second of four).
     let config = ConfigBuilder::new()
         .hip_library(lib)

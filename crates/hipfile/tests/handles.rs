@@ -45,10 +45,13 @@ fn clones_files_and_buffers_each_hold_the_driver() {
 }
 
 #[test]
-fn a_staging_buffer_is_half_a_task_within_the_pool() {
+fn a_staging_buffer_is_a_task_within_the_pool() {
     let knobs = |b: ConfigBuilder| b.build_with(|_| None).0.fallback;
     let four_mib_tasks = knobs(ConfigBuilder::new().task_size(4 << 20).io_threads(4));
-    assert_eq!(Driver::staging_chunk_size(&four_mib_tasks), 2 << 20);
+    assert_eq!(Driver::staging_chunk_size(&four_mib_tasks), 4 << 20);
+    // 256 MiB for 64 workers' 2 buffers: 2 MiB each.
+    let many = knobs(ConfigBuilder::new().task_size(4 << 20).io_threads(64));
+    assert_eq!(Driver::staging_chunk_size(&many), 2 << 20);
     // 16 KiB over 3 workers' 2 buffers is under a page: one page it is.
     let tiny = knobs(
         ConfigBuilder::new()
@@ -120,23 +123,32 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
 }
 
 #[test]
-fn prepared_staging_is_one_allocation_that_large_reads_then_use() {
+fn prepared_staging_is_what_requests_of_that_size_keep_busy_and_large_reads_then_use_it() {
     let (d, rt) = require!(counted(
         ConfigBuilder::new()
             .force_compat_mode(true)
             .io_threads(4)
-            .task_size(64 << 10)
-            .staging_memory(1 << 20)
+            .task_size(1 << 20)
+            .small_io_threshold(1 << 20)
+            .staging_memory(16 << 20)
     ));
-    // Two 32 KiB buffers per I/O thread, pinned at once; asked again, nothing more.
-    assert_eq!(d.prepare_staging(), 8);
+    // 1 MiB chunks. A request the caller serves itself reserves nothing.
+    assert_eq!(d.prepare_staging(1 << 20), 0);
+    assert_eq!(rt.calls(Call::AllocPinned), 0);
+    // 4 MiB requests are 1 MiB tasks of one chunk each: one buffer per I/O thread, pinned at
+    // once; asked again, nothing more.
+    assert_eq!(d.prepare_staging(4 << 20), 4);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
-    assert_eq!(d.prepare_staging(), 8);
+    assert_eq!(d.prepare_staging(4 << 20), 4);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
+    // 8 MiB requests are 2 MiB tasks of two chunks: two per thread, the four missing pinned
+    // as one allocation.
+    assert_eq!(d.prepare_staging(8 << 20), 8);
+    assert_eq!(rt.calls(Call::AllocPinned), 2);
 
     let dir = TempDir::new("handles-prepared");
     let path = dir.path().join("f");
-    let data: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 253) as u8).collect();
+    let data: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 253) as u8).collect();
     std::fs::write(&path, &data).unwrap();
     let fh = d
         .register_file(&std::fs::File::open(&path).unwrap())
@@ -150,7 +162,7 @@ fn prepared_staging_is_one_allocation_that_large_reads_then_use() {
     }
     assert_eq!(
         rt.calls(Call::AllocPinned),
-        1,
+        2,
         "a large read pinned more than the prepared buffers"
     );
 }

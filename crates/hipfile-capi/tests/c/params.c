@@ -152,9 +152,9 @@ int main(int argc, char **argv)
              hipFileDriverUnsupportedLimit));
     CHECK(size_param(hipFileParamPropertiesMaxDirectIOSizeKB) == 64);
     CHECK(size_param(hipFileParamExecutionMaxIOThreads) == 3);
-    /* One staging buffer follows from the task size and the pool: 32 KiB here. */
+    /* One staging buffer follows from the task size and the pool: a 64 KiB task here. */
     size_t chunk = size_param(hipFileParamPropertiesPerBufferCacheSizeKB);
-    CHECK(chunk == 32);
+    CHECK(chunk == 64);
     CHECK(IS(hipFileSetParameterSizeT(hipFileParamPropertiesPerBufferCacheSizeKB, chunk),
              hipFileSuccess));
     CHECK(IS(hipFileSetParameterSizeT(hipFileParamPropertiesPerBufferCacheSizeKB, chunk + 4),
