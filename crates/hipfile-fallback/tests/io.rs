@@ -1262,6 +1262,15 @@ fn eight_callers_share_the_io_threads() {
     assert_pool_idle(&fb);
 }
 
+/// Reads `data.len()` bytes of `file` from offset 0 into `dst` in one request and checks
+/// them against `data`.
+fn read_whole(fb: &Fallback, rt: &HostMemRuntime, file: &File, dst: DevicePtr, data: &[u8]) {
+    let size = data.len() as u64;
+    let n = run(fb, rt, file, Op::Read, dst, size, 0, 0, size);
+    assert_eq!(n.unwrap(), size);
+    assert!(rt.read_device(dst, data.len()) == data);
+}
+
 /// A request that keeps every I/O thread busy has the buffers they take pinned as one
 /// allocation before they start, not one allocation per buffer while the others copy; the
 /// next requests find them.
@@ -1277,19 +1286,7 @@ fn the_buffers_of_a_request_over_every_thread_are_one_allocation() {
     let fb = pipelined(&rt, 4096);
     let dst = device(&rt, size);
     for _ in 0..3 {
-        let n = run(
-            &fb,
-            &*rt,
-            &file,
-            Op::Read,
-            dst,
-            size as u64,
-            0,
-            0,
-            size as u64,
-        );
-        assert_eq!(n.unwrap(), size as u64);
-        assert!(rt.read_device(dst, size) == data);
+        read_whole(&fb, &rt, &file, dst, &data);
     }
     assert!(fb.tasks_dispatched() >= THREADS as u64);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
@@ -1320,19 +1317,7 @@ fn tasks_of_one_chunk_take_one_buffer_each() {
     let fb = with_knobs(&rt, knobs);
     let dst = device(&rt, size);
     for _ in 0..2 {
-        let n = run(
-            &fb,
-            &*rt,
-            &file,
-            Op::Read,
-            dst,
-            size as u64,
-            0,
-            0,
-            size as u64,
-        );
-        assert_eq!(n.unwrap(), size as u64);
-        assert!(rt.read_device(dst, size) == data);
+        read_whole(&fb, &rt, &file, dst, &data);
     }
     assert_eq!(fb.tasks_dispatched(), 2 * THREADS as u64);
     assert_eq!(rt.calls(Call::AllocPinned), 1);

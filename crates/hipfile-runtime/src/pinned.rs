@@ -206,6 +206,7 @@ mod tests {
     #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
     use super::*;
+    use hipfile_testfs::maps::mapping_at;
 
     /// The tests that map and unmap run one at a time: each looks at the process's mappings.
     static SERIAL: Mutex<()> = Mutex::new(());
@@ -214,42 +215,9 @@ mod tests {
         SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The `VmFlags` and `Rss` (KiB) of the mapping that holds `addr`, from
-    /// `/proc/self/smaps`.
-    fn smaps(addr: usize) -> Option<(Vec<String>, u64)> {
-        let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut lines = text.lines();
-        while let Some(line) = lines.next() {
-            let range = line.split(' ').next().unwrap_or("");
-            let Some((start, end)) = range.split_once('-') else {
-                continue;
-            };
-            let (Ok(start), Ok(end)) = (
-                usize::from_str_radix(start, 16),
-                usize::from_str_radix(end, 16),
-            ) else {
-                continue;
-            };
-            if !(start..end).contains(&addr) {
-                continue;
-            }
-            let (mut flags, mut rss) = (Vec::new(), 0);
-            for l in lines.by_ref() {
-                if let Some(v) = l.strip_prefix("Rss:") {
-                    rss = v.trim().trim_end_matches(" kB").parse().unwrap();
-                } else if let Some(v) = l.strip_prefix("VmFlags:") {
-                    flags = v.split_whitespace().map(str::to_owned).collect();
-                    break;
-                }
-            }
-            return Some((flags, rss));
-        }
-        None
-    }
-
     /// Whether a mapping of ours (one not copied on fork) holds `addr`.
     fn ours(addr: usize) -> bool {
-        smaps(addr).is_some_and(|(flags, _)| flags.iter().any(|f| f == "dc"))
+        mapping_at(addr).is_some_and(|m| m.has_flag("dc"))
     }
 
     #[test]
@@ -259,14 +227,12 @@ mod tests {
         let region = Region::map(len + 1).unwrap();
         assert_eq!(region.addr % HUGE_PAGE, 0);
         assert_eq!(region.len(), (len + 1).next_multiple_of(page_size()));
-        let (flags, rss) = smaps(region.addr).expect("the mapping is listed");
+        let m = mapping_at(region.addr).expect("the mapping is listed");
+        assert!(m.has_flag("dc"), "no MADV_DONTFORK: {:?}", m.flags);
         assert!(
-            flags.iter().any(|f| f == "dc"),
-            "no MADV_DONTFORK: {flags:?}"
-        );
-        assert!(
-            rss >= region.len() as u64 / 1024,
-            "every page faulted in: {rss} KiB"
+            m.rss_kib >= region.len() as u64 / 1024,
+            "every page faulted in: {} KiB",
+            m.rss_kib
         );
         // SAFETY: the region's pages, mapped and readable.
         let bytes = unsafe { std::slice::from_raw_parts(region.addr as *const u8, region.len) };

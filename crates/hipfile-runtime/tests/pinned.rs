@@ -7,6 +7,7 @@
 
 use hipfile_core::{GpuRuntime, MemoryKind};
 use hipfile_runtime::HipRuntime;
+use hipfile_testfs::maps::mapping_at;
 use hipfile_testfs::{Skip, require};
 
 fn emulated() -> Result<HipRuntime, Skip> {
@@ -14,40 +15,9 @@ fn emulated() -> Result<HipRuntime, Skip> {
     HipRuntime::load_path(&path).map_err(|e| Skip(format!("cannot load {}: {e}", path.display())))
 }
 
-/// The `VmFlags` and `Rss` (KiB) of the mapping that holds `addr` (`/proc/self/smaps`).
-fn mapping(addr: usize) -> Option<(Vec<String>, u64)> {
-    let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let Some((start, end)) = line.split(' ').next().and_then(|r| r.split_once('-')) else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (
-            usize::from_str_radix(start, 16),
-            usize::from_str_radix(end, 16),
-        ) else {
-            continue;
-        };
-        if !(start..end).contains(&addr) {
-            continue;
-        }
-        let (mut flags, mut rss) = (Vec::new(), 0);
-        for l in lines.by_ref() {
-            if let Some(v) = l.strip_prefix("Rss:") {
-                rss = v.trim().trim_end_matches(" kB").parse().unwrap();
-            } else if let Some(v) = l.strip_prefix("VmFlags:") {
-                flags = v.split_whitespace().map(str::to_owned).collect();
-                break;
-            }
-        }
-        return Some((flags, rss));
-    }
-    None
-}
-
 /// Whether a mapping that is not copied on fork holds `addr`.
 fn not_forked(addr: usize) -> bool {
-    mapping(addr).is_some_and(|(flags, _)| flags.iter().any(|f| f == "dc"))
+    mapping_at(addr).is_some_and(|m| m.has_flag("dc"))
 }
 
 #[test]
@@ -57,11 +27,12 @@ fn a_large_pinned_allocation_is_a_faulted_in_registered_mapping_of_hipfile() {
     let host = rt.alloc_pinned(len).unwrap();
     let addr = host as usize;
     assert_eq!(addr % (2 << 20), 0, "aligned for huge pages");
-    let (flags, rss) = mapping(addr).unwrap();
-    assert!(flags.iter().any(|f| f == "dc"), "copied on fork: {flags:?}");
+    let m = mapping_at(addr).unwrap();
+    assert!(m.has_flag("dc"), "copied on fork: {:?}", m.flags);
     assert!(
-        rss >= (len as u64).div_ceil(1024),
-        "faulted in before use: {rss} KiB"
+        m.rss_kib >= (len as u64).div_ceil(1024),
+        "faulted in before use: {} KiB",
+        m.rss_kib
     );
 
     // The runtime takes it as its own pinned memory.

@@ -1,7 +1,8 @@
 //! Test fixtures for real filesystems on loop devices: sparse image files attached with
 //! `losetup`, formatted with `mkfs.ext4` or `mkfs.xfs` and mounted in a fresh temporary
-//! directory; tmpfs mounts; FIFOs; and the capability checks (root, loop devices, commands)
-//! that let a test say it skipped instead of failing where the machine cannot run it.
+//! directory; tmpfs mounts; FIFOs; the process's memory mappings ([`maps`]); and the
+//! capability checks (root, loop devices, commands) that let a test say it skipped instead
+//! of failing where the machine cannot run it.
 //!
 //! It is a dev-dependency only and never a dependency of library code: it shells out to
 //! `losetup`, `mkfs.*`, `mount` and `umount`, panics when a command that should work fails
@@ -19,6 +20,7 @@
 pub mod clib;
 mod cmd;
 mod loopdev;
+pub mod maps;
 mod mount;
 mod temp;
 
