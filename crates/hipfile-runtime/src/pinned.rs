@@ -1,12 +1,12 @@
 //! Large pinned allocations made quickly: memory of our own mapping, faulted in by several
 //! threads, then registered with the runtime, rather than allocated by it.
 //!
-//! `cudaHostAlloc` of 128 MiB took 0.048–0.074 s on the H200 machine: one thread has the
+//! `cudaHostAlloc` of 128 MiB took 0.042–0.074 s on the H200 machine: one thread has the
 //! kernel zero every page, then the driver pins and maps them. A private anonymous mapping
-//! aligned to 2 MiB and advised huge pages, faulted in by 16 threads
-//! (`MADV_POPULATE_WRITE`), then registered, took 0.010 s for the same 128 MiB, and 0.017–0.023
-//! s without huge pages (docs/BENCHMARKS.md). A process's first checkpoint load pins its
-//! staging buffers before it reads, so this is time every first load waits.
+//! aligned to 2 MiB and advised huge pages, faulted in by 16 threads (`MADV_POPULATE_WRITE`),
+//! then registered, took 0.010 s for the same 128 MiB, and 0.013–0.023 s without huge pages
+//! (docs/BENCHMARKS.md). A process's first checkpoint load pins its staging buffers before
+//! it reads, so this is time every first load waits.
 //!
 //! The mapping is `MADV_DONTFORK`: a forked child gets no copy of pinned memory, so the
 //! parent never loses its pages to copy-on-write after a fork while the GPU still reads or
