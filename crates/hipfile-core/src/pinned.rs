@@ -1,7 +1,8 @@
-//! The one owner of pinned host memory: bytes from [`GpuRuntime::alloc_pinned`], zeroed when
+//! An owner of pinned host memory: bytes from [`GpuRuntime::alloc_pinned`], zeroed when
 //! allocated, used as a byte slice, and freed through the same runtime. The facade's
-//! `PinnedHostBuffer` and the fallback's staging buffers both hold one. It lives here because
-//! `GpuRuntime` does, and the fallback may depend on nothing above this crate.
+//! `PinnedHostBuffer` holds one. (The fallback's staging pool owns its allocations as blocks
+//! cut into buffers, which the threads that take them zero in parallel, rather than one
+//! thread zeroing a whole allocation here.) It lives here because `GpuRuntime` does.
 //!
 //! # Safety
 //!

@@ -407,9 +407,9 @@ impl Drop for Memory {
 /// Page-locked ("pinned") host memory, which the GPU copies to and from at full speed, where
 /// pageable memory goes through the driver's own staging: from 2 MiB up, memory hipfile maps
 /// and registers with the GPU runtime (`hipHostRegister`, `cudaHostRegister`); smaller, the
-/// runtime's own (`hipHostMalloc`, `cudaHostAlloc`). Zeroed when allocated, freed when dropped; used as
-/// a byte slice. The memory is owned by a [`PinnedMemory`] (core's one owner of pinned
-/// memory, which the fallback's staging buffers use too); the buffer keeps its driver open.
+/// runtime's own (`hipHostMalloc`, `cudaHostAlloc`). Zeroed when allocated, freed when
+/// dropped; used as a byte slice. The memory is owned by a [`PinnedMemory`]; the buffer keeps
+/// its driver open.
 pub struct PinnedHostBuffer {
     #[allow(dead_code)] // Held to keep the driver open while the buffer lives.
     driver: Driver,
