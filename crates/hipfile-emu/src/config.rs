@@ -11,6 +11,7 @@
 //! | `HIPFILE_EMU_DEVICES` | `1` | the number of devices, 0 to 16 (0: a machine without a GPU) |
 //! | `HIPFILE_EMU_FAULT` | none | file-I/O faults to inject (see [`crate::fault`]) |
 //! | `HIPFILE_EMU_STREAMS` | `inline-when-idle` | `queued`: no stream operation runs inline ([`crate::stream`]) |
+//! | `HIPFILE_EMU_NULL_STREAM_DELAY` | `0` | how long each deferred operation of the null stream (a pageable `hipMemcpy` to the device, a device-to-device `hipMemcpy`, a `hipMemset` of device memory) waits on the stream's worker before it runs: `N`, `Nus`, `Nms` or `Ns` ([`crate::copy`]) |
 //!
 //! The variables are read once, on the first call that needs them, and again by
 //! `hipfileEmuReset`. An invalid value is never ignored silently: it is reported on stderr
@@ -33,6 +34,7 @@ use crate::fault::{FaultPlan, parse_faults};
 use std::ffi::{CStr, CString};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 /// Selects the emulated ROCm version.
 pub const ROCM_VERSION_VAR: &str = "HIPFILE_EMU_ROCM_VERSION";
@@ -43,6 +45,45 @@ pub const FAULT_VAR: &str = "HIPFILE_EMU_FAULT";
 
 /// Chooses whether operations on an idle stream may run inline.
 pub const STREAMS_VAR: &str = "HIPFILE_EMU_STREAMS";
+
+/// Delays the null stream's deferred operations.
+pub const NULL_STREAM_DELAY_VAR: &str = "HIPFILE_EMU_NULL_STREAM_DELAY";
+
+/// The longest delay `HIPFILE_EMU_NULL_STREAM_DELAY` accepts: a minute.
+pub const MAX_NULL_STREAM_DELAY: Duration = Duration::from_secs(60);
+
+/// Parses a delay: a number of microseconds (`N` or `Nus`), milliseconds (`Nms`) or seconds
+/// (`Ns`), at most [`MAX_NULL_STREAM_DELAY`].
+///
+/// # Errors
+///
+/// A message naming what is accepted.
+pub fn parse_delay(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "us"),
+    };
+    let micros_per = match unit {
+        "us" => 1,
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        _ => 0,
+    };
+    let delay = digits
+        .parse::<u64>()
+        .ok()
+        .filter(|_| micros_per != 0)
+        .and_then(|n| n.checked_mul(micros_per))
+        .map(Duration::from_micros);
+    match delay {
+        Some(d) if d <= MAX_NULL_STREAM_DELAY => Ok(d),
+        _ => Err(format!(
+            "`{text}` is not a delay of at most 60s: a whole number followed by `us`, `ms` \
+             or `s` (microseconds without a unit)"
+        )),
+    }
+}
 
 /// How stream operations run (see [`crate::stream`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -153,6 +194,8 @@ pub struct Config {
     pub faults: FaultPlan,
     /// How stream operations run.
     pub streams: StreamMode,
+    /// How long each deferred operation of the null stream waits before it runs.
+    pub null_stream_delay: Duration,
     /// Each invalid setting, in words; empty when the configuration is valid.
     pub problems: Vec<String>,
     /// What `hipGetErrorString(hipErrorNotInitialized)` says while the configuration is
@@ -208,6 +251,7 @@ impl Config {
             devices,
             faults,
             streams: StreamMode::default(),
+            null_stream_delay: Duration::ZERO,
             init_error: init_error(&problems),
             problems,
         }
@@ -227,12 +271,18 @@ impl Config {
         let devices = value(DEVICES_VAR);
         let fault = value(FAULT_VAR);
         let streams = value(STREAMS_VAR);
+        let delay = value(NULL_STREAM_DELAY_VAR);
         let mut config =
             Config::from_values(version.as_deref(), devices.as_deref(), fault.as_deref());
         match set(streams.as_deref()).map(StreamMode::parse) {
             None => {}
             Some(Ok(mode)) => config.streams = mode,
             Some(Err(why)) => problems.push(format!("{STREAMS_VAR}: {why}")),
+        }
+        match set(delay.as_deref()).map(parse_delay) {
+            None => {}
+            Some(Ok(delay)) => config.null_stream_delay = delay,
+            Some(Err(why)) => problems.push(format!("{NULL_STREAM_DELAY_VAR}: {why}")),
         }
         if !problems.is_empty() {
             config.problems.append(&mut problems);
@@ -346,6 +396,29 @@ mod tests {
         );
         assert!(StreamMode::parse("async").unwrap_err().contains("queued"));
         assert_eq!(Config::default().streams, StreamMode::InlineWhenIdle);
+    }
+
+    #[test]
+    fn delays_parse() {
+        assert_eq!(parse_delay("250"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_delay("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_delay(" 20ms "), Ok(Duration::from_millis(20)));
+        assert_eq!(parse_delay("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_delay("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_delay("60s"), Ok(MAX_NULL_STREAM_DELAY));
+        for bad in [
+            "61s",
+            "ms",
+            "-1ms",
+            "1.5ms",
+            "5 ms",
+            "5h",
+            "",
+            "99999999999999999999",
+        ] {
+            assert!(parse_delay(bad).unwrap_err().contains("`ms`"), "{bad}");
+        }
+        assert_eq!(Config::default().null_stream_delay, Duration::ZERO);
     }
 
     #[test]

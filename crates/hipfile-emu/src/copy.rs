@@ -18,6 +18,19 @@
 //! in a queue makes that copy fail instead of touching freed memory. Releasing does not wait
 //! for the streams (unlike HIP's `hipFree`, which synchronises the device).
 //!
+//! # The null stream's deferred operations
+//!
+//! As in HIP and CUDA, `hipMemcpy` returns before its copy is done when nothing on the host
+//! waits for it: a copy from pageable host memory (memory outside the table) into device
+//! memory returns once the source has been read into a buffer of the runtime's, and a copy
+//! between device allocations and a `hipMemset` of device memory return once queued. The
+//! rest of the work runs on the null stream's worker, in the null stream's order, after
+//! `HIPFILE_EMU_NULL_STREAM_DELAY` ([`crate::config`]). So, as on a GPU, work queued later
+//! on the null stream or on a blocking stream sees the bytes, and a copy on a non-blocking
+//! stream, or a read by the host, may not until the null stream has been synchronised.
+//! A copy to host memory, and any copy from `hipHostMalloc` or registered memory, returns
+//! when it is done.
+//!
 //! The bytes each copy moves into and out of device memory are counted per device
 //! ([`crate::memory::device_copy_bytes`]).
 //!
@@ -28,10 +41,10 @@
 //! checks and copies under the transfer gate, held shared, so the entries it checked cannot be
 //! released before the copy ends.
 
-use crate::error::{INVALID_MEMCPY_DIRECTION, INVALID_VALUE, code_of};
-use crate::memory::{check_copy, count_copied, transfer_gate};
-use crate::queue::{SendPtr, code_of_submission};
-use crate::stream::{HipStream, null_queue, queue_of};
+use crate::error::{INVALID_MEMCPY_DIRECTION, INVALID_VALUE, SUCCESS, code_of};
+use crate::memory::{check_copy, count_copied, device_range, lookup, transfer_gate};
+use crate::queue::{Job, SendPtr, code_of_submission};
+use crate::stream::{HipStream, queue_of, submission_queue};
 use std::ffi::{c_int, c_void};
 
 /// The copy of `hipMemcpy`/`hipMemcpyAsync`, checked, under the transfer gate, and counted
@@ -72,8 +85,10 @@ unsafe fn copy(
 /// checks only that). Size 0 is a no-op. The devices of the two sides may differ (unified
 /// addressing routes the copy by its pointers).
 ///
-/// Ordered on the null stream, as in HIP: it runs after the work queued there (at once, on
-/// the calling thread, when there is none) and returns when the copy is done.
+/// Ordered on the null stream, as in HIP: it runs after the work queued there. A copy from
+/// pageable host memory to device memory, or between device allocations, returns once queued
+/// (the source read first, for the former) and is done when the null stream reaches it (see
+/// the module documentation); any other returns when the copy is done.
 ///
 /// # Errors
 ///
@@ -92,12 +107,54 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> i32 {
+    if let Err(e) = check_async_copy(dst as usize, src as usize, size, kind, None) {
+        return crate::error::record(e);
+    }
+    if size > 0 && device_range(dst as usize, size).is_some() {
+        if device_range(src as usize, size).is_some() {
+            let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
+            return defer(Box::new(move || {
+                // SAFETY: both sides are device memory, checked again under the gate.
+                unsafe { copy(dst.get(), src.get(), size, kind, None) }
+            }));
+        }
+        if lookup(src as usize).is_none() {
+            // SAFETY: pageable host memory the caller promises readable for `size` bytes.
+            let staged = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size) }.to_vec();
+            let dst = SendPtr(dst);
+            return defer(Box::new(move || {
+                // SAFETY: `staged` is this job's own buffer; the device side is checked
+                // again under the gate.
+                unsafe { copy(dst.get(), staged.as_ptr().cast(), staged.len(), kind, None) }
+            }));
+        }
+    }
     let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
-    code_of(null_queue().run_ordered(move || {
+    let null = match submission_queue(std::ptr::null_mut()) {
+        Ok((_, queue)) => queue,
+        Err(e) => return crate::error::record(e),
+    };
+    code_of(null.run_ordered(move || {
         // SAFETY: the caller's promise is `copy`'s, and holds until this call returns, which
         // waits for the copy.
         unsafe { copy(dst.get(), src.get(), size, kind, None) }
     }))
+}
+
+/// Queues `job`, a deferred operation of the null stream (see the module documentation), to
+/// run on the null stream's worker after the configured delay; returns its submission's code.
+fn defer(job: Job) -> i32 {
+    let delay = crate::config::current().null_stream_delay;
+    let delayed: Job = Box::new(move || {
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        job()
+    });
+    match submission_queue(std::ptr::null_mut()) {
+        Ok((_, null)) => code_of_submission(null.submit(delayed, false)),
+        Err(e) => crate::error::record(e),
+    }
 }
 
 /// `hipError_t hipMemcpyAsync(void* dst, const void* src, size_t size, hipMemcpyKind kind,
@@ -126,13 +183,17 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     stream: HipStream,
 ) -> i32 {
-    let (stream_device, queue) = match queue_of(stream) {
-        Ok(found) => found,
+    let stream_device = match queue_of(stream) {
+        Ok((device, _)) => device,
         Err(e) => return e,
     };
     if let Err(e) = check_async_copy(dst as usize, src as usize, size, kind, stream_device) {
         return e;
     }
+    let queue = match submission_queue(stream) {
+        Ok((_, queue)) => queue,
+        Err(e) => return e,
+    };
     let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
     let job = move || {
         // SAFETY: the caller's promise is `copy`'s, and holds until the copy is done.
@@ -144,8 +205,10 @@ pub unsafe extern "C" fn hipMemcpyAsync(
 /// `hipError_t hipMemset(void* dst, int value, size_t size)` — sets `size` bytes at `dst` to
 /// the low byte of `value`. `dst..dst+size` must lie in one allocation of this runtime that a
 /// device can reach: `hipMalloc`, `hipMallocManaged` or `hipHostMalloc` memory, or a
-/// `hipHostRegister` range. Ordered on the null stream, as [`hipMemcpy`]; size 0 is a no-op.
-/// It is not a copy: the per-device copy counters do not count it.
+/// `hipHostRegister` range. Ordered on the null stream, as [`hipMemcpy`]: a memset of
+/// `hipMalloc` memory returns once queued and is done when the null stream reaches it (see
+/// the module documentation), any other when it is done. Size 0 is a no-op. It is not a
+/// copy: the per-device copy counters do not count it.
 ///
 /// # Errors
 ///
@@ -154,20 +217,21 @@ pub unsafe extern "C" fn hipMemcpyAsync(
 ///
 /// # Safety
 ///
-/// None beyond HIP's: the range is checked against the table, under the transfer gate.
+/// None beyond HIP's: the range is checked against the table, under the transfer gate (when
+/// called, and again when it runs).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> i32 {
     if dst.is_null() {
-        return INVALID_VALUE;
+        return crate::error::record(INVALID_VALUE);
     }
     if size == 0 {
-        return crate::error::SUCCESS;
+        return SUCCESS;
     }
     let dst = SendPtr(dst);
-    code_of(null_queue().run_ordered(move || {
+    let set = move || {
         let dst = dst.get();
         let _gate = transfer_gate();
-        let lookup = crate::memory::lookup(dst as usize);
+        let lookup = lookup(dst as usize);
         if lookup.is_none_or(|a| size > a.len - (dst as usize - a.base)) {
             return Err(INVALID_VALUE);
         }
@@ -177,7 +241,14 @@ pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) 
         // alive until the write ends.
         unsafe { std::ptr::write_bytes(dst.cast::<u8>(), byte, size) };
         Ok(())
-    }))
+    };
+    if device_range(dst.get() as usize, size).is_some() {
+        return defer(Box::new(set));
+    }
+    match submission_queue(std::ptr::null_mut()) {
+        Ok((_, null)) => code_of(null.run_ordered(set)),
+        Err(e) => crate::error::record(e),
+    }
 }
 
 /// The checks of [`copy`], without the copy: made when a copy is queued, so that its caller
@@ -450,6 +521,111 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Holds `stream` back with a host function until the returned sender sends or is
+    /// dropped.
+    fn hold(stream: HipStream) -> std::sync::mpsc::Sender<()> {
+        unsafe extern "C" fn wait(data: *mut c_void) {
+            // SAFETY: `data` is the receiver leaked below, used once.
+            let rx = unsafe { Box::from_raw(data.cast::<std::sync::mpsc::Receiver<()>>()) };
+            let _ = rx.recv();
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let data = Box::into_raw(Box::new(rx)).cast::<c_void>();
+        // SAFETY: `wait` takes back the box, once, on the stream's worker.
+        let r = unsafe { crate::stream::hipLaunchHostFunc(stream, Some(wait), data) };
+        assert_eq!(r, SUCCESS);
+        tx
+    }
+
+    #[test]
+    fn null_stream_work_that_the_host_need_not_wait_for_is_deferred() {
+        let _counters = counters_lock();
+        let (d, back) = (device_alloc(4096), device_alloc(4096));
+        let mut host = vec![0x11u8; 4096];
+        let mut seen = vec![0u8; 4096];
+        let s = {
+            let mut s = null_mut();
+            // SAFETY: `s` is writable.
+            let r = unsafe { hipStreamCreateWithFlags(&mut s, 1) };
+            assert_eq!(r, SUCCESS);
+            s
+        };
+        // SAFETY: every range is a live allocation of this test or its own host memory; the
+        // non-blocking stream is synchronised before `seen` is read.
+        unsafe {
+            assert_eq!(hipMemset(d.cast(), 0x22, 4096), SUCCESS);
+            assert_eq!(hipStreamSynchronize(null_mut()), SUCCESS);
+            let release = hold(null_mut());
+            // Each returns at once, though the null stream is held.
+            assert_eq!(hipMemcpy(d.cast(), host.as_ptr().cast(), 4096, 1), SUCCESS);
+            host.fill(0x33); // the copy took the bytes as they were
+            assert_eq!(hipMemset(d.add(4000).cast(), 0x44, 96), SUCCESS);
+            assert_eq!(hipMemcpy(back.cast(), d.cast(), 4096, 3), SUCCESS);
+            assert!(crate::hooks::hipfileEmuNullStreamUsers() >= 4);
+            // A non-blocking stream does not wait for them: it sees the earlier bytes.
+            let r = hipMemcpyAsync(seen.as_mut_ptr().cast(), d.cast(), 4096, 2, s);
+            assert_eq!(r, SUCCESS);
+            assert_eq!(hipStreamSynchronize(s), SUCCESS);
+            assert!(seen.iter().all(|&b| b == 0x22));
+            drop(release);
+            // A copy to the host waits for the null stream's earlier work.
+            let r = hipMemcpy(seen.as_mut_ptr().cast(), back.cast(), 4096, 2);
+            assert_eq!(r, SUCCESS);
+            assert_eq!(hipStreamDestroy(s), SUCCESS);
+        }
+        assert!(seen[..4000].iter().all(|&b| b == 0x11));
+        assert!(seen[4000..].iter().all(|&b| b == 0x44));
+        free(d);
+        free(back);
+    }
+
+    #[test]
+    fn blocking_streams_synchronise_with_the_null_stream() {
+        let d = device_alloc(4096);
+        let host = vec![5u8; 4096];
+        let (blocking, free_running) = {
+            let (mut b, mut n) = (null_mut(), null_mut());
+            // SAFETY: both are writable.
+            unsafe {
+                assert_eq!(hipStreamCreateWithFlags(&mut b, 0), SUCCESS);
+                assert_eq!(hipStreamCreateWithFlags(&mut n, 1), SUCCESS);
+            }
+            (b, n)
+        };
+        let release = hold(null_mut());
+        // SAFETY: `d` is this test's allocation and `host` outlives the synchronisations.
+        unsafe {
+            assert_eq!(
+                hipMemcpyAsync(d.cast(), host.as_ptr().cast(), 64, 1, blocking),
+                SUCCESS
+            );
+            let r = hipMemcpyAsync(d.add(64).cast(), host.as_ptr().cast(), 64, 1, free_running);
+            assert_eq!(r, SUCCESS);
+        }
+        // The blocking stream waits behind the held null stream; the other does not.
+        assert_eq!(
+            crate::stream::hipStreamQuery(blocking),
+            crate::error::NOT_READY
+        );
+        assert_eq!(crate::stream::hipStreamQuery(free_running), SUCCESS);
+        drop(release);
+        assert_eq!(hipStreamSynchronize(blocking), SUCCESS);
+        // The null stream's later work waits for the blocking stream's earlier work.
+        let release = hold(blocking);
+        let mut event = null_mut();
+        // SAFETY: `event` is writable.
+        let created = unsafe { crate::stream::hipEventCreate(&mut event) };
+        assert_eq!(created, SUCCESS);
+        assert_eq!(crate::stream::hipEventRecord(event, null_mut()), SUCCESS);
+        assert_eq!(crate::stream::hipEventQuery(event), crate::error::NOT_READY);
+        drop(release);
+        assert_eq!(crate::stream::hipEventSynchronize(event), SUCCESS);
+        assert_eq!(crate::stream::hipEventDestroy(event), SUCCESS);
+        assert_eq!(hipStreamDestroy(blocking), SUCCESS);
+        assert_eq!(hipStreamDestroy(free_running), SUCCESS);
+        free(d);
     }
 
     #[test]

@@ -65,6 +65,16 @@ pub extern "C" fn hipfileEmuLiveAllocations() -> u64 {
     memory::live_entries() as u64
 }
 
+/// `uint64_t hipfileEmuNullStreamUsers(void)` — what depends on the null stream now: the
+/// operations queued or running on it (a deferred copy, a host function, a wait) plus the
+/// threads blocked until it reaches some point (`hipStreamSynchronize(NULL)`,
+/// `hipEventSynchronize` of an event recorded on it). A test that holds the null stream back
+/// reads it to tell when a call has begun to wait for the stream or queued work behind it.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfileEmuNullStreamUsers() -> u64 {
+    crate::stream::null_queue().users()
+}
+
 /// `hipError_t hipfileEmuDeviceCopyBytes(int device, unsigned long long* to_device,
 /// unsigned long long* from_device)` — the bytes copied into (`*to_device`) and out of
 /// (`*from_device`) the memory of `device` since load or the last reset, by `hipMemcpy`,
@@ -177,6 +187,8 @@ mod tests {
                 assert_eq!(hipMalloc(&mut d, 512), SUCCESS);
                 assert_eq!(hipMemcpy(d, host.as_ptr().cast(), 512, 1), SUCCESS);
             }
+            // A copy from pageable memory is done once the null stream reaches it.
+            assert_eq!(crate::stream::hipStreamSynchronize(null_mut()), SUCCESS);
             let copied = || device_copy_bytes(15, MAX_DEVICES).unwrap();
             assert!(copied().0 >= 512);
             let valid = config::current().problems.is_empty();

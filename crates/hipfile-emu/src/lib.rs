@@ -9,10 +9,14 @@
 //! Streams are ordered and asynchronous ([`stream`], [`queue`]): each has a worker thread
 //! that runs its operations in order; host functions and waits on memory words
 //! (`hipStreamWaitValue32/64`) always run there, while a copy on an idle stream runs inline
-//! before its call returns, as it always did.
+//! before its call returns, as it always did. The null stream is HIP's legacy default stream:
+//! it synchronises with the blocking streams, and a `hipMemcpy` from pageable memory to the
+//! device, one between device allocations and a `hipMemset` of device memory return before
+//! they are done, as on a GPU ([`copy`]), so that code which forgets to order its work after
+//! them reads stale bytes here too.
 //!
-//! What it does not do: run kernels, do real DMA or peer-to-peer transfers, synchronise the
-//! legacy null stream with other streams, migrate managed memory (`hipMallocManaged` memory is
+//! What it does not do: run kernels, do real DMA or peer-to-peer transfers, migrate managed
+//! memory (`hipMallocManaged` memory is
 //! one host allocation that every side may name), or stand in for HIP on NVIDIA. It is never
 //! chosen silently: hipfile loads it only when it is given its path, or uses it when the
 //! program itself has loaded it (linked as `libamdhip64`), and recognises it by
@@ -35,7 +39,7 @@
 //! dev-dependency). No library crate of the workspace depends on it, and it depends on none.
 //!
 //! The environment configures it ([`config`]): `HIPFILE_EMU_ROCM_VERSION`, `HIPFILE_EMU_DEVICES`,
-//! `HIPFILE_EMU_FAULT`, `HIPFILE_EMU_STREAMS`. The rlib exposes the same functions as ordinary Rust
+//! `HIPFILE_EMU_FAULT`, `HIPFILE_EMU_STREAMS`, `HIPFILE_EMU_NULL_STREAM_DELAY`. The rlib exposes the same functions as ordinary Rust
 //! functions, with the pure parts (fault parsing, pointer attributes under a given ABI, symbol
 //! lookup for a given version) separate from the global state, for unit tests.
 //!

@@ -49,6 +49,8 @@ struct State {
     completed: u64,
     /// The first error of a queued operation since the last synchronisation.
     error: Option<i32>,
+    /// Threads blocked in [`Queue::wait_for`] (and so in a synchronisation).
+    waiters: usize,
 }
 
 /// A stream's queue (see the module documentation).
@@ -168,8 +170,12 @@ impl Queue {
         if state.completed < ticket && self.on_own_worker() {
             return Err(INVALID_VALUE);
         }
-        while state.completed < ticket {
-            state = self.wait(state);
+        if state.completed < ticket {
+            state.waiters += 1;
+            while state.completed < ticket {
+                state = self.wait(state);
+            }
+            state.waiters -= 1;
         }
         Ok(())
     }
@@ -183,6 +189,14 @@ impl Queue {
     pub fn synchronize(self: &Arc<Self>) -> Result<(), i32> {
         self.wait_for(self.ticket())?;
         self.lock().error.take().map_or(Ok(()), Err)
+    }
+
+    /// What depends on the stream now: the operations queued or running, and the threads
+    /// waiting for some of them to finish. A test hook reports it, so that a test can tell
+    /// when a caller has begun to wait for the stream.
+    pub fn users(&self) -> u64 {
+        let state = self.lock();
+        state.submitted - state.completed + state.waiters as u64
     }
 
     /// Whether nothing is queued or running.

@@ -17,9 +17,13 @@
 //! waits for it); an event never recorded is complete. `hipStreamSynchronize` waits for
 //! everything queued so far and reports the first error of a queued operation since the last
 //! synchronisation; `hipStreamQuery` says `hipErrorNotReady` while work is queued or running.
-//! Synchronous `hipMemcpy` is ordered on the null stream and returns when its copy is done.
-//! Unlike HIP's legacy default stream, the null stream does not synchronise with the other
-//! streams: every stream, the null one included, is ordered only with itself.
+//! The null stream is HIP's legacy default stream, and synchronises with the blocking
+//! streams (those created without `hipStreamNonBlocking`), as HIP's and CUDA's does: work
+//! submitted to a blocking stream waits for the work queued on the null stream before it, and
+//! work submitted to the null stream waits for the work queued before it on every blocking
+//! stream ([`submission_queue`] queues those waits). Non-blocking streams are ordered only
+//! with themselves. Synchronous `hipMemcpy` is ordered on the null stream; like HIP's, some
+//! null-stream operations return before they are done: see [`crate::copy`].
 //!
 //! A wait on a memory word (`hipStreamWaitValue32/64`) blocks only the stream's worker, which
 //! polls the word with acquire loads, backing off from microseconds to a millisecond. The
@@ -84,6 +88,8 @@ const MAX_BACKOFF: Duration = Duration::from_millis(1);
 struct Stream {
     device: c_int,
     queue: Arc<Queue>,
+    /// Created without `hipStreamNonBlocking`: it synchronises with the null stream.
+    blocking: bool,
 }
 
 /// A live event: its device, and where it was last recorded (a queue and its ticket).
@@ -132,6 +138,51 @@ pub fn queue_of(stream: HipStream) -> Result<(Option<c_int>, Arc<Queue>), i32> {
         .get(&(stream as usize))
         .map(|s| (Some(s.device), Arc::clone(&s.queue)))
         .ok_or(INVALID_HANDLE)
+}
+
+/// The device (`None` for the null stream) and the queue of `stream`, for work about to be
+/// submitted to it: with the waits of the legacy default stream's synchronisation queued
+/// first. A blocking stream's queue gets a wait for the null stream's work queued so far; the
+/// null stream's, a wait for the work queued so far on each blocking stream. Nothing is
+/// queued for work that is already done.
+///
+/// # Errors
+///
+/// `hipErrorInvalidHandle` for a stream that is neither null nor live; `hipErrorOutOfMemory`
+/// when no worker thread can be started for a wait.
+pub fn submission_queue(stream: HipStream) -> Result<(Option<c_int>, Arc<Queue>), i32> {
+    if stream.is_null() {
+        let blocking: Vec<Arc<Queue>> = streams()
+            .values()
+            .filter(|s| s.blocking)
+            .map(|s| Arc::clone(&s.queue))
+            .collect();
+        let null = null_queue();
+        for earlier in &blocking {
+            order_after(&null, earlier)?;
+        }
+        return Ok((None, null));
+    }
+    let (device, queue, blocking) = streams()
+        .get(&(stream as usize))
+        .map(|s| (s.device, Arc::clone(&s.queue), s.blocking))
+        .ok_or(INVALID_HANDLE)?;
+    if blocking {
+        order_after(&queue, &null_queue())?;
+    }
+    Ok((Some(device), queue))
+}
+
+/// Queues on `queue` a wait until the work queued so far on `earlier` is done, unless it is.
+fn order_after(queue: &Arc<Queue>, earlier: &Arc<Queue>) -> Result<(), i32> {
+    let ticket = earlier.ticket();
+    if earlier.reached(ticket) {
+        return Ok(());
+    }
+    let earlier = Arc::clone(earlier);
+    queue
+        .submit(Box::new(move || earlier.wait_for(ticket)), false)
+        .map(|_| ())
 }
 
 /// Whether `stream` is the default stream or a live one.
@@ -187,6 +238,7 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut HipStream, flags:
         Stream {
             device: current_device(),
             queue: Arc::default(),
+            blocking: flags & STREAM_NON_BLOCKING == 0,
         },
     );
     // SAFETY: non-null and writable by the caller's promise.
@@ -309,7 +361,7 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
     let Some(func) = func else {
         return INVALID_VALUE;
     };
-    let queue = match queue_of(stream) {
+    let queue = match submission_queue(stream) {
         Ok((_, queue)) => queue,
         Err(e) => return e,
     };
@@ -369,7 +421,10 @@ pub extern "C" fn hipEventRecord(event: HipEvent, stream: HipStream) -> i32 {
     let queue = match queue_of(stream) {
         Err(e) => return e,
         Ok((Some(device), _)) if device != event_device => return INVALID_VALUE,
-        Ok((_, queue)) => queue,
+        Ok(_) => match submission_queue(stream) {
+            Ok((_, queue)) => queue,
+            Err(e) => return e,
+        },
     };
     let ticket = queue.ticket();
     match events().get_mut(&(event as usize)) {
@@ -438,13 +493,16 @@ pub extern "C" fn hipStreamWaitEvent(stream: HipStream, event: HipEvent, flags: 
     if flags != 0 {
         return INVALID_VALUE;
     }
-    let queue = match queue_of(stream) {
-        Ok((_, queue)) => queue,
-        Err(e) => return e,
-    };
+    if let Err(e) = queue_of(stream) {
+        return e;
+    }
     let (target, ticket) = match event_ticket(event) {
         Ok(Some(recorded)) => recorded,
         Ok(None) => return SUCCESS,
+        Err(e) => return e,
+    };
+    let queue = match submission_queue(stream) {
+        Ok((_, queue)) => queue,
         Err(e) => return e,
     };
     let job: Job = Box::new(move || target.wait_for(ticket));
@@ -529,13 +587,13 @@ fn wait_value(
     if flags > WAIT_VALUE_NOR {
         return INVALID_VALUE;
     }
-    let queue = match queue_of(stream) {
+    if let Err(e) = queue_of(stream).and_then(|_| check_word(ptr, width)) {
+        return e;
+    }
+    let queue = match submission_queue(stream) {
         Ok((_, queue)) => queue,
         Err(e) => return e,
     };
-    if let Err(e) = check_word(ptr, width) {
-        return e;
-    }
     let ptr = SendPtr(ptr);
     let job: Job = Box::new(move || {
         let mut pause = Duration::from_micros(10);
@@ -561,13 +619,13 @@ fn write_value(
     if flags != 0 {
         return INVALID_VALUE;
     }
-    let queue = match queue_of(stream) {
+    if let Err(e) = queue_of(stream).and_then(|_| check_word(ptr, width)) {
+        return e;
+    }
+    let queue = match submission_queue(stream) {
         Ok((_, queue)) => queue,
         Err(e) => return e,
     };
-    if let Err(e) = check_word(ptr, width) {
-        return e;
-    }
     let ptr = SendPtr(ptr);
     let job: Job = Box::new(move || store_word(ptr, width, value));
     code_of_submission(queue.submit(job, true))

@@ -81,6 +81,7 @@ const EXPORTED: &[&str] = &[
     "hipfileEmuFaultsInjected",
     "hipfileEmuLiveAllocations",
     "hipfileEmuDeviceCopyBytes",
+    "hipfileEmuNullStreamUsers",
 ];
 
 /// `hipPointerAttribute_t`, declared here again from the ABI.
@@ -153,6 +154,7 @@ struct Api {
     emu_injected: unsafe extern "C" fn(c_int) -> u64,
     emu_live: unsafe extern "C" fn() -> u64,
     emu_copy_bytes: unsafe extern "C" fn(c_int, *mut u64, *mut u64) -> i32,
+    stream_synchronize: unsafe extern "C" fn(*mut c_void) -> i32,
 }
 
 /// Where cargo put the library. The test binary is `target/<profile>/deps/dlopen-<hash>`;
@@ -213,6 +215,7 @@ fn api() -> &'static Api {
             emu_injected: sym!("hipfileEmuFaultsInjected"),
             emu_live: sym!("hipfileEmuLiveAllocations"),
             emu_copy_bytes: sym!("hipfileEmuDeviceCopyBytes"),
+            stream_synchronize: sym!("hipStreamSynchronize"),
             _lib: lib,
         }
     })
@@ -231,10 +234,15 @@ impl Api {
         assert_eq!(unsafe { (self.free)(p) }, SUCCESS);
     }
 
+    /// Copies `bytes` to `dst` and waits for the null stream: a copy from pageable memory
+    /// is done only when the null stream reaches it, and the AMD file I/O is not ordered
+    /// after it.
     fn upload(&self, dst: *mut c_void, bytes: &[u8]) {
         // SAFETY: `bytes` is readable for its length; the runtime checks `dst`.
         let r = unsafe { (self.memcpy)(dst, bytes.as_ptr().cast(), bytes.len(), H2D) };
         assert_eq!(r, SUCCESS);
+        // SAFETY: the null stream is always valid.
+        assert_eq!(unsafe { (self.stream_synchronize)(null_mut()) }, SUCCESS);
     }
 
     fn download(&self, src: *const c_void, len: usize) -> Vec<u8> {
