@@ -149,6 +149,15 @@ fn c_program_uses_the_library_from_many_threads() {
 }
 
 #[test]
+fn requests_start_after_the_work_queued_on_the_null_stream() {
+    // On the fallback, and on the fastpath on xfs (tests/c/nullstream.c).
+    let fallback = [("HIPFILE_FORCE_COMPAT_MODE", "true")];
+    run_c_program_with("nullstream", Runtime::Named, &fallback, &[]);
+    let xfs = require!(MountedFs::xfs(300));
+    run_c_program_in("nullstream", Runtime::Named, &[], &[], Some(xfs.path()));
+}
+
+#[test]
 fn c_program_orders_requests_on_streams() {
     run_c_program("async");
 }

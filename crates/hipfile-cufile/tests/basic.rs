@@ -135,6 +135,23 @@ fn c_program_written_for_cufile_reads_and_writes_through_hipfile() {
 }
 
 #[test]
+fn requests_start_after_the_work_queued_on_the_null_stream() {
+    // The null stream's copies run 2 ms late, as a GPU's may: fio's pattern then writes
+    // stale blocks unless every request waits for them (tests/c/nullstream.c). Through the
+    // fallback, as on an NVIDIA GPU, and with the fastpath where the file system has it.
+    for compat in ["true", "false"] {
+        run_c_program_with(
+            "nullstream",
+            Reach::Linked,
+            &[
+                ("HIPFILE_EMU_NULL_STREAM_DELAY", "2ms"),
+                ("HIPFILE_FORCE_COMPAT_MODE", compat),
+            ],
+        );
+    }
+}
+
+#[test]
 fn reads_and_writes_of_more_than_max_rw_count_move_the_whole_size() {
     // 2 GiB through the page cache; the program does not need it on the disk.
     run_c_program_with(

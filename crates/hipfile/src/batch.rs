@@ -9,8 +9,9 @@
 
 use crate::buffer::Memory;
 use crate::driver::Driver;
-use crate::engine::{IoState, Slot};
+use crate::engine::{Engine, IoState, Slot};
 use crate::file::FileHandle;
+use crate::null_stream::OrderPoint;
 use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
@@ -231,9 +232,14 @@ impl<'a> Batch<'a> {
                 file_offset: offset,
                 buffer_offset: range.start as u64,
             };
+            let device = memory.device_now();
             let entered = file.enter_owned();
-            let job = Box::new(move || entered?.serve(op, &memory, Ok(request)));
-            let slot = file.driver().engine().submit(op, job, Some(listener));
+            let point = Arc::new(OrderPoint::default());
+            let order = Arc::clone(&point);
+            let job = Box::new(move || entered?.serve(op, &memory, Ok(request), order.order()));
+            let slot = Engine::slot(op, job, Some(listener));
+            file.driver()
+                .queue_after_null_stream(device, Arc::clone(&slot), &point);
             self.entries.push(Entry { id, cookie, slot });
         }
         Ok(())

@@ -286,7 +286,9 @@ impl DeviceBuffer {
         self.memory.len == 0
     }
 
-    /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
+    /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy), after
+    /// the work queued before it on the null stream of the buffer's device, as `hipMemcpy`
+    /// would.
     ///
     /// # Errors
     ///
@@ -295,7 +297,8 @@ impl DeviceBuffer {
         self.memory.copy_from_host(offset, data)
     }
 
-    /// Copies `out.len()` bytes from the buffer at `offset` into `out` (synchronous).
+    /// Copies `out.len()` bytes from the buffer at `offset` into `out` (synchronous), after
+    /// the work queued before it on the null stream of the buffer's device.
     ///
     /// # Errors
     ///
@@ -336,6 +339,23 @@ impl Memory {
         Ok((facts, None))
     }
 
+    /// The device of the memory, as a request would find it now; `None` when the memory
+    /// cannot be looked at (the request will fail with the reason).
+    pub(crate) fn device_now(&self) -> Option<i32> {
+        self.request_facts()
+            .ok()
+            .map(|(facts, _)| facts.facts().device)
+    }
+
+    /// Waits until the null stream of the memory's device has done the work queued on it
+    /// so far, as a copy of `cudaMemcpy`/`hipMemcpy` would (`null_stream.rs`).
+    fn after_null_stream(&self) -> Result<(), Error> {
+        match self.device_now() {
+            Some(device) => self.driver.wait_null_stream(device),
+            None => Ok(()),
+        }
+    }
+
     /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
     ///
     /// # Errors
@@ -343,6 +363,7 @@ impl Memory {
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
     pub(crate) fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         let dst = self.range(offset, data.len())?;
+        self.after_null_stream()?;
         // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
         // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
         // `data` is a live slice for the synchronous copy.
@@ -362,6 +383,7 @@ impl Memory {
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
     fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let src = self.range(offset, out.len())?;
+        self.after_null_stream()?;
         // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
         #[allow(unsafe_code)]
         unsafe {

@@ -8,6 +8,7 @@
 
 use crate::engine::Engine;
 use crate::gates::Gates;
+use crate::null_stream::NullStreams;
 use crate::publish::Publisher;
 use crate::stats::{DeviceStats, Registration, Served, Stats, StatsSnapshot};
 use hipfile_core::{
@@ -62,6 +63,8 @@ struct Inner {
     engine: Engine,
     /// The words streams wait on for stream-ordered requests.
     gates: Gates,
+    /// How requests wait for the caller's work on the null streams.
+    null_streams: NullStreams,
     /// Whether the staging pool was filled for stream-ordered requests.
     filled: std::sync::Once,
 }
@@ -165,6 +168,7 @@ impl Driver {
         let requests = config.request_thread_count();
         let engine = Engine::new(config.fallback_knobs().io_threads.max(requests), requests);
         let gates = Gates::new(Arc::clone(&runtime));
+        let null_streams = NullStreams::new(Arc::clone(&runtime));
         let stats = Arc::new(Stats::new(config.stats_level));
         let publisher = Publisher::start(&stats);
         Driver {
@@ -180,6 +184,7 @@ impl Driver {
                 publisher,
                 engine,
                 gates,
+                null_streams,
                 filled: std::sync::Once::new(),
             }),
         }
@@ -398,6 +403,11 @@ impl Driver {
     /// The gate words of stream-ordered requests.
     pub(crate) fn gates(&self) -> &Gates {
         &self.inner.gates
+    }
+
+    /// How requests wait for the caller's work on the null streams (`null_stream.rs`).
+    pub(crate) fn null_streams(&self) -> &NullStreams {
+        &self.inner.null_streams
     }
 
     /// Counts a request that failed; `device` when its buffer was known.

@@ -176,13 +176,6 @@ impl Engine {
         }
     }
 
-    /// Queues `job`; `listener` is called when it ends.
-    pub(crate) fn submit(&self, op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
-        let slot = Engine::slot(op, job, listener);
-        self.queue(Arc::clone(&slot));
-        slot
-    }
-
     /// A request that is not queued yet: [`Engine::queue`] queues it later (when a stream
     /// reaches it). It can be cancelled meanwhile, and then is never served.
     pub(crate) fn slot(op: Op, job: Job, listener: Option<Listener>) -> Arc<Slot> {
@@ -527,7 +520,11 @@ mod tests {
         let (release, rx) = mpsc::channel();
         let rx = Arc::new(Mutex::new(rx));
         let requests: Vec<_> = (0..5)
-            .map(|_| engine.submit(Op::Read, held(&running, &most, &rx), None))
+            .map(|_| {
+                let slot = Engine::slot(Op::Read, held(&running, &most, &rx), None);
+                engine.queue(Arc::clone(&slot));
+                slot
+            })
             .collect();
         // Two run and hold their threads; file I/O still gets one of the other two.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -2,6 +2,7 @@
 
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
+use crate::null_stream::Order;
 use crate::outcome::IoOutcome;
 use crate::stats::{Registration as Counted, Served};
 use crate::view::{DeviceBuf, DeviceBufMut};
@@ -107,14 +108,15 @@ struct InFlight<'a>(&'a AtomicUsize);
 pub(crate) struct Entered(FileHandle);
 
 impl Entered {
-    /// Serves the request it counts.
+    /// Serves the request it counts, in `order`.
     pub(crate) fn serve(
         &self,
         op: Op,
         buffer: &Memory,
         request: Result<Request, Error>,
+        order: Order,
     ) -> Result<IoOutcome, Error> {
-        self.0.serve(op, buffer, request)
+        self.0.serve(op, buffer, request, order)
     }
 }
 
@@ -369,8 +371,9 @@ impl FileHandle {
         result
     }
 
-    /// Serves `request`; one that could not be made (a negative offset of hipFile's call)
-    /// fails where validation would, after the handle and buffer checks.
+    /// Serves `request`, a synchronous call's, after the work queued on the null stream
+    /// before it; one that could not be made (a negative offset of hipFile's call) fails
+    /// where validation would, after the handle and buffer checks.
     fn io(
         &self,
         op: Op,
@@ -378,15 +381,18 @@ impl FileHandle {
         request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
         let _in_flight = self.inner.registration.enter()?;
-        self.serve(op, buffer, request)
+        self.serve(op, buffer, request, Order::AfterNullStream)
     }
 
-    /// Serves `request` for a caller that has counted it in (`Registration::enter`).
+    /// Serves `request` for a caller that has counted it in (`Registration::enter`): after
+    /// validation, it waits for the null stream of the buffer's device when `order` says so
+    /// (`null_stream.rs`), then has `submit` select and run its backend.
     pub(crate) fn serve(
         &self,
         op: Op,
         buffer: &Memory,
         request: Result<Request, Error>,
+        order: Order,
     ) -> Result<IoOutcome, Error> {
         let inner = &self.inner;
         let driver = &inner.driver;
@@ -411,6 +417,9 @@ impl FileHandle {
                 buffer: facts.facts(),
             };
             let aligned = is_aligned(&inner.probed.facts, &request);
+            if order == Order::AfterNullStream {
+                driver.wait_null_stream(facts.facts().device)?;
+            }
             submit(&driver.backends(), &submission, &target)
                 .map(|o| (o, facts.facts().device, aligned))
         })();

@@ -91,6 +91,7 @@ mod driver;
 mod engine;
 mod file;
 mod gates;
+mod null_stream;
 mod ordered;
 mod outcome;
 mod pending;

@@ -21,6 +21,7 @@
 
 use crate::engine::Engine;
 use crate::file::FileHandle;
+use crate::null_stream::Order;
 use crate::pending::Io;
 use crate::staged::{Report, Staged};
 use crate::view::{DeviceBuf, DeviceBufMut};
@@ -204,7 +205,8 @@ impl FileHandle {
                     Request::from_c(op, size, file_offset, buffer_offset)
                 }
             };
-            let result = entered.and_then(|fh| fh.serve(op, &memory, request));
+            // Ordered by its own stream, which reached it.
+            let result = entered.and_then(|fh| fh.serve(op, &memory, request, Order::Taken));
             if let Some(report) = report {
                 report(&result);
             }

@@ -11,8 +11,9 @@
 
 use crate::buffer::DeviceBuffer;
 use crate::engine::IoState;
-use crate::engine::Slot;
+use crate::engine::{Engine, Slot};
 use crate::file::FileHandle;
+use crate::null_stream::OrderPoint;
 use crate::outcome::IoOutcome;
 use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::{Error, Op, Request};
@@ -158,12 +159,18 @@ impl FileHandle {
             buffer_offset: range.start as u64,
         };
         let memory = Arc::clone(buffer.memory());
+        let device = memory.device_now();
         let entered = self.enter_owned();
+        let point = Arc::new(OrderPoint::default());
+        let order = Arc::clone(&point);
         let job = Box::new(move || {
             let entered = entered?;
-            entered.serve(op, &memory, Ok(request))
+            entered.serve(op, &memory, Ok(request), order.order())
         });
-        Io::new(self.driver().engine().submit(op, job, None))
+        let slot = Engine::slot(op, job, None);
+        self.driver()
+            .queue_after_null_stream(device, Arc::clone(&slot), &point);
+        Io::new(slot)
     }
 }
 

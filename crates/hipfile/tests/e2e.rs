@@ -942,6 +942,9 @@ fn devices_child(force_fallback: bool) {
                 assert!(got[..] == data[8192..12288], "device {dev}");
                 let r = fh.read(&mut buf, size as u64, 0, 0).unwrap();
                 assert_eq!(r.bytes, size as u64, "device {dev}");
+                // Waiting for the buffer's null stream made its device current only for a
+                // while.
+                assert_eq!(d.gpu().current_device().unwrap(), 0, "device {dev}");
                 let mut got = vec![0u8; size];
                 buf.copy_to_host(0, &mut got).unwrap();
                 assert!(got == *data, "device {dev}");
