@@ -246,12 +246,14 @@ impl<'a> Batch<'a> {
     }
 
     /// Waits until at least `min` requests have ended (fewer if fewer are outstanding), or
-    /// until `timeout` has passed (`None`: no deadline), and returns up to `max` of the
+    /// until `timeout` has passed (`None`, or one too long for the clock to reach: no
+    /// deadline), and returns up to `max` of the
     /// requests that ended, each once, in the order they ended. A request returned here
     /// leaves the batch, which makes room for another.
     pub fn poll(&mut self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<BatchEvent> {
         let min = min.min(self.entries.len()).min(max);
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A deadline past what the clock can hold is never reached: no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut ids = lock(&self.ended.ids);
         while ids.len() < min {
             match deadline {

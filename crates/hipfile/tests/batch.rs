@@ -136,6 +136,22 @@ fn a_batch_keeps_its_capacity() {
     assert_eq!(batch.poll(1, 1, None)[0].cookie, 5);
 }
 
+#[test]
+fn a_deadline_too_far_to_reach_is_no_deadline() {
+    let d = require!(driver(ConfigBuilder::new()));
+    let dir = TempDir::new("hipfile-batch-far");
+    let (_, file) = file_with(&dir, &pattern(1 << 20, 1));
+    let fh = d.register_file(&file).unwrap();
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+        let mut buf = d.alloc(4096).unwrap();
+        let mut batch = d.batch(1).unwrap();
+        batch.submit([BatchIo::read(&fh, &mut buf, 0, 9)]).unwrap();
+        let events = batch.poll(1, 1, Some(timeout));
+        assert_eq!(events.len(), 1, "{timeout:?}");
+        assert_eq!(events[0].cookie, 9);
+    }
+}
+
 /// A driver whose runtime parks the first synchronous copy to the device once armed, with
 /// one request thread: a request held in flight, and the ones behind it waiting.
 struct Parked {
