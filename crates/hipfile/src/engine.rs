@@ -401,11 +401,19 @@ impl Slot {
         if waiting > 0 {
             self.ended.notify_all();
         }
-        if let Some(w) = waker {
-            w.wake();
+        // The waker is the caller's code, run on whichever thread ends the request (an
+        // engine thread, mostly): a panic in it must not unwind into that thread, which
+        // would die and leave the requests behind it unserved. The result is already
+        // recorded, so the request's owner still gets it from `wait` or the next poll.
+        if let Some(w) = waker
+            && std::panic::catch_unwind(AssertUnwindSafe(|| w.wake())).is_err()
+        {
+            eprintln!("hipfile: warning: a waker panicked when its request ended; ignored");
         }
         if let Some(l) = listener {
-            l();
+            // The listeners are the facade's own (a batch's), which do not panic; a panic
+            // is kept from the thread all the same.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(l));
         }
     }
 

@@ -467,3 +467,59 @@ fn small_requests_run_as_many_at_once_as_there_are_request_threads() {
         assert!(got[..] == data[at..at + 1000]);
     }
 }
+
+/// A waker that panics when the request ends must not take the engine down: the request
+/// still reports its result, and later requests are served by the same thread.
+#[test]
+fn a_panicking_waker_leaves_the_engine_serving() {
+    use hipfile_testkit::{Call, Fault, Gate, Injected};
+    struct Explodes;
+    impl Wake for Explodes {
+        fn wake(self: Arc<Self>) {
+            panic!("a waker that panics");
+        }
+    }
+    let base = require!(driver(
+        ConfigBuilder::new().io_threads(1).request_threads(1)
+    ));
+    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let d = Driver::with_runtime(
+        base.config().clone(),
+        injected.clone(),
+        base.runtime().clone(),
+    );
+    let dir = TempDir::new("async-io-waker");
+    let data = pattern(64 << 10, 3);
+    let (_, file) = file_with(&dir, "waker.bin", &data);
+    let fh = d.register_file(&file).unwrap();
+    let gate = Gate::new();
+    injected.faults().add(
+        Fault::on(Call::CopyToDevice)
+            .synchronous()
+            .once()
+            .park(&gate),
+    );
+    let mut first = d.alloc(4096).unwrap();
+    let mut io = fh.read_at_async(first.slice_mut(..1000).unwrap(), 1);
+    gate.wait_parked(|| false);
+    // Polled while it is held, so that its end wakes the panicking waker.
+    let waker = Waker::from(Arc::new(Explodes));
+    assert!(matches!(
+        std::pin::Pin::new(&mut io).poll(&mut Context::from_waker(&waker)),
+        Poll::Pending
+    ));
+    gate.release();
+    assert_eq!(io.wait().unwrap().bytes, 1000);
+    // The one engine thread still serves. On a thread of its own, left behind if it hangs.
+    let (done, ended) = std::sync::mpsc::channel();
+    let (fh, mut second) = (fh.clone(), d.alloc(4096).unwrap());
+    thread::spawn(move || {
+        let got = fh
+            .read_at_async(second.slice_mut(..1000).unwrap(), 2)
+            .wait();
+        let _ = done.send(got.map(|o| o.bytes));
+    });
+    // A guard against a hang, not a measure of speed.
+    let got = ended.recv_timeout(std::time::Duration::from_secs(60));
+    assert!(matches!(got, Ok(Ok(1000))), "{got:?}");
+}
