@@ -463,5 +463,5 @@ pub(crate) unsafe fn temporary(driver: &Driver, ptr: u64) -> Result<DeviceBuffer
     // SAFETY: `ptr..ptr+usable` lies in one device allocation of `info.device` (the runtime
     // said so just now), which the caller keeps allocated for the buffer's whole life. The
     // request then uses this description rather than asking the runtime again.
-    Ok(unsafe { DeviceBuffer::from_raw_described(driver, at, usable, info.device) })
+    Ok(unsafe { DeviceBuffer::from_raw_described(driver, at, usable, info.memory, info.device) })
 }
