@@ -63,7 +63,10 @@ fn large_settings_pin_only_what_a_request_uses() {
             check_buffer(
                 &**d.gpu(),
                 buf.ptr(),
-                BufferUse::Register { len: size as u64 },
+                BufferUse::Register {
+                    len: size as u64,
+                    rule: hipfile_core::MemoryTypes::HipFile,
+                },
             )
         }
         .unwrap();

@@ -6,14 +6,18 @@
 //! The pointers these functions receive are the caller's, as hipFile's contract describes
 //! them; each is checked for NULL before use. Handles are looked up in the registry by
 //! address and never dereferenced; buffer pointers are handed to the facade only after the
-//! runtime has vouched that they are device memory (registration, or the per-call check of
-//! an unregistered pointer).
+//! runtime has said what memory they are and the driver's rule (`Config::memory_types`:
+//! hipFile's, device memory only, unless the library chose cuFile's) accepts it
+//! (registration, or the per-call check of an unregistered pointer). Host memory the runtime
+//! does not know is bounded by the caller's own numbers (its registered length, or the
+//! call's offset and size), as `pread` trusts its caller's.
 
 use crate::boundary;
 use crate::codes::{describe, hip_failure, io_failure, negated, set_errno, status};
 use crate::state::{self, Buffer, File};
 use crate::types::*;
-use facade::{DeviceBuffer, DevicePtr, Driver, Error, FileHandle, MemoryKind};
+use facade::core::buffer::usable_len;
+use facade::{DeviceBuffer, DevicePtr, Driver, Error, FileHandle};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -180,22 +184,25 @@ pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
 }
 
 /// `hipFileError_t hipFileBufRegister(const void *buffer_base, size_t length, int flags)` —
-/// registers `length` bytes of device memory at `buffer_base`. `flags` is ignored. Opens
-/// the driver first when the count is 0 (0 becomes 1, whatever the arguments).
+/// registers `length` bytes of device memory at `buffer_base` (or of host memory, under
+/// cuFile's rule). `flags` is ignored. Opens the driver first when the count is 0 (0
+/// becomes 1, whatever the arguments).
 ///
 /// # Errors
 ///
 /// `hipFileInvalidValue` for NULL or a length of 0; `hipFileMemoryAlreadyRegistered`;
-/// `hipFileHipMemoryTypeInvalid` when the memory is not device memory;
+/// `hipFileHipMemoryTypeInvalid` when the driver's rule does not register the memory (not
+/// device memory; under cuFile's rule, managed memory);
 /// `hipFileHipPointerRangeError` when the range leaves its allocation;
 /// `hipFileHipDriverError` with the HIP status when the runtime cannot say;
 /// `hipFileDriverNotInitialized` when no runtime can be loaded.
 ///
 /// # Safety
 ///
-/// `buffer_base..buffer_base+length`, if it is device memory, stays allocated until it is
-/// deregistered (`hipFileBufDeregister`, or the `hipFileDriverClose` that brings the count
-/// to 0), and no request uses it after it is freed.
+/// `buffer_base..buffer_base+length`, if it is memory the rule registers, stays allocated
+/// (and, for host memory, readable and writable) until it is deregistered
+/// (`hipFileBufDeregister`, or the `hipFileDriverClose` that brings the count to 0), and no
+/// request uses it after it is freed.
 pub unsafe extern "C" fn hipFileBufRegister(
     buffer_base: *const c_void,
     length: usize,
@@ -217,7 +224,8 @@ pub unsafe extern "C" fn hipFileBufRegister(
         }
         // SAFETY: the caller's contract above: the memory stays allocated while the
         // registration (which owns this buffer) lives. The facade checks, before anything
-        // uses it, that it is device memory inside one allocation.
+        // uses it, that the rule registers it and that it lies inside its allocation where
+        // the runtime knows one.
         let buffer = unsafe { DeviceBuffer::from_raw(&driver, DevicePtr(ptr), length) };
         if let Err(e) = driver.register_buffer(&buffer) {
             return status(&e);
@@ -275,13 +283,16 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
 /// -1 with `errno` `EINVAL` when the driver is not open (use count 0); -1 with `errno` for a
 /// system error; `-hipFileHandleNotRegistered` for an unknown handle; `-hipFileInvalidValue`
 /// for NULL, a negative offset or a range outside the buffer; `-hipFileHipMemoryTypeInvalid`
-/// for an unregistered pointer that is not device memory; a negated HIP status when a
-/// runtime call failed; otherwise the negated code of docs/BEHAVIOUR.md §4.
+/// for an unregistered pointer to memory the driver's rule does not serve (not device
+/// memory, under hipFile's rule); a negated HIP status when a runtime call failed; otherwise
+/// the negated code of docs/BEHAVIOUR.md §4.
 ///
 /// # Safety
 ///
-/// A registered `buffer_base` is still allocated. An unregistered one, if it is device
-/// memory, stays allocated until the call returns and nothing else writes the range meanwhile.
+/// A registered `buffer_base` is still allocated. An unregistered one, if it is memory the
+/// rule serves, stays allocated until the call returns and nothing else writes the range
+/// meanwhile; host memory the runtime does not know is valid for `buffer_offset + size`
+/// bytes from `buffer_base`, as `pread`'s buffer is for its count.
 pub unsafe extern "C" fn hipFileRead(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -336,7 +347,7 @@ enum Dir {
 }
 
 /// Where a request's bytes go or come from: a registered buffer, or a temporary one over
-/// an unregistered pointer to the end of its allocation.
+/// an unregistered pointer ([`temporary`]).
 enum Target {
     Registered(Buffer),
     Temporary(DeviceBuffer),
@@ -374,10 +385,12 @@ unsafe fn io(
     if buffer_base.is_null() {
         return negated(hipFileInvalidValue);
     }
+    // A negative offset names no extent: validation refuses the request whatever it is.
+    let named = extent(u64::try_from(buffer_offset).unwrap_or(0), size as u64);
     let target = match registered {
         Some(b) => Target::Registered(b),
         // SAFETY: as this function's contract.
-        None => match unsafe { temporary(&driver, buffer_base as usize as u64) } {
+        None => match unsafe { temporary(&driver, buffer_base as usize as u64, named) } {
             Ok(b) => Target::Temporary(b),
             Err(refusal) => return refusal.negated(),
         },
@@ -433,35 +446,49 @@ impl Refusal {
     }
 }
 
-/// A buffer over an unregistered pointer, from `ptr` to the end of its allocation, after
-/// the runtime has said it is device memory: why not otherwise. `hipFileRead`,
-/// `hipFileWrite` and `hipFileBatchIOSubmit` use it.
+/// A buffer over an unregistered pointer, after the runtime has said what memory it is and
+/// the driver's rule serves it (`Config::memory_types`; hipFile's rule: device memory only):
+/// why not otherwise. It runs from `ptr` to the end of its allocation where the runtime says
+/// what that is, and over the `extent` bytes the call names (its buffer offset plus its
+/// size, at least one byte past the offset) where it does not (pageable host memory).
+/// `hipFileRead`, `hipFileWrite`, `hipFileBatchIOSubmit` and the stream-ordered calls use it.
 ///
 /// # Safety
 ///
-/// As [`hipFileRead`]: device memory at `ptr` stays allocated while the buffer lives (and
-/// while any request that uses it runs).
-pub(crate) unsafe fn temporary(driver: &Driver, ptr: u64) -> Result<DeviceBuffer, Refusal> {
+/// As [`hipFileRead`]: the memory at `ptr` stays allocated while the buffer lives (and
+/// while any request that uses it runs), and, where the runtime does not know it, the
+/// `extent` bytes from `ptr` are memory of the process, writable for reads.
+pub(crate) unsafe fn temporary(
+    driver: &Driver,
+    ptr: u64,
+    extent: u64,
+) -> Result<DeviceBuffer, Refusal> {
     let gpu = driver.gpu();
     let at = DevicePtr(ptr);
     let info = gpu.pointer_info(at).map_err(|e| match e.code {
         1 => Refusal::Code(hipFileInvalidValue),
         hip => Refusal::Hip(hip),
     })?;
-    if info.memory != MemoryKind::Device {
+    if !driver.config().memory_types.serves(info.memory) {
         return Err(Refusal::Code(hipFileHipMemoryTypeInvalid));
     }
-    let (base, len) = gpu.address_range(at).map_err(|e| Refusal::Hip(e.code))?;
-    let end = base.0.checked_add(len);
-    let usable = match end {
-        Some(end) if base.0 <= ptr && ptr < end => end - ptr,
-        _ => return Err(Refusal::Code(hipFileHipPointerRangeError)),
-    };
+    let usable = usable_len(gpu.as_ref(), at, info.memory, extent).map_err(|e| match e {
+        Error::Runtime(e) => Refusal::Hip(e.code),
+        _ => Refusal::Code(hipFileHipPointerRangeError),
+    })?;
     let Ok(usable) = usize::try_from(usable) else {
         return Err(Refusal::Code(hipFileHipPointerRangeError));
     };
-    // SAFETY: `ptr..ptr+usable` lies in one device allocation of `info.device` (the runtime
-    // said so just now), which the caller keeps allocated for the buffer's whole life. The
-    // request then uses this description rather than asking the runtime again.
-    Ok(unsafe { DeviceBuffer::from_raw_described(driver, at, usable, info.device) })
+    // SAFETY: `ptr..ptr+usable` lies in one allocation of the runtime (it said so just now)
+    // or, for memory it does not know, is the range the call names, which the caller vouches
+    // for; the caller keeps it allocated for the buffer's whole life. The request then uses
+    // this description rather than asking the runtime again.
+    Ok(unsafe { DeviceBuffer::from_raw_described(driver, at, usable, info.memory, info.device) })
+}
+
+/// The bytes from an unregistered pointer that a call with `buffer_offset` and `size` names,
+/// for [`temporary`]: at least one past the offset, so that a call of size 0 at an offset
+/// inside the memory is valid, as it is for device memory (that byte is never touched).
+pub(crate) fn extent(buffer_offset: u64, size: u64) -> u64 {
+    buffer_offset.saturating_add(size.max(1))
 }

@@ -10,7 +10,7 @@
 //! pointer is handed to the facade only after it was found registered or the runtime
 //! vouched that it is device memory.
 
-use crate::api::temporary;
+use crate::api::{extent, temporary};
 use crate::boundary;
 use crate::codes::{io_failure, status};
 use crate::state;
@@ -259,11 +259,14 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
         for g in gathered {
             let buffer = match g.registered {
                 // SAFETY: the registered memory, which the caller keeps allocated while the
-                // request runs (this function's contract); the registration checked that it
-                // is device memory inside one allocation.
+                // request runs (this function's contract); the registration checked that the
+                // rule registers it and that it lies inside its allocation where the runtime
+                // knows one.
                 Some((ptr, len)) => unsafe { DeviceBuffer::from_raw(&driver, DevicePtr(ptr), len) },
                 // SAFETY: as this function's contract.
-                None => match unsafe { temporary(&driver, g.base) } {
+                None => match unsafe {
+                    temporary(&driver, g.base, extent(g.buffer_offset, g.size as u64))
+                } {
                     Ok(b) => b,
                     Err(refusal) => return refusal.status(),
                 },

@@ -11,7 +11,10 @@
 //! keeps hipFile's conventions at the boundary: the driver's use count, implicit opening on
 //! the first registration, opaque file handles, buffer registrations keyed by pointer, and
 //! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
-//! project's contract, docs/BEHAVIOUR.md, answers otherwise).
+//! project's contract, docs/BEHAVIOUR.md, answers otherwise). Which memory the calls accept
+//! is the memory rule of the drivers it opens, hipFile's (device memory only) unless the
+//! library linking it chose another ([`choose_memory_types`]; `libcufile.so.0` chooses
+//! cuFile's).
 //!
 //! Every function the header declares is here, the stream-ordered ones
 //! (`hipFileReadAsync`, `hipFileWriteAsync`, `hipFileStreamRegister`,
@@ -47,6 +50,8 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+/// The memory rules a library chooses from ([`choose_memory_types`]).
+pub use facade::MemoryTypes;
 /// The direction of a stream-ordered request, for [`order_async`].
 pub use facade::Op;
 /// The most one read or write call moves (the kernel's `MAX_RW_COUNT`, `0x7ffff000`).

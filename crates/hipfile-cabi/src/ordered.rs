@@ -16,7 +16,7 @@
 //! cuFile's contract says, stay valid until the stream has passed the request. Streams are
 //! the caller's word that they are live until then.
 
-use crate::api::temporary;
+use crate::api::{extent, temporary};
 use crate::boundary;
 use crate::codes::{io_failure, status};
 use crate::state::{self, Buffer};
@@ -299,11 +299,14 @@ unsafe fn submit_reserved(
             a.buffer_offset_p.read(),
         )
     };
-    // A temporary buffer over an unregistered pointer, outside the lock (the runtime is asked).
+    // A temporary buffer over an unregistered pointer, outside the lock (the runtime is asked),
+    // over what the values of now name where the runtime does not bound the memory (cuFile:
+    // a size not known at submission is given as the largest it may be).
+    let named = extent(u64::try_from(buffer_offset).unwrap_or(0), size as u64);
     let temporary_buffer = match registered {
         Some(_) => None,
         // SAFETY: as this function's contract.
-        None => match unsafe { temporary(&driver, a.buffer_base as usize as u64) } {
+        None => match unsafe { temporary(&driver, a.buffer_base as usize as u64, named) } {
             Ok(b) => Some(b),
             Err(refusal) => return (refusal.status(), None),
         },

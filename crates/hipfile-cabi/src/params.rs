@@ -22,8 +22,9 @@
 use crate::boundary;
 use crate::state::{self, State};
 use crate::types::*;
-use facade::{Config, ConfigBuilder, Driver, FallbackKnobs};
+use facade::{Config, ConfigBuilder, Driver, FallbackKnobs, MemoryTypes};
 use std::ffi::{CStr, CString, c_char, c_int};
+use std::sync::OnceLock;
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
 
@@ -99,7 +100,7 @@ impl Settings {
 
     /// The overrides a driver opened with these settings gets.
     pub(crate) fn builder(&self) -> ConfigBuilder {
-        let mut b = ConfigBuilder::new();
+        let mut b = ConfigBuilder::new().memory_types(memory_types());
         if let Some(on) = self.allow_compat_mode {
             b = b.allow_compat_mode(on);
         }
@@ -153,6 +154,23 @@ impl Params {
             live: Settings::new(),
         }
     }
+}
+
+/// The memory rule of the library this copy of the implementation is linked into, chosen
+/// once ([`choose_memory_types`]); hipFile's until then.
+static MEMORY_TYPES: OnceLock<MemoryTypes> = OnceLock::new();
+
+/// Chooses the memory rule every driver this library opens gets (`Config::memory_types`):
+/// which memory its registrations and I/O accept. `libcufile.so.0` chooses cuFile's when it
+/// is loaded, before any of its functions can run; `libhipfile.so.0` never calls it, and
+/// keeps hipFile's. The first choice stands: a later one changes nothing.
+pub fn choose_memory_types(rule: MemoryTypes) {
+    let _ = MEMORY_TYPES.set(rule);
+}
+
+/// The library's memory rule ([`choose_memory_types`]).
+pub(crate) fn memory_types() -> MemoryTypes {
+    MEMORY_TYPES.get().copied().unwrap_or_default()
 }
 
 /// The driver's configuration and the settings behind it: the open driver's, or those the

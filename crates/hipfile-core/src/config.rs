@@ -7,6 +7,7 @@
 //! sizing knobs ([`FallbackKnobs`]): `HIPFILE_IO_THREADS`, `HIPFILE_TASK_SIZE`,
 //! `HIPFILE_STAGING_MEMORY` and `HIPFILE_SMALL_IO_THRESHOLD`.
 
+use crate::types::MemoryKind;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
@@ -210,6 +211,75 @@ pub enum PlatformChoice {
     Nvidia,
 }
 
+/// Which kinds of memory a driver's requests may use, and which of them may be registered:
+/// the rule of the library a driver serves (docs/BEHAVIOUR.md §3.6). Set in code only
+/// ([`ConfigBuilder::memory_types`]): it is a library's contract with its callers, not a
+/// setting of the machine, so no environment variable changes it.
+///
+/// The fastpath serves device memory only, whatever the rule (`hipAmdFileRead` moves data
+/// between storage and GPU memory); the rule decides what the fallback serves and what
+/// registration accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MemoryTypes {
+    /// hipFile's rule (the default, and `libhipfile.so.0`'s): device memory only, registered
+    /// or not. Registering other memory is [`Error::MemoryTypeInvalid`](crate::Error), and
+    /// both backends refuse requests on it (`buffer_not_device_memory`).
+    #[default]
+    HipFile,
+    /// NVIDIA cuFile's rule (as of cuFile 1.15, `libcufile.so.0`'s): device memory and host
+    /// memory (pinned by the runtime, registered with it, or plain pageable memory), registered
+    /// or not; managed memory unregistered only (registering it is
+    /// [`Error::MemoryTypeInvalid`](crate::Error)). The fallback reads and writes host memory
+    /// in place and moves managed memory through its staging buffers with the runtime's
+    /// copies, as it does device memory. docs/DECISIONS.md, "Memory types", gives NVIDIA's
+    /// behaviour this follows.
+    CuFile,
+}
+
+impl MemoryTypes {
+    /// Whether requests may use memory of `kind`, registered or not.
+    pub fn serves(self, kind: MemoryKind) -> bool {
+        match self {
+            MemoryTypes::HipFile => kind == MemoryKind::Device,
+            MemoryTypes::CuFile => !matches!(kind, MemoryKind::Array),
+        }
+    }
+
+    /// Whether memory of `kind` may be registered.
+    pub fn registers(self, kind: MemoryKind) -> bool {
+        match self {
+            MemoryTypes::HipFile => kind == MemoryKind::Device,
+            MemoryTypes::CuFile => matches!(
+                kind,
+                MemoryKind::Device | MemoryKind::Host | MemoryKind::Unregistered
+            ),
+        }
+    }
+
+    /// Why memory of `kind` cannot be registered under this rule, for an error message (the
+    /// rule accepts the kind: an empty text).
+    pub fn refusal(self, kind: MemoryKind) -> &'static str {
+        match (self, kind) {
+            _ if self.registers(kind) => "",
+            (MemoryTypes::CuFile, MemoryKind::Managed | MemoryKind::Unified) => {
+                "managed memory cannot be registered (its pages move between host and GPU); \
+                 pass it to reads and writes unregistered"
+            }
+            (MemoryTypes::CuFile, _) => "only device and host memory can be registered",
+            (MemoryTypes::HipFile, _) => "only GPU device memory can be registered",
+        }
+    }
+
+    /// `hipfile` or `cufile`: the library whose rule it is.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryTypes::HipFile => "hipfile",
+            MemoryTypes::CuFile => "cufile",
+        }
+    }
+}
+
 /// The settled configuration of one driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -243,6 +313,10 @@ pub struct Config {
     /// ([`Config::request_thread_count`]). Set in code only
     /// ([`ConfigBuilder::request_threads`]).
     pub request_threads: Option<usize>,
+    /// Which kinds of memory requests may use and registration accepts. Default
+    /// [`MemoryTypes::HipFile`] (device memory only). Set in code only
+    /// ([`ConfigBuilder::memory_types`]).
+    pub memory_types: MemoryTypes,
 }
 
 impl Default for Config {
@@ -259,6 +333,7 @@ impl Default for Config {
             durable_writes: true,
             fallback: FallbackKnobs::default(),
             request_threads: None,
+            memory_types: MemoryTypes::HipFile,
         }
     }
 }
@@ -384,6 +459,7 @@ pub struct ConfigBuilder {
     small_io_threshold: Option<u64>,
     cold_direct_reads: Option<bool>,
     request_threads: Option<usize>,
+    memory_types: Option<MemoryTypes>,
 }
 
 impl ConfigBuilder {
@@ -438,6 +514,13 @@ impl ConfigBuilder {
     /// how many requests that do not block their caller are served at once.
     pub fn request_threads(mut self, threads: usize) -> Self {
         self.request_threads = Some(threads.clamp(1, FallbackKnobs::MAX_IO_THREADS));
+        self
+    }
+
+    /// Sets [`Config::memory_types`]: which kinds of memory requests may use and registration
+    /// accepts ([`MemoryTypes::HipFile`] unless set).
+    pub fn memory_types(mut self, rule: MemoryTypes) -> Self {
+        self.memory_types = Some(rule);
         self
     }
 
@@ -679,6 +762,7 @@ impl ConfigBuilder {
                 cold_direct_reads,
             },
             request_threads: self.request_threads,
+            memory_types: self.memory_types.unwrap_or_default(),
         };
         if config.leaves_no_backend() {
             warnings.push(ConfigWarning::NoBackend);
@@ -733,6 +817,57 @@ mod tests {
         let (c, w) = ConfigBuilder::new().build_with(env(&[(ENV_DURABLE_WRITES, "sometimes")]));
         assert!(c.durable_writes);
         assert_eq!(w.len(), 1, "{w:?}");
+    }
+
+    #[test]
+    fn memory_types_are_hipfiles_rule_unless_set_in_code() {
+        assert_eq!(
+            ConfigBuilder::new().build_with(env(&[])).0.memory_types,
+            MemoryTypes::HipFile
+        );
+        assert_eq!(
+            ConfigBuilder::new()
+                .memory_types(MemoryTypes::CuFile)
+                .build_with(env(&[]))
+                .0
+                .memory_types,
+            MemoryTypes::CuFile
+        );
+    }
+
+    #[test]
+    fn each_rule_serves_and_registers_its_librarys_memory_kinds() {
+        use MemoryKind::*;
+        // (kind, hipFile serves, hipFile registers, cuFile serves, cuFile registers)
+        let table = [
+            (Device, true, true, true, true),
+            (Host, false, false, true, true),
+            (Unregistered, false, false, true, true),
+            (Managed, false, false, true, false),
+            (Unified, false, false, true, false),
+            (Array, false, false, false, false),
+        ];
+        for (kind, hs, hr, cs, cr) in table {
+            assert_eq!(MemoryTypes::HipFile.serves(kind), hs, "{kind:?}");
+            assert_eq!(MemoryTypes::HipFile.registers(kind), hr, "{kind:?}");
+            assert_eq!(MemoryTypes::CuFile.serves(kind), cs, "{kind:?}");
+            assert_eq!(MemoryTypes::CuFile.registers(kind), cr, "{kind:?}");
+            for rule in [MemoryTypes::HipFile, MemoryTypes::CuFile] {
+                // A refusal says why exactly when the rule refuses.
+                assert_eq!(
+                    rule.refusal(kind).is_empty(),
+                    rule.registers(kind),
+                    "{kind:?}"
+                );
+                // Whatever may be registered may be used.
+                assert!(!rule.registers(kind) || rule.serves(kind), "{kind:?}");
+            }
+        }
+        assert!(
+            MemoryTypes::CuFile
+                .refusal(Managed)
+                .contains("unregistered")
+        );
     }
 
     #[test]

@@ -50,13 +50,16 @@ pub enum Error {
     /// A runtime call made while validating a buffer failed.
     #[error("GPU runtime error: {0}")]
     Runtime(#[source] RuntimeError),
-    /// A buffer to register is not device memory.
-    #[error("cannot register {ptr}: it is {} memory, not GPU device memory", memory.as_str())]
+    /// A buffer to register is memory of a kind the driver's rule does not register
+    /// ([`MemoryTypes::registers`](crate::MemoryTypes::registers)).
+    #[error("cannot register {ptr}: it is {} memory; {}", memory.as_str(), rule.refusal(*memory))]
     MemoryTypeInvalid {
         /// The pointer.
         ptr: DevicePtr,
         /// What it is.
         memory: MemoryKind,
+        /// The rule that refused it.
+        rule: crate::MemoryTypes,
     },
     /// A buffer range leaves its allocation.
     #[error("buffer {ptr} + {len} bytes leaves its allocation {base} + {alloc_len} bytes")]

@@ -24,7 +24,8 @@ pub mod types;
 pub use backend::{Backend, BackendError, IoTarget, Submission};
 pub use buffer::{BufferUse, check_buffer, inspect_buffer};
 pub use config::{
-    Config, ConfigBuilder, ConfigWarning, FallbackKnobs, PlatformChoice, SizeError, parse_size,
+    Config, ConfigBuilder, ConfigWarning, FallbackKnobs, MemoryTypes, PlatformChoice, SizeError,
+    parse_size,
 };
 pub use error::{Error, ErrorCode, HipFileCode};
 pub use pinned::PinnedMemory;

@@ -52,6 +52,7 @@ pub struct ValidRequest {
     file_offset: u64,
     buffer_offset: u64,
     address: DevicePtr,
+    memory: MemoryKind,
     checked: bool,
 }
 
@@ -86,18 +87,26 @@ impl ValidRequest {
         self.address
     }
 
+    /// The kind of memory of the buffer it was validated against: with
+    /// [`is_checked`](Self::is_checked), what `address..address + size` is, which a backend
+    /// goes by to reach it (never by the [`Submission`](crate::Submission)'s facts, which
+    /// anyone can write).
+    pub fn memory(&self) -> MemoryKind {
+        self.memory
+    }
+
     /// Whether the request was validated against a [`CheckedBuffer`], so that
-    /// `address..address + size` is live memory the runtime vouched for and bytes may be
-    /// moved.
+    /// `address..address + size` is live memory of the buffer's kind, bounded by the runtime
+    /// or, where the runtime cannot bound it, by its owner, and bytes may be moved.
     pub fn is_checked(&self) -> bool {
         self.checked
     }
 }
 
 /// Buffer facts that came from the runtime (`hipfile_core::buffer::check_buffer`) for
-/// memory whose owner keeps it allocated while they are used: the only facts that a request
-/// may move bytes against. Made only by that `unsafe` function, so safe code cannot make one
-/// up.
+/// memory whose owner keeps it allocated while they are used, and vouches for its length
+/// where the runtime cannot bound it: the only facts that a request may move bytes against.
+/// Made only by that `unsafe` function, so safe code cannot make one up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckedBuffer(BufferFacts);
 
@@ -106,10 +115,10 @@ impl CheckedBuffer {
     ///
     /// # Safety
     ///
-    /// `facts.base..facts.base + facts.len` is device memory of the runtime that will serve
-    /// requests validated against the result (when `facts.memory` is
-    /// [`MemoryKind::Device`]), and stays allocated for as long as the result, or any request
-    /// validated against it, is used.
+    /// `facts.base..facts.base + facts.len` is memory of the kind `facts.memory` says: device
+    /// or managed memory of the runtime that will serve requests validated against the
+    /// result, or host memory of this process, readable and writable; and it stays allocated
+    /// for as long as the result, or any request validated against it, is used.
     #[allow(unsafe_code)] // Declares the promise; there is no unsafe operation here.
     pub unsafe fn new_unchecked(facts: BufferFacts) -> CheckedBuffer {
         CheckedBuffer(facts)
@@ -169,17 +178,15 @@ impl Request {
         self.validate_with(buffer, false)
     }
 
-    /// [`Request::validate`] against a buffer the runtime vouched for: the result may be
-    /// served ([`ValidRequest::is_checked`]) when the buffer is device memory. Other memory
-    /// is described, not vouched for (its length runs to the end of the address space), so
-    /// a request on it stays unchecked, as both backends refuse it anyway.
+    /// [`Request::validate`] against a buffer the runtime (and, where it cannot bound the
+    /// memory, its owner) vouched for: the result may be served
+    /// ([`ValidRequest::is_checked`]) by a backend that accepts its kind of memory.
     ///
     /// # Errors
     ///
     /// As [`Request::validate`].
     pub fn validate_checked(&self, buffer: &CheckedBuffer) -> Result<ValidRequest, Error> {
-        let facts = buffer.facts();
-        self.validate_with(facts, facts.memory == MemoryKind::Device)
+        self.validate_with(buffer.facts(), true)
     }
 
     fn validate_with(&self, buffer: &BufferFacts, checked: bool) -> Result<ValidRequest, Error> {
@@ -225,6 +232,7 @@ impl Request {
             file_offset,
             buffer_offset,
             address: DevicePtr(address),
+            memory: buffer.memory,
             checked,
         })
     }
@@ -294,7 +302,7 @@ mod tests {
     }
 
     #[test]
-    fn only_requests_on_vouched_device_memory_may_be_served() {
+    fn only_requests_on_vouched_memory_may_be_served() {
         assert!(!req(10, 0, 0).validate(&buffer(100)).unwrap().is_checked());
         // SAFETY: the requests are only inspected, never served.
         #[allow(unsafe_code)]
@@ -307,13 +315,17 @@ mod tests {
         );
         let host = BufferFacts {
             memory: MemoryKind::Host,
-            len: u64::MAX,
             ..buffer(100)
         };
         // SAFETY: as above.
         #[allow(unsafe_code)]
         let host = unsafe { CheckedBuffer::new_unchecked(host) };
-        assert!(!req(10, 0, 0).validate_checked(&host).unwrap().is_checked());
+        assert!(req(10, 0, 0).validate_checked(&host).unwrap().is_checked());
+        let described = BufferFacts {
+            memory: MemoryKind::Host,
+            ..buffer(100)
+        };
+        assert!(!req(10, 0, 0).validate(&described).unwrap().is_checked());
     }
 
     #[test]

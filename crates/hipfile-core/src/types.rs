@@ -76,4 +76,12 @@ impl MemoryKind {
             MemoryKind::Unified => "unified",
         }
     }
+
+    /// Whether it is host memory (pinned or registered with the runtime, or pageable): memory
+    /// the CPU reads and writes in place, which the fallback's `pread`/`pwrite` reach
+    /// directly. Managed memory is not: its pages may be on a GPU, and the runtime's copies
+    /// reach it.
+    pub fn is_host(self) -> bool {
+        matches!(self, MemoryKind::Host | MemoryKind::Unregistered)
+    }
 }

@@ -14,7 +14,11 @@
 //! - negative returns of `cuFileRead`/`cuFileWrite`, of failed batch events and of
 //!   stream-ordered requests, that are runtime statuses ([`cu_io`]);
 //! - the driver properties, whose sizes are 32-bit ([`cuFileDriverGetProperties`]);
-//! - the version, one number ([`cuFileGetVersion`]).
+//! - the version, one number ([`cuFileGetVersion`]);
+//! - which memory the calls accept: cuFile's rule (`MemoryTypes::CuFile`: device and host
+//!   memory, managed memory unregistered), which the library chooses for its copy of the
+//!   implementation when it is loaded ([`CHOOSE_CUFILES_MEMORY_RULE`]), where
+//!   `libhipfile.so.0` keeps hipFile's (device memory only).
 //!
 //! Every other type is hipFile's (`types.rs` aliases them), so arguments pass on unchanged.
 //!
@@ -37,6 +41,21 @@ use hipfile_cabi::boundary;
 use hipfile_cabi::types::{hipFileDriverProps_t, hipFileError_t};
 use std::ffi::{c_char, c_int, c_long, c_uint, c_void};
 use types::*;
+
+/// Chooses cuFile's memory rule for this library's copy of the implementation
+/// (`hipfile_cabi::choose_memory_types`), so that every driver it opens serves what NVIDIA's
+/// cuFile serves: device memory, host memory (pinned, registered, or pageable), registered or
+/// not, and managed memory unregistered (docs/DECISIONS.md, "Memory types").
+extern "C" fn choose_cufiles_memory_rule() {
+    cabi::choose_memory_types(cabi::MemoryTypes::CuFile);
+}
+
+/// Runs [`choose_cufiles_memory_rule`] when the library is loaded: the dynamic loader calls
+/// every function of `.init_array` before `dlopen` returns (or, for a linked or preloaded
+/// library, before `main`), so no cuFile call can come first. It only stores the choice.
+#[used]
+#[unsafe(link_section = ".init_array")]
+pub static CHOOSE_CUFILES_MEMORY_RULE: extern "C" fn() = choose_cufiles_memory_rule;
 
 /// The version `cuFileGetVersion` reports: cuFile 1.14 (1000 × major + 10 × minor), the
 /// first with every function this library exports (the parameter and statistics calls

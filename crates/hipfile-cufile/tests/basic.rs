@@ -2,7 +2,8 @@
 //! `include/cufile.h`, is compiled with the system C compiler, linked with `libcufile.so.0`
 //! (found through its soname, as an installed library would be) and the emulated HIP runtime,
 //! and run with `HIPFILE_HIP_LIBRARY` naming that runtime: it must exit 0 (basic.c lists
-//! what it checks); so must `tests/c/large.c`, calls of more than 2 GiB. `tests/c/dlopen.c` is not linked with the library: it `dlopen`s
+//! what it checks); so must `tests/c/large.c`, calls of more than 2 GiB, and
+//! `tests/c/memtypes.c`, NVIDIA's sample 015 for every kind of memory cuFile serves. `tests/c/dlopen.c` is not linked with the library: it `dlopen`s
 //! `libcufile.so.0` as PyTorch and KvikIO do, found once through `LD_LIBRARY_PATH` and once
 //! as the library `LD_PRELOAD` loaded, and must report that its functions came from the
 //! expected file and move bytes through them. Also checks the soname and that the exported
@@ -149,6 +150,11 @@ fn requests_start_after_the_work_queued_on_the_null_stream() {
             ],
         );
     }
+}
+
+#[test]
+fn every_memory_cufile_serves_is_read_and_written_as_nvidias_sample_015_does() {
+    run_c_program("memtypes", Reach::Linked);
 }
 
 #[test]

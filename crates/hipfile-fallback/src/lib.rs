@@ -1,5 +1,6 @@
 //! hipfile's fallback backend (compat mode): POSIX `pread`/`pwrite` through host staging
-//! buffers plus GPU memory copies.
+//! buffers plus GPU memory copies, or straight into and out of host memory where the
+//! driver's rule serves host memory (`host.rs`).
 //!
 //! It decides whether it can serve a request ([`Fallback::score`], docs/BEHAVIOUR.md §1) and serves
 //! it ([`Fallback::io`]) through a bounded pool of pinned staging buffers ([`StagingPool`]),
@@ -14,6 +15,7 @@
 #![deny(unsafe_code)]
 
 mod cache;
+mod host;
 mod pipeline;
 mod posix;
 mod staging;
@@ -22,8 +24,8 @@ mod transfer;
 pub use staging::{OwnedStaging, StagingConfig, StagingGuard, StagingPool};
 
 use hipfile_core::{
-    Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, Reason,
-    Submission, Verdict,
+    Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, MemoryTypes,
+    Reason, Submission, Verdict,
 };
 use pipeline::Pipeline;
 use std::fmt;
@@ -33,6 +35,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Fallback {
     allow_compat_mode: bool,
+    /// Which kinds of memory it serves (docs/BEHAVIOUR.md §1.8).
+    memory_types: MemoryTypes,
     /// Requests of at most this many bytes run on the caller's thread.
     small_io_threshold: u64,
     /// Whether large reads take what the page cache lacks with `O_DIRECT`.
@@ -52,6 +56,7 @@ impl Fallback {
     pub fn new(config: &Config) -> Self {
         Fallback {
             allow_compat_mode: config.allow_compat_mode,
+            memory_types: config.memory_types,
             small_io_threshold: config.fallback.small_io_threshold,
             cold_direct_reads: config.fallback.cold_direct_reads,
             durable_writes: config.durable_writes,
@@ -178,6 +183,7 @@ impl fmt::Debug for Fallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fallback")
             .field("allow_compat_mode", &self.allow_compat_mode)
+            .field("memory_types", &self.memory_types)
             .field("small_io_threshold", &self.small_io_threshold)
             .field("cold_direct_reads", &self.cold_direct_reads)
             .field("durable_writes", &self.durable_writes)
@@ -197,13 +203,16 @@ impl Backend for Fallback {
         if !self.allow_compat_mode {
             reasons.push(Reason::CompatModeDisallowed);
         }
-        if s.buffer.memory != MemoryKind::Device {
+        if !self.memory_types.serves(s.buffer.memory) {
             reasons.push(Reason::BufferNotDeviceMemory);
         }
         Verdict::from_reasons(Verdict::FALLBACK_SCORE, reasons)
     }
 
-    /// Reads with `pread` on the buffered descriptor into a staging buffer, then copies to
+    /// Host memory (served under cuFile's rule) is read into and written from in place, with
+    /// `pread`/`pwrite` on the buffered descriptor on the caller's thread (`host.rs`), and a
+    /// write ends with one `fdatasync`. Device and managed memory:
+    /// reads with `pread` on the buffered descriptor into a staging buffer, then copies to
     /// the device (a read above the small-request threshold takes what the page cache does
     /// not hold with `O_DIRECT` on the file's direct descriptor, when it has one and
     /// `cold_direct_reads` is on); writes copy from the device, then `pwrite`, and end with one
@@ -240,6 +249,26 @@ impl Backend for Fallback {
         if !s.request.is_checked() {
             return Err(BackendError::unchecked(s.request.op()));
         }
+        let policy = transfer::Policy {
+            small_io_threshold: self.small_io_threshold,
+            durable_writes: self.durable_writes,
+        };
+        // The request's own kind, which validation recorded, decides how its memory is
+        // reached; the submission's facts only score.
+        let memory = s.request.memory();
+        if memory.is_host() {
+            return transfer::serve_host(policy, s.request, target.buffered);
+        }
+        if !matches!(
+            memory,
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Unified
+        ) {
+            return Err(BackendError::Unsupported(format!(
+                "the fallback cannot {} {} memory",
+                s.request.op(),
+                memory.as_str()
+            )));
+        }
         let direct = target
             .direct
             .filter(|_| self.cold_direct_reads && s.file.dio_offset_align() > 0)
@@ -251,10 +280,7 @@ impl Backend for Fallback {
         transfer::serve(
             pool,
             self.pipeline.as_deref(),
-            transfer::Policy {
-                small_io_threshold: self.small_io_threshold,
-                durable_writes: self.durable_writes,
-            },
+            policy,
             s.request,
             s.buffer.device,
             target.buffered,

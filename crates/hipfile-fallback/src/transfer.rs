@@ -1,4 +1,5 @@
-//! Moving a request through staging buffers: for a read, `pread` a chunk into a staging
+//! Moving a request through staging buffers (or, for host memory, straight between the file
+//! and the buffer: `host.rs`): for a read, `pread` a chunk into a staging
 //! buffer and copy it to the device; for a write, copy a chunk from the device and `pwrite`
 //! it; after a write, one `fdatasync` for the whole call (docs/BEHAVIOUR.md §3.3).
 //!
@@ -7,6 +8,7 @@
 //! [`Pipeline`](crate::pipeline::Pipeline), which splits it into tasks for its workers. Either
 //! way the `fdatasync` of a write is made here, once, after every byte is written.
 
+use crate::host;
 use crate::pipeline::Pipeline;
 use crate::posix::{Direct, Failed, pread_full, pwrite_full, sync_data};
 use crate::staging::{DeviceRange, StagingGuard, StagingPool};
@@ -66,6 +68,20 @@ pub(crate) fn serve(
     // Give the buffer back before waiting on the disk: others may use it meanwhile.
     drop(buf);
     finish(r.op(), policy, fd, result)
+}
+
+/// Serves `r`, a checked request on host memory, on `fd` (a buffered descriptor) in place:
+/// `pread` into the buffer, `pwrite` from it ([`host::transfer`]), then [`finish`], as for
+/// device memory. Size 0 returns 0 and touches nothing.
+pub(crate) fn serve_host(
+    policy: Policy,
+    r: &ValidRequest,
+    fd: BorrowedFd<'_>,
+) -> Result<u64, BackendError> {
+    if r.size() == 0 {
+        return Ok(0);
+    }
+    finish(r.op(), policy, fd, host::transfer(r, fd))
 }
 
 /// How a fallback serves requests, from its configuration.

@@ -9,7 +9,8 @@
 //! The request comes from `hipfile-core`'s validation, which guarantees that this range lies
 //! inside the request's buffer (`buffer_offset + size <= buffer length`, no overflow), and the
 //! buffer was checked against its allocation (`hipMemGetAddressRange`) when it was registered
-//! or, unregistered, for this call. Backends trust that validation (ARCHITECTURE.md).
+//! or, unregistered, for this call; `Fastpath::io` passes on only requests validated against
+//! device memory (`ValidRequest::memory`). Backends trust that validation (ARCHITECTURE.md).
 
 #![allow(unsafe_code)]
 

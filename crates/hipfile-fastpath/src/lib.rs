@@ -146,6 +146,14 @@ impl Backend for Fastpath {
         if !s.request.is_checked() {
             return Err(BackendError::unchecked(s.request.op()));
         }
+        if s.request.memory() != MemoryKind::Device {
+            return Err(BackendError::Unsupported(format!(
+                "the fastpath cannot {} {} memory: hipAmdFileRead and hipAmdFileWrite reach \
+                 GPU device memory only",
+                s.request.op(),
+                s.request.memory().as_str()
+            )));
+        }
         io.transfer(s.request, target)
     }
 }

@@ -258,3 +258,35 @@ fn a_fastpath_without_a_runtime_only_scores() {
     );
     assert_eq!(file_io_calls(&rt), 0);
 }
+
+#[test]
+fn host_and_managed_memory_are_refused_with_a_reason_and_never_reached() {
+    let f = require!(DirectFile::new("fastpath-host-memory", &pattern(4096, 5)));
+    let rt = Arc::new(runtime());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let managed = rt.managed_with(&[0; 4096]);
+    let mut pageable = vec![0u8; 8192];
+    // 4096-aligned, so that only the kind of memory stands in the way.
+    let aligned = pageable
+        .as_mut_ptr()
+        .wrapping_add(pageable.as_ptr().align_offset(4096));
+    for base in [managed, DevicePtr(aligned as u64)] {
+        // Under cuFile's rule, which the fallback serves them by.
+        let io = Io::new(Op::Read, base, 4096, 0, 0, 4096)
+            .under(hipfile_core::MemoryTypes::CuFile)
+            .unregistered();
+        let (verdict, r) = score_and_serve(&fp, &*rt, &f.probed.facts, &f.target(), io);
+        assert_eq!(
+            verdict.reasons(),
+            &[Reason::BufferNotDeviceMemory],
+            "{base}"
+        );
+        // Served whatever the score: `io` itself refuses what is not device memory.
+        let e = r.unwrap_err();
+        assert!(
+            matches!(&e, BackendError::Unsupported(m) if m.contains("device memory only")),
+            "{e:?}"
+        );
+    }
+    assert_eq!(file_io_calls(&rt), 0);
+}

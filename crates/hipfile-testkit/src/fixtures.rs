@@ -7,8 +7,8 @@
 
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{
-    Backend, BackendError, BufferFacts, DevicePtr, Error, GpuRuntime, IoTarget, MemoryKind, Op,
-    Outcome, Request, Submission, ValidRequest, Verdict,
+    Backend, BackendError, BufferFacts, DevicePtr, Error, GpuRuntime, IoTarget, MemoryKind,
+    MemoryTypes, Op, Outcome, Request, Submission, ValidRequest, Verdict,
 };
 use hipfile_probe::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
@@ -213,8 +213,9 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// One request on a device buffer of a test runtime: `size` bytes at `file_offset`, at
-/// `buffer_offset` into the buffer at `base` (registered with `len`).
+/// One request on a buffer of a test runtime: `size` bytes at `file_offset`, at
+/// `buffer_offset` into the buffer at `base` (registered with `len` under `rule`, or used
+/// unregistered, `len` its owner's length).
 #[derive(Debug, Clone, Copy)]
 pub struct Io {
     /// Read or write.
@@ -229,6 +230,10 @@ pub struct Io {
     pub file_offset: u64,
     /// How many bytes.
     pub size: u64,
+    /// The memory rule the buffer is checked under ([`MemoryTypes::HipFile`] unless set).
+    pub rule: MemoryTypes,
+    /// Whether the buffer is used unregistered (false unless set).
+    pub unregistered: bool,
 }
 
 impl Io {
@@ -249,6 +254,33 @@ impl Io {
             buffer_offset,
             file_offset,
             size,
+            rule: MemoryTypes::HipFile,
+            unregistered: false,
+        }
+    }
+
+    /// The same request, its buffer checked under `rule`.
+    pub fn under(self, rule: MemoryTypes) -> Io {
+        Io { rule, ..self }
+    }
+
+    /// The same request, its buffer used unregistered.
+    pub fn unregistered(self) -> Io {
+        Io {
+            unregistered: true,
+            ..self
+        }
+    }
+
+    /// How the buffer is checked.
+    pub fn usage(&self) -> BufferUse {
+        if self.unregistered {
+            BufferUse::Unregistered { len: self.len }
+        } else {
+            BufferUse::Register {
+                len: self.len,
+                rule: self.rule,
+            }
         }
     }
 }
@@ -292,8 +324,8 @@ fn serve(
 ) -> (Verdict, Result<u64, BackendError>) {
     // SAFETY: a test runtime keeps its allocations for as long as it lives, which is past
     // this call (it is borrowed for it).
-    let buffer = unsafe { check_buffer(runtime, io.base, BufferUse::Register { len: io.len }) }
-        .expect("the buffer is not valid device memory of the runtime");
+    let buffer = unsafe { check_buffer(runtime, io.base, io.usage()) }
+        .expect("the buffer is not valid memory of the runtime");
     let request = request(io.op, io.size, io.file_offset, io.buffer_offset)
         .validate_checked(&buffer)
         .expect("the request is not valid for the buffer");

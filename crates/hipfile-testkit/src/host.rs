@@ -22,6 +22,11 @@
 //! reuses a staging buffer before its copy is done, or returns before its stream is
 //! synchronised, moves the wrong bytes.
 //!
+//! Managed memory ([`HostMemRuntime::managed_with`]) is device memory that pointer queries
+//! call managed, as a real runtime's `hipMallocManaged` memory is reached by the same copies;
+//! pinned memory is host memory to pointer queries, with its allocation as its address range;
+//! any other address is memory the runtime does not know (pageable).
+//!
 //! Every call is counted ([`HostMemRuntime::calls`]) and may be made to fail, panic or park
 //! by a [`Fault`](crate::Fault) ([`Builder::fault`], or [`HostMemRuntime::faults`] later).
 //! A failed stream synchronisation leaves the stream's work queued, as a GPU that faulted
@@ -170,6 +175,7 @@ impl Builder {
             device: Mutex::default(),
             pinned: Mutex::default(),
             device_of: Mutex::default(),
+            managed: Mutex::default(),
             faults,
             pinned_used: Mutex::default(),
             bytes_to_device: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -189,6 +195,8 @@ pub struct HostMemRuntime {
     pinned: Mutex<Table>,
     /// The device of each device allocation, by base address.
     device_of: Mutex<BTreeMap<usize, i32>>,
+    /// The base addresses of the device allocations that are managed memory.
+    managed: Mutex<std::collections::BTreeSet<usize>>,
     faults: Faults,
     /// The pinned address of every copy, in the order they were issued.
     pinned_used: Mutex<Vec<usize>>,
@@ -236,6 +244,14 @@ impl HostMemRuntime {
     pub fn device_with(&self, data: &[u8]) -> DevicePtr {
         let p = self.alloc_device(data.len()).expect("alloc_device failed");
         self.write_device(p, data);
+        p
+    }
+
+    /// Managed memory filled with `data`, on the current device: device memory that
+    /// [`GpuRuntime::pointer_info`] calls [`MemoryKind::Managed`].
+    pub fn managed_with(&self, data: &[u8]) -> DevicePtr {
+        let p = self.device_with(data);
+        lock(&self.managed).insert(p.0 as usize);
         p
     }
 
@@ -420,8 +436,17 @@ unsafe impl GpuRuntime for HostMemRuntime {
     fn pointer_info(&self, ptr: DevicePtr) -> Result<PointerInfo, RuntimeError> {
         self.enter(Call::PointerInfo, Site::default())?;
         let (memory, device) = if contains(&self.device, ptr.0 as usize, 1) {
+            let base = lock(&self.device)
+                .range(..=(ptr.0 as usize))
+                .next_back()
+                .map(|(&b, _)| b);
+            let managed = base.is_some_and(|b| lock(&self.managed).contains(&b));
             (
-                MemoryKind::Device,
+                if managed {
+                    MemoryKind::Managed
+                } else {
+                    MemoryKind::Device
+                },
                 self.device_holding(ptr.0 as usize).unwrap_or(0),
             )
         } else if contains(&self.pinned, ptr.0 as usize, 1) {
@@ -434,13 +459,19 @@ unsafe impl GpuRuntime for HostMemRuntime {
 
     fn address_range(&self, ptr: DevicePtr) -> Result<(DevicePtr, u64), RuntimeError> {
         self.enter(Call::AddressRange, Site::default())?;
-        let table = lock(&self.device);
-        match table.range(..=(ptr.0 as usize)).next_back() {
-            Some((&base, &len)) if (ptr.0 as usize) < base + len => {
-                Ok((DevicePtr(base as u64), len as u64))
+        for table in [&self.device, &self.pinned] {
+            let table = lock(table);
+            if let Some((&base, &len)) = table.range(..=(ptr.0 as usize)).next_back()
+                && (ptr.0 as usize) < base + len
+            {
+                return Ok((DevicePtr(base as u64), len as u64));
             }
-            _ => Err(rt_error("hipMemGetAddressRange", 1, "not device memory")),
         }
+        Err(rt_error(
+            "hipMemGetAddressRange",
+            500,
+            "not an allocation of this runtime",
+        ))
     }
 
     fn has_amd_file_io(&self) -> bool {
@@ -457,6 +488,7 @@ unsafe impl GpuRuntime for HostMemRuntime {
     unsafe fn free_device(&self, ptr: DevicePtr) -> Result<(), RuntimeError> {
         self.enter(Call::FreeDevice, Site::default())?;
         lock(&self.device_of).remove(&(ptr.0 as usize));
+        lock(&self.managed).remove(&(ptr.0 as usize));
         if free(&self.device, ptr.0 as usize) {
             Ok(())
         } else {

@@ -55,9 +55,11 @@ impl Driver {
     /// # Errors
     ///
     /// [`Error::MemoryAlreadyRegistered`]; [`Error::InvalidValue`] for a buffer of another
-    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6: not
-    /// device memory ([`Error::MemoryTypeInvalid`]), a range beyond its allocation
-    /// ([`Error::PointerRange`]).
+    /// driver (register it with its own); or the validation errors of docs/BEHAVIOUR.md §3.6:
+    /// memory the driver's rule does not register ([`Error::MemoryTypeInvalid`]: anything but
+    /// device memory by default, managed memory under
+    /// [`MemoryTypes::CuFile`](hipfile_core::MemoryTypes::CuFile)), a range beyond its
+    /// allocation ([`Error::PointerRange`]).
     pub fn register_buffer(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
         let result = self.register_buffer_uncounted(buffer);
         self.count_registration(Registration::BufferRegister, result.is_ok());
@@ -87,6 +89,7 @@ impl Driver {
                 buffer.ptr(),
                 BufferUse::Register {
                     len: buffer.len() as u64,
+                    rule: self.config().memory_types,
                 },
             )
         }?;
@@ -178,6 +181,12 @@ impl DeviceBuffer {
     /// The buffer is validated when it is registered or used, not here; its registration, if
     /// any, ends when it is dropped, and the memory is never freed by hipfile.
     ///
+    /// Device memory is what every driver serves. A driver opened with
+    /// [`MemoryTypes::CuFile`](hipfile_core::MemoryTypes::CuFile)
+    /// ([`ConfigBuilder::memory_types`](hipfile_core::ConfigBuilder::memory_types)) also
+    /// serves host memory (pinned, registered with the runtime, or pageable), read into and
+    /// written from in place, and managed memory (unregistered); docs/BEHAVIOUR.md §3.6.
+    ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
@@ -202,9 +211,13 @@ impl DeviceBuffer {
     ///
     /// # Safety
     ///
-    /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime until the buffer is
-    /// dropped and every request that used it has ended (a request's handle, once waited for
-    /// or dropped, has ended), and nothing else may write it while hipfile writes into it.
+    /// `ptr..ptr+len` must stay valid device memory of `driver`'s runtime (or, for a driver
+    /// whose rule serves them, managed memory of the runtime or host memory of this process,
+    /// readable and writable) until the buffer is dropped and every request that used it has
+    /// ended (a request's handle, once waited for or dropped, has ended), and nothing else
+    /// may write it while hipfile writes into it. hipfile bounds device and managed memory by
+    /// the allocation the runtime reports as well; pageable host memory the runtime does not
+    /// know is bounded by `len` alone.
     #[allow(unsafe_code)]
     pub unsafe fn from_raw(driver: &Driver, ptr: DevicePtr, len: usize) -> DeviceBuffer {
         DeviceBuffer::new(Memory {
@@ -217,8 +230,9 @@ impl DeviceBuffer {
         })
     }
 
-    /// [`from_raw`](Self::from_raw) for memory the runtime has just described: device memory
-    /// of `device`, whose allocation runs on for `len` bytes from `ptr`. Its requests use that
+    /// [`from_raw`](Self::from_raw) for memory the runtime has just described: `memory` of
+    /// `device`, usable for `len` bytes from `ptr` (to the end of its allocation, or as far
+    /// as the caller vouches where the runtime cannot bound it). Its requests use that
     /// description instead of asking the runtime again (two calls into the GPU driver). For
     /// `hipfile-cabi`, whose calls on an unregistered pointer ask the runtime before they make
     /// the buffer.
@@ -233,6 +247,7 @@ impl DeviceBuffer {
         driver: &Driver,
         ptr: DevicePtr,
         len: usize,
+        memory: MemoryKind,
         device: i32,
     ) -> DeviceBuffer {
         // SAFETY: the caller vouches for the description and keeps the memory allocated for
@@ -241,7 +256,7 @@ impl DeviceBuffer {
             CheckedBuffer::new_unchecked(BufferFacts {
                 base: ptr,
                 len: len as u64,
-                memory: MemoryKind::Device,
+                memory,
                 device,
             })
         };
@@ -321,13 +336,16 @@ impl Memory {
         // SAFETY: the request holds this `Memory` (through the buffer it borrows, or its own
         // reference for an asynchronous request) until it ends, and the memory stays
         // allocated while the `Memory` lives (owned, or by the contract of
-        // `DeviceBuffer::from_raw`).
+        // `DeviceBuffer::from_raw`, which also vouches for `len` bytes of memory the runtime
+        // does not bound).
         #[allow(unsafe_code)]
         let facts = unsafe {
             check_buffer(
                 self.driver.gpu().as_ref(),
                 self.ptr,
-                BufferUse::Unregistered,
+                BufferUse::Unregistered {
+                    len: self.len as u64,
+                },
             )
         }?
         .truncated(self.len as u64);

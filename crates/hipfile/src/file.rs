@@ -492,8 +492,9 @@ pub(crate) struct StagedPlan {
 
 impl FileHandle {
     /// Validates a stream-ordered request and selects its backend now, as a synchronous
-    /// call would: `Some` when the fallback is selected, `None` when another backend is (or
-    /// none is: the engine then serves it, and fails it with the same error a synchronous
+    /// call would: `Some` when the fallback is selected for device or managed memory, `None`
+    /// when another backend is, or the memory is host memory (read and written in place), or
+    /// none is (the engine then serves it, and fails it with the same error a synchronous
     /// call gives).
     ///
     /// # Errors
@@ -509,6 +510,11 @@ impl FileHandle {
         check_access(&inner.probed.facts, op)?;
         let (facts, in_flight) = buffer.request_facts()?;
         let valid = request.validate_checked(&facts)?;
+        // Host memory has nothing to copy on the stream: the engine serves it in place when
+        // the stream reaches it.
+        if valid.memory().is_host() {
+            return Ok(None);
+        }
         let submission = Submission {
             request: &valid,
             file: &inner.probed.facts,

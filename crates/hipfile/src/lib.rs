@@ -115,8 +115,8 @@ pub use file::FileHandle;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
-    DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, Op,
-    PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
+    DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, MemoryTypes,
+    Op, PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};

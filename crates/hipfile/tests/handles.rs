@@ -108,8 +108,9 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
         // runtime about it.
         // SAFETY: `ptr..ptr+8192` is device memory of this runtime (allocated above, freed
         // below after the buffer is gone), and the description is the runtime's.
-        let mut buf =
-            unsafe { hipfile::DeviceBuffer::from_raw_described(&d, ptr, 8192, info.device) };
+        let mut buf = unsafe {
+            hipfile::DeviceBuffer::from_raw_described(&d, ptr, 8192, info.memory, info.device)
+        };
         fh.read_exact_at(&mut buf, i * 4096).unwrap();
         let mut back = vec![0u8; 8192];
         buf.copy_to_host(0, &mut back).unwrap();

@@ -7,8 +7,9 @@
  * program's hipMalloc is device memory to hipFile, which a second runtime would not know. Checks the HIP calls such a client makes (devices, hipMalloc/hipMemset/
  * hipMemcpy, streams, hipMemcpyAsync, hipDeviceSynchronize, error names and strings),
  * a hipMemset buffer written to a file through hipFile and a file read into hipMalloc'd
- * memory through hipFile, bytes verified, and that managed and pinned host memory are
- * refused with hipFileHipMemoryTypeInvalid (hipFile takes device memory only).
+ * memory through hipFile, bytes verified, and that managed memory and host memory (pinned,
+ * registered, pageable) are refused with hipFileHipMemoryTypeInvalid by registration, reads
+ * and writes, batches and stream-ordered calls (hipFile takes device memory only).
  * Usage: hipruntime DIR. Exits 0 when every check passes. tests/basic.rs builds and runs it.
  */
 
@@ -40,6 +41,8 @@ extern const char *hipGetErrorString(hipError_t error);
 extern hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags);
 extern hipError_t hipHostFree(void *ptr);
 extern hipError_t hipMallocManaged(void **ptr, size_t size, unsigned int flags);
+extern hipError_t hipHostRegister(void *ptr, size_t size, unsigned int flags);
+extern hipError_t hipHostUnregister(void *ptr);
 #define hipErrorInvalidValue 1
 #define hipMemAttachGlobal 1
 #define hipStreamNonBlocking 1
@@ -135,14 +138,42 @@ int main(int argc, char **argv)
     CHECK(hipStreamDestroy(s) == 0);
     CHECK(hipStreamDestroy(s2) == 0);
 
-    /* Managed and pinned host memory: hipFile takes device memory only. */
-    void *managed = NULL, *pinned = NULL;
+    /* Managed, pinned, registered and pageable host memory: hipFile takes device memory
+     * only, in every call (upstream's rules 18 and 22), where libcufile.so.0 serves them. */
+    void *managed = NULL, *pinned = NULL, *registered = aligned_alloc(4096, N),
+         *pageable = malloc(N);
     CHECK(hipMallocManaged(&managed, N, hipMemAttachGlobal) == 0 && managed != NULL);
     CHECK(hipHostMalloc(&pinned, N, 0) == 0 && pinned != NULL);
-    CHECK(IS(hipFileBufRegister(managed, N, 0), hipFileHipMemoryTypeInvalid));
-    CHECK(IS(hipFileBufRegister(pinned, N, 0), hipFileHipMemoryTypeInvalid));
-    CHECK(hipFileRead(fh, managed, N, 0, 0) == -hipFileHipMemoryTypeInvalid);
-    CHECK(hipFileWrite(fh, pinned, N, 0, 0) == -hipFileHipMemoryTypeInvalid);
+    CHECK(registered != NULL && hipHostRegister(registered, N, 0) == 0);
+    CHECK(pageable != NULL);
+    void *refused[] = {managed, pinned, registered, pageable};
+    hipFileBatchHandle_t batch = NULL;
+    CHECK(IS(hipFileBatchIOSetUp(&batch, 1), hipFileSuccess));
+    for (int i = 0; i < 4; i++) {
+        void *p = refused[i];
+        CHECK(IS(hipFileBufRegister(p, N, 0), hipFileHipMemoryTypeInvalid));
+        CHECK(hipFileRead(fh, p, N, 0, 0) == -hipFileHipMemoryTypeInvalid);
+        CHECK(hipFileWrite(fh, p, N, 0, 0) == -hipFileHipMemoryTypeInvalid);
+        hipFileIOParams_t io;
+        memset(&io, 0, sizeof io);
+        io.mode = hipFileBatch;
+        io.fh = fh;
+        io.opcode = i % 2 ? hipFileBatchWrite : hipFileBatchRead;
+        io.u.batch.devPtr_base = p;
+        io.u.batch.size = 4096;
+        CHECK(IS(hipFileBatchIOSubmit(batch, 1, &io, 0), hipFileHipMemoryTypeInvalid));
+        size_t size = 4096;
+        hoff_t file_offset = 0, buffer_offset = 0;
+        ssize_t moved = -7;
+        CHECK(IS(hipFileReadAsync(fh, p, &size, &file_offset, &buffer_offset, &moved, NULL),
+                 hipFileHipMemoryTypeInvalid));
+        CHECK(IS(hipFileWriteAsync(fh, p, &size, &file_offset, &buffer_offset, &moved, NULL),
+                 hipFileHipMemoryTypeInvalid));
+    }
+    hipFileBatchIODestroy(batch);
+    CHECK(hipHostUnregister(registered) == 0);
+    free(registered);
+    free(pageable);
     CHECK(hipHostFree(pinned) == 0);
     CHECK(hipFree(managed) == 0);
 
