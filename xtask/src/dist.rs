@@ -13,10 +13,11 @@
 //!                                    never stands in for CUDA's cufile.h by accident
 //! ```
 //!
-//! The `.pc` file names no HIP package: `hipfile.h` declares the two HIP types it needs
-//! (`hipError_t`, `hipStream_t`) unless HIP's header came first, and the library loads the
-//! HIP runtime when it starts, not at link time. A program that allocates device memory
-//! links the runtime itself (`-lamdhip64`), and the library then uses that same runtime.
+//! The `.pc` file names no HIP package (HIP has no pkg-config file): `hipfile.h` includes
+//! HIP's header, whose directory and platform macro (`-D__HIP_PLATFORM_AMD__`) a plain C
+//! compiler is given as for any HIP code, and the library loads the HIP runtime when it
+//! starts. A program that allocates device memory links the runtime itself (`-lamdhip64`),
+//! and the library then uses that same runtime.
 //!
 //! [`layout`] and [`pc_file`] are the layout, testable without a build; [`check`] is what
 //! `cargo xtask ci` runs: a layout in a scratch directory, then a C program built with
@@ -84,8 +85,9 @@ pub fn pc_file(version: &str) -> String {
     format!(
         "\
 # hipfile: GPU direct storage with hipFile's C interface (libhipfile.so.0).
-# hipfile.h declares the HIP types it needs (hipError_t, hipStream_t) unless
-# <hip/hip_runtime_api.h> is included before it, so no HIP package is required to build.
+# hipfile.h includes HIP's <hip/hip_runtime_api.h>, as hipFile's does: a plain C compiler
+# needs HIP's include directory and -D__HIP_PLATFORM_AMD__, or -DHIPFILE_NO_HIP_HEADERS
+# to build without HIP's headers (the header then declares hipError_t and hipStream_t).
 # The HIP runtime is loaded when the library starts: HIPFILE_HIP_LIBRARY if set, else the
 # libamdhip64 the program already loaded, else ROCM_PATH, /opt/rocm, the libamdhip64
 # sonames. A program that allocates device memory links the runtime itself (-lamdhip64).
@@ -302,7 +304,7 @@ pub fn check(metadata: &Value) -> Result<Checked, String> {
         "-Wall",
         "-Wextra",
         "-Werror",
-        "-D_GNU_SOURCE",
+        "-D__HIP_PLATFORM_AMD__",
         utf8(&source)?,
         "-o",
         utf8(&exe)?,
