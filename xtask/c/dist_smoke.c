@@ -1,13 +1,13 @@
 /*
- * The C program `cargo xtask ci` builds against the tree `cargo xtask dist` lays out, as a
- * HIP application is built with a plain C compiler: `cc -D__HIP_PLATFORM_AMD__` with
- * `pkg-config --cflags --libs hipfile` and the HIP runtime (-lamdhip64; the emulated one in
- * CI), hipfile.h from include/ followed by HIP's header, libhipfile.so from lib/. It is also
- * the `app.c` of the README's "C programs" example, built with that very line. Writes a
- * pattern from device memory to a file through hipFile and reads it back into other device
- * memory, bytes verified, and checks that the process holds one HIP runtime. Usage:
- * dist_smoke DIR, DIR an empty directory for its file. Prints "all checks passed" and exits 0
- * when everything holds.
+ * The `app.c` of the README's "C programs" example: `cargo xtask ci` builds it with the
+ * README's `cc` line as written (a plain C compiler, -D__HIP_PLATFORM_AMD__, `pkg-config
+ * --cflags --libs hipfile` for the tree `cargo xtask dist` lays out, and -lamdhip64), and
+ * runs it on the emulated runtime. hipfile.h from include/ comes before HIP's header, as in
+ * hipFile's examples; libhipfile.so from lib/. Writes a pattern from device memory to a
+ * file through hipFile and reads it back into other device memory, bytes verified, checks
+ * that the process holds one HIP runtime, and prints the libhipfile.so.0 the dynamic linker
+ * found ("dist_smoke: libhipfile: PATH"). Usage: dist_smoke DIR, DIR an empty directory for
+ * its file. Prints "all checks passed" and exits 0 when everything holds.
  */
 
 #define _GNU_SOURCE
@@ -15,6 +15,7 @@
 #include <hipfile.h>
 #include <hip/hip_runtime_api.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -52,6 +53,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: dist_smoke DIR\n");
         return 2;
     }
+    /* Which libhipfile.so.0 the dynamic linker found, for the check to compare. */
+    Dl_info info;
+    if (dladdr((void *)hipFileDriverOpen, &info) != 0 && info.dli_fname != NULL)
+        printf("dist_smoke: libhipfile: %s\n", info.dli_fname);
     char path[4096];
     snprintf(path, sizeof path, "%s/data", argv[1]);
     for (int i = 0; i < N; i++)
