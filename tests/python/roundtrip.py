@@ -2,22 +2,23 @@
 against this project's libhipfile.so.0 and run on the emulated HIP runtime.
 
 `cargo xtask ci` builds the bindings against the tree `cargo xtask dist` lays out and runs
-this script with:
+this script with LD_LIBRARY_PATH naming that tree's lib/ and the directory of the emulated
+runtime under the names of a HIP runtime (libamdhip64.so.7, the soname libhipfile.so.0
+depends on, and libamdhip64.so, which the bindings' hipMalloc helper loads), and nothing
+else: no HIPFILE_HIP_LIBRARY, nothing preloaded. The bindings' extension calls
+hipPeekAtLastError without linking the HIP runtime; it imports because libhipfile.so.0
+brings the runtime as a dependency, as AMD's library does. Against a library without that
+dependency (lib/portable/), the import fails with "undefined symbol: hipPeekAtLastError",
+which `cargo xtask ci` also checks.
 
-- LD_LIBRARY_PATH naming that tree's lib/ and a directory holding the emulated runtime
-  as libamdhip64.so (the bindings' hipMalloc helper loads the HIP runtime by that name);
-- HIPFILE_HIP_LIBRARY naming the emulated runtime, the same file, so that the library
-  and the program share one runtime instance.
-
-Checks, through the bindings' own API: the version, the driver's use count, a file handle
-on a real file, a buffer registered on memory from the runtime's hipMalloc, a write of a
-pattern copied in with hipMemcpy, the file's bytes, a read back verified with hipMemcpy,
-the errors of a second registration and of a read into host memory, deregistration and
-closing, an asynchronous write and read back on a registered stream (read_async and
-write_async) and driver_get_properties. PENDING lists the functions the bindings reference
-that the library does not export yet (none now), and the script fails both when one outside
-that list is missing and when one in it has appeared (so that the list shrinks and the
-checks that need it run).
+Checks: no HIP runtime is loaded before the import and exactly one after it, and still one
+at the end (the helper's libamdhip64.so and the library's dependency are the same object);
+then, through the bindings' own API: the version, the driver's use count, a file handle on a
+real file, a buffer registered on memory from the runtime's hipMalloc, a write of a pattern
+copied in with hipMemcpy, the file's bytes, a read back verified with hipMemcpy, the errors
+of a second registration and of a read into host memory, deregistration and closing, an
+asynchronous write and read back on a registered stream (read_async and write_async) and
+driver_get_properties.
 
 Exits 0 and prints "all checks passed" when everything holds.
 """
@@ -27,28 +28,8 @@ import os
 import sys
 import tempfile
 
-# Every hipFile function the bindings' extension module calls (its undefined symbols).
-REFERENCED = [
-    "hipFileBufDeregister",
-    "hipFileBufRegister",
-    "hipFileDriverClose",
-    "hipFileDriverOpen",
-    "hipFileGetOpErrorString",
-    "hipFileGetVersion",
-    "hipFileHandleDeregister",
-    "hipFileHandleRegister",
-    "hipFileRead",
-    "hipFileReadAsync",
-    "hipFileStreamDeregister",
-    "hipFileStreamRegister",
-    "hipFileUseCount",
-    "hipFileWrite",
-    "hipFileWriteAsync",
-]
-
-# Referenced but not exported by libhipfile.so.0 yet. Remove a name when it is exported:
-# the checks that need it then run.
-PENDING: set = set()
+# The sonames of the HIP runtime, newest first, as libhipfile.so.0 may depend on them.
+HIP_SONAMES = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"]
 
 H2D, D2H = 1, 2
 SIZE = 1 << 20
@@ -62,13 +43,27 @@ def check(cond, what):
         print(f"roundtrip: check failed: {what}", file=sys.stderr)
 
 
-def hip_runtime():
-    """The emulated runtime, loaded RTLD_GLOBAL: the bindings' extension leaves
-    hipPeekAtLastError to the process's HIP runtime and does not link one itself."""
-    path = os.environ.get("HIPFILE_HIP_LIBRARY")
-    if not path:
-        sys.exit("roundtrip: HIPFILE_HIP_LIBRARY must name the emulated runtime")
-    hip = ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+def loaded_runtime():
+    """The HIP runtime the process has loaded, found by soname with RTLD_NOLOAD (which loads
+    nothing), or None."""
+    for soname in HIP_SONAMES:
+        try:
+            return ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+    return None
+
+
+def runtime_files():
+    """The files of the HIP runtimes mapped in this process (the emulated runtime's file is
+    libhipfile_emu.so, whatever name it was loaded by)."""
+    with open("/proc/self/maps") as maps:
+        names = (line.split()[-1] for line in maps if len(line.split()) >= 6)
+        return {n for n in names if "libamdhip64" in n or "libhipfile_emu" in n}
+
+
+def with_signatures(hip):
+    """The runtime's functions this script calls, typed."""
     hip.hipMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     hip.hipMemcpy.restype = ctypes.c_int
     hip.hipMemset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
@@ -82,34 +77,26 @@ def hip_runtime():
     return hip
 
 
-def missing_symbols():
-    """The functions of REFERENCED that libhipfile.so.0 does not export."""
-    lib = ctypes.CDLL("libhipfile.so.0")
-    return {name for name in REFERENCED if not hasattr(lib, name)}
-
-
 def main():
-    missing = missing_symbols()
-    unexpected = missing - PENDING
-    if unexpected:
-        sys.exit(f"roundtrip: libhipfile.so.0 lacks {sorted(unexpected)}, which the bindings call")
-    arrived = PENDING - missing
-    if arrived:
-        sys.exit(
-            f"roundtrip: libhipfile.so.0 now exports {sorted(arrived)}: remove them from "
-            "PENDING in tests/python/roundtrip.py so that their checks run"
-        )
-    if missing:
-        print(f"roundtrip: not exported yet, their checks wait: {sorted(missing)}")
-    hip = hip_runtime()
-    # Python binds an extension's symbols at import (RTLD_NOW); while some are missing, bind
-    # lazily so that the rest can be checked. Calling a missing one would end the process.
-    if missing:
-        sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_GLOBAL)
-
-    import hipfile
+    if os.environ.get("HIPFILE_HIP_LIBRARY"):
+        sys.exit("roundtrip: HIPFILE_HIP_LIBRARY is set; this script checks the runtime that "
+                 "libhipfile.so.0 brings itself, so run it without")
+    if loaded_runtime() is not None or runtime_files():
+        sys.exit(f"roundtrip: a HIP runtime is loaded before the bindings: {runtime_files()}")
+    try:
+        import hipfile
+    except ImportError as e:
+        sys.exit(f"roundtrip: the bindings do not import: {e}\n(their extension calls "
+                 "hipPeekAtLastError without linking HIP: libhipfile.so.0 must bring the "
+                 "runtime as a dependency, as AMD's does)")
     from hipfile import Buffer, Driver, FileHandle, HipFileException, OpError, get_version
     from hipfile.hipMalloc import hipFree, hipMalloc
+
+    hip = loaded_runtime()
+    if hip is None:
+        sys.exit("roundtrip: the bindings imported, but no HIP runtime is loaded")
+    hip = with_signatures(hip)
+    check(len(runtime_files()) == 1, f"one HIP runtime after the import: {runtime_files()}")
 
     check(get_version() == (0, 5, 0), f"get_version() is {get_version()}")
     check(Driver.use_count() == 0, "use count 0 before the driver opens")
@@ -149,14 +136,12 @@ def main():
                             e.hipfile_err == OpError.HIP_MEMORY_TYPE_INVALID,
                             f"read into host memory: {e}",
                         )
-                    if not PENDING & {"hipFileStreamRegister", "hipFileReadAsync",
-                                      "hipFileWriteAsync", "hipFileStreamDeregister"}:
-                        async_round_trip(hip, hipfile, fh, buffer, device, pattern, back)
-            if "hipFileDriverGetProperties" not in PENDING:
-                props = hipfile.driver_get_properties()
-                check(isinstance(props, dict) and props, f"driver properties: {props}")
+                    async_round_trip(hip, hipfile, fh, buffer, device, pattern, back)
+            props = hipfile.driver_get_properties()
+            check(isinstance(props, dict) and props, f"driver properties: {props}")
         check(Driver.use_count() == 0, "use count 0 after the driver closes")
     hipFree(device)
+    check(len(runtime_files()) == 1, f"one HIP runtime at the end: {runtime_files()}")
 
     if failures:
         sys.exit(f"roundtrip: {len(failures)} checks failed")

@@ -1,29 +1,41 @@
 /*
- * The C program `cargo xtask ci` builds against the tree `cargo xtask dist` lays out, with
- * nothing but `pkg-config --cflags --libs hipfile` and the HIP runtime (-lamdhip64; the
- * emulated one in CI): hipfile.h from include/, libhipfile.so from lib/. Writes a pattern
- * from device memory to a file through hipFile and reads it back into other device memory,
- * bytes verified. Usage: dist_smoke DIR, DIR an empty directory for its file. Prints
- * "all checks passed" and exits 0 when everything holds.
+ * The `app.c` of the README's "C programs" example: `cargo xtask ci` builds it with the
+ * README's `cc` line as written (a plain C compiler, -D__HIP_PLATFORM_AMD__, `pkg-config
+ * --cflags --libs hipfile` for the tree `cargo xtask dist` lays out, and -lamdhip64), and
+ * runs it on the emulated runtime. hipfile.h from include/ comes before HIP's header, as in
+ * hipFile's examples; libhipfile.so from lib/. Writes a pattern from device memory to a
+ * file through hipFile and reads it back into other device memory, bytes verified, checks
+ * that the process holds one HIP runtime, and prints the libhipfile.so.0 the dynamic linker
+ * found ("dist_smoke: libhipfile: PATH"). Usage: dist_smoke DIR, DIR an empty directory for
+ * its file. Prints "all checks passed" and exits 0 when everything holds.
  */
 
-#include <hipfile.h>
+#define _GNU_SOURCE
 
+#include <hipfile.h>
+#include <hip/hip_runtime_api.h>
+
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* From the HIP runtime, as libamdhip64 exports them. */
-extern hipError_t hipMalloc(void **ptr, size_t size);
-extern hipError_t hipFree(void *ptr);
-extern hipError_t hipMemcpy(void *dst, const void *src, size_t size, int kind);
-#define H2D 1
-#define D2H 2
-
 #define N (256 * 1024)
 
 static unsigned char pattern[N], back[N];
+
+/* Counts the loaded objects that are a HIP runtime: named libamdhip64 (as the dynamic linker
+ * loaded it), or the emulated runtime's own file name. */
+static int count_runtimes(struct dl_phdr_info *info, size_t size, void *count)
+{
+    (void)size;
+    if (info->dlpi_name != NULL && (strstr(info->dlpi_name, "libamdhip64") != NULL ||
+                                    strstr(info->dlpi_name, "libhipfile_emu") != NULL))
+        (*(int *)count)++;
+    return 0;
+}
 
 static int ok(hipFileError_t e, const char *what)
 {
@@ -41,6 +53,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: dist_smoke DIR\n");
         return 2;
     }
+    /* Which libhipfile.so.0 the dynamic linker found, for the check to compare. */
+    Dl_info info;
+    if (dladdr((void *)hipFileDriverOpen, &info) != 0 && info.dli_fname != NULL)
+        printf("dist_smoke: libhipfile: %s\n", info.dli_fname);
     char path[4096];
     snprintf(path, sizeof path, "%s/data", argv[1]);
     for (int i = 0; i < N; i++)
@@ -48,7 +64,7 @@ int main(int argc, char **argv)
 
     void *src = NULL, *dst = NULL;
     if (hipMalloc(&src, N) != 0 || hipMalloc(&dst, N) != 0 ||
-        hipMemcpy(src, pattern, N, H2D) != 0) {
+        hipMemcpy(src, pattern, N, hipMemcpyHostToDevice) != 0) {
         fprintf(stderr, "dist_smoke: HIP allocation or copy failed\n");
         return 1;
     }
@@ -73,7 +89,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dist_smoke: wrote %zd, read %zd of %d bytes\n", written, read, N);
         return 1;
     }
-    if (hipMemcpy(back, dst, N, D2H) != 0 || memcmp(back, pattern, N) != 0) {
+    if (hipMemcpy(back, dst, N, hipMemcpyDeviceToHost) != 0 || memcmp(back, pattern, N) != 0) {
         fprintf(stderr, "dist_smoke: the bytes read back differ\n");
         return 1;
     }
@@ -84,8 +100,16 @@ int main(int argc, char **argv)
     if (!ok(hipFileDriverClose(), "hipFileDriverClose"))
         return 1;
     close(fd);
-    hipFree(src);
-    hipFree(dst);
+    if (hipFree(src) != hipSuccess || hipFree(dst) != hipSuccess) {
+        fprintf(stderr, "dist_smoke: hipFree failed\n");
+        return 1;
+    }
+    int runtimes = 0;
+    dl_iterate_phdr(count_runtimes, &runtimes);
+    if (runtimes != 1) {
+        fprintf(stderr, "dist_smoke: %d HIP runtimes are loaded, not 1\n", runtimes);
+        return 1;
+    }
     printf("dist_smoke: all checks passed\n");
     return 0;
 }

@@ -2,6 +2,12 @@
 //! `libhipfile_emu.so`, copied into `DIR` first when `--out` is given. An application outside
 //! this workspace points hipfile at that path (`HIPFILE_HIP_LIBRARY`, or
 //! `ConfigBuilder::hip_library`); hipfile never picks the emulated runtime on its own.
+//!
+//! In `DIR` the library also gets the names of a HIP runtime ([`RUNTIME_NAMES`]: links to
+//! it), so that a C program links it as `-lamdhip64` (with `DIR` on the linker's path) and,
+//! with `DIR` in `LD_LIBRARY_PATH`, gets it wherever it or `libhipfile.so.0` asks for a HIP
+//! runtime by soname: one runtime, the emulated one, whichever release they were linked
+//! against.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -9,6 +15,15 @@ use std::process::{Command, Stdio};
 
 /// The file name of the emulated runtime.
 pub const LIBRARY: &str = "libhipfile_emu.so";
+
+/// The names the library gets in an `--out` directory, as links to it: the linker's name of
+/// a HIP runtime and the sonames of ROCm 7, ROCm 6 and HIP 5 (its own soname is the first).
+pub const RUNTIME_NAMES: [&str; 4] = [
+    "libamdhip64.so",
+    "libamdhip64.so.7",
+    "libamdhip64.so.6",
+    "libamdhip64.so.5",
+];
 
 /// What `cargo xtask emulated` was asked for.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -102,19 +117,59 @@ pub fn artifact_in_messages(stdout: &str, name: &str) -> Option<PathBuf> {
         .find(|f| f.file_name().is_some_and(|n| n == name))
 }
 
+/// Copies the library into `dir` (a new file, so that a program running it keeps its copy)
+/// and links [`RUNTIME_NAMES`] to it there.
 fn copy_into(built: &Path, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let to = dir.join(LIBRARY);
+    remove_if_present(&to)?;
     std::fs::copy(built, &to)
         .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), to.display()))?;
+    for name in RUNTIME_NAMES {
+        let link = dir.join(name);
+        remove_if_present(&link)?;
+        std::os::unix::fs::symlink(LIBRARY, &link)
+            .map_err(|e| format!("cannot link {} to {LIBRARY}: {e}", link.display()))?;
+    }
     // An absolute path, so that it works from any directory the application runs in.
     to.canonicalize()
         .map_err(|e| format!("cannot resolve {}: {e}", to.display()))
 }
 
+fn remove_if_present(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot replace {}: {e}", path.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_copy_gets_the_names_of_a_hip_runtime() {
+        let scratch = std::env::temp_dir().join(format!("xtask-emulated-{}", std::process::id()));
+        let built = scratch.join("built.so");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::write(&built, b"ELF emu").unwrap();
+        let out = scratch.join("out");
+        // Twice: a second copy replaces the first and its links.
+        for _ in 0..2 {
+            let lib = copy_into(&built, &out).unwrap();
+            assert_eq!(lib, out.join(LIBRARY).canonicalize().unwrap());
+        }
+        for name in RUNTIME_NAMES {
+            assert_eq!(
+                std::fs::read_link(out.join(name)).unwrap(),
+                Path::new(LIBRARY),
+                "{name}: a relative link"
+            );
+            assert_eq!(std::fs::read(out.join(name)).unwrap(), b"ELF emu");
+        }
+        std::fs::remove_dir_all(&scratch).unwrap();
+    }
 
     #[test]
     fn parses_the_flags_in_any_order() {

@@ -5,17 +5,21 @@
 //!   capability fails instead, unless `--allow-skips`; NVIDIA's `cufile.h` is fetched from
 //!   PyPI first where CUDA is not installed, `cufile_header.rs`), the `hipfile` examples and doc tests
 //!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
-//!   into a scratch tree and a C program built with `pkg-config` against it), and AMD's
+//!   into a scratch tree, the README's C example built against it as written, and a cuFile
+//!   program built with `pkg-config`), and AMD's
 //!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
 //! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
 //!   bindings.
-//! - `dist [--out DIR]`: the C libraries' installation tree (`dist.rs`): `lib/libhipfile.so.0`,
-//!   `lib/libhipfile.so`, `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, and cuFile's
-//!   `lib/libcufile.so.0`, `lib/libcufile.so`, `include/hipfile-cufile/cufile.h`, in
+//! - `dist [--out DIR] [--hip-soname SONAME]`: the C libraries' installation tree
+//!   (`dist.rs`): `lib/libhipfile.so.0` (which needs the HIP runtime `libamdhip64.so.7`, or
+//!   `SONAME`), `lib/libhipfile.so`, `lib/portable/` (the library without that dependency),
+//!   `include/hipfile.h`, `lib/pkgconfig/hipfile.pc`, and cuFile's `lib/libcufile.so.0`,
+//!   `lib/libcufile.so`, `include/hipfile-cufile/cufile.h`, `lib/pkgconfig/cufile.pc`, in
 //!   `target/dist` unless `--out` says otherwise.
 //! - `emulated [--release] [--out DIR]`: builds the emulated runtime (`hipfile-emu`) and
-//!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out`, for an
-//!   application to name in `HIPFILE_HIP_LIBRARY` (`emulated.rs`).
+//!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out` (with links
+//!   under a HIP runtime's names), for an application to name in `HIPFILE_HIP_LIBRARY` or a
+//!   C program to link as `-lamdhip64` (`emulated.rs`).
 //! - `layers`: only the layering check (see `layers.rs` and docs/ARCHITECTURE.md).
 //! - `package`: only packaging: `cargo package --locked` for exactly the library crates
 //!   (`package.rs`), each built from its own tarball, after checking that they are exactly
@@ -29,6 +33,7 @@
 
 mod cufile_header;
 mod dist;
+mod elf;
 mod emulated;
 mod layers;
 mod package;
@@ -36,7 +41,8 @@ mod python;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | cargo xtask dist [--out DIR] | \
+const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | \
+                     cargo xtask dist [--out DIR] [--hip-soname SONAME] | \
                      cargo xtask dist-check | cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
                      cargo xtask package";
 
@@ -66,7 +72,7 @@ fn main() -> ExitCode {
             .map(|path| println!("{}", path.display())),
         ["dist", rest @ ..] => dist::parse(rest).and_then(|args| {
             let metadata = layers::workspace_metadata()?;
-            let tree = dist::dist(&metadata, args.out.as_deref())?;
+            let tree = dist::dist(&metadata, args.out.as_deref(), args.hip_soname.as_deref())?;
             println!("{}", tree.display());
             Ok(())
         }),

@@ -10,8 +10,14 @@
 //! Cython, and CMake when the machine has none). Every step must succeed: a failure to
 //! create the environment or to install is a failure, never a skip.
 //!
-//! `tests/python/roundtrip.py` then runs a round trip through the bindings' API; it says
-//! which functions the bindings call that the library does not export yet.
+//! `tests/python/roundtrip.py` then runs a round trip through the bindings' API, as a user's
+//! program would run: the tree's `lib/` and the emulated runtime's directory (the runtime
+//! under a HIP runtime's names) in `LD_LIBRARY_PATH`, nothing preloaded and no
+//! `HIPFILE_HIP_LIBRARY`. The bindings' extension calls `hipPeekAtLastError` without linking
+//! HIP, so it imports only because `libhipfile.so.0` brings the runtime as a dependency. The
+//! same script is then run with `lib/portable/` (the library without that dependency) first
+//! in the path, where it must fail with `undefined symbol: hipPeekAtLastError`: the check
+//! can fail, and fails for that reason.
 
 use crate::dist::{Checked, utf8};
 use serde_json::Value;
@@ -52,11 +58,19 @@ pub fn pip_args(tree: &Path) -> Result<Vec<String>, String> {
     .to_vec())
 }
 
+fn command(program: &Path, args: &[String], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_remove("HIPFILE_HIP_LIBRARY")
+        .env_remove("LD_PRELOAD")
+        .envs(env.iter().copied());
+    command
+}
+
 fn run(program: &Path, args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
     eprintln!("xtask: running {} {}", program.display(), args.join(" "));
-    let status = Command::new(program)
-        .args(args)
-        .envs(env.iter().copied())
+    let status = command(program, args, env)
         .status()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     if status.success() {
@@ -70,13 +84,18 @@ fn run(program: &Path, args: &[String], env: &[(&str, &str)]) -> Result<(), Stri
     }
 }
 
+/// What the bindings say when the library does not bring the HIP runtime.
+pub const UNDEFINED_RUNTIME_SYMBOL: &str = "undefined symbol: hipPeekAtLastError";
+
 /// Creates a fresh virtual environment in `target/python-venv`, builds the bindings into it
 /// against `checked.tree`, and runs [`SCRIPT`] with the tree's `lib/` and the emulated
-/// runtime's directory in `LD_LIBRARY_PATH` and the runtime in `HIPFILE_HIP_LIBRARY`.
+/// runtime's directory in `LD_LIBRARY_PATH`, nothing else: it must pass. Then again with
+/// `lib/portable/` first, where it must fail with [`UNDEFINED_RUNTIME_SYMBOL`].
 ///
 /// # Errors
 ///
-/// Any step failing, a missing `python3` included.
+/// Any step failing, a missing `python3` included, or the second run passing or failing
+/// for another reason.
 pub fn check(metadata: &Value, checked: &Checked) -> Result<(), String> {
     let target = metadata["target_directory"]
         .as_str()
@@ -97,21 +116,38 @@ pub fn check(metadata: &Value, checked: &Checked) -> Result<(), String> {
     )?;
     let python = venv.join("bin").join("python");
     run(&python, &pip_args(&checked.tree)?, &[])?;
-    let library_path = format!(
-        "{}:{}",
-        utf8(&checked.tree.join("lib"))?,
-        utf8(&checked.runtime)?
-    );
-    let emu = checked.runtime.join(crate::emulated::LIBRARY);
-    let script = Path::new(root).join(SCRIPT);
+    let lib = checked.tree.join("lib");
+    let script = [utf8(&Path::new(root).join(SCRIPT))?.to_owned()];
+    let library_path = format!("{}:{}", utf8(&lib)?, utf8(&checked.runtime)?);
     run(
         &python,
-        &[utf8(&script)?.into()],
-        &[
-            ("LD_LIBRARY_PATH", library_path.as_str()),
-            ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
-        ],
+        &script,
+        &[("LD_LIBRARY_PATH", library_path.as_str())],
     )?;
+
+    let portable = format!(
+        "{}:{library_path}",
+        utf8(&lib.join(crate::dist::PORTABLE_DIR))?
+    );
+    eprintln!(
+        "xtask: running {} with LD_LIBRARY_PATH={portable}, which must fail",
+        script[0]
+    );
+    let out = command(&python, &script, &[("LD_LIBRARY_PATH", portable.as_str())])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() || !text.contains(UNDEFINED_RUNTIME_SYMBOL) {
+        return Err(format!(
+            "on the library without the runtime dependency the bindings were expected to fail \
+             with {UNDEFINED_RUNTIME_SYMBOL:?} ({}):\n{text}",
+            out.status
+        ));
+    }
     eprintln!("xtask: Python bindings check passed");
     Ok(())
 }

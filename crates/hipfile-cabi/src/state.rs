@@ -83,6 +83,19 @@ static STATE: Mutex<State> = Mutex::new(State {
     next_inflight: 0,
 });
 
+/// Says on stderr why the driver could not be opened (`hipfile: error: ...`), once for each
+/// distinct reason: C's status codes (`hipFileDriverNotInitialized`) cannot carry the
+/// loader's explanation, which names what was tried and what to change.
+fn report_open_failure(error: &Error) {
+    static REPORTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let text = error.to_string();
+    let mut reported = REPORTED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !reported.contains(&text) {
+        eprintln!("hipfile: error: {text}");
+        reported.push(text);
+    }
+}
+
 /// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
 /// is one map or counter update), so poisoning is ignored.
 pub(crate) fn lock() -> MutexGuard<'static, State> {
@@ -100,9 +113,10 @@ impl State {
         // A driver still held elsewhere (by a request or batch of an earlier open) is shared
         // as it is: its configuration cannot change under what uses it.
         let d = match Driver::open_with(self.params.pending.builder()) {
-            Err(Error::DriverAlreadyOpen) => Driver::open()?,
-            other => other?,
-        };
+            Err(Error::DriverAlreadyOpen) => Driver::open(),
+            other => other,
+        }
+        .inspect_err(report_open_failure)?;
         self.params.live = self.params.pending.clone();
         Ok(d)
     }

@@ -8,20 +8,27 @@
  * every function of the interface is declared here. The semantics are those of
  * docs/BEHAVIOUR.md; docs/DECISIONS.md lists where they differ from hipFile's.
  *
- * HIP types. Only hipError_t and hipStream_t are needed from HIP. When HIP's
- * <hip/hip_runtime_api.h> has been included before this header (its include guard,
- * HIP_INCLUDE_HIP_HIP_RUNTIME_API_H, or HIP_VERSION_MAJOR from the <hip/hip_version.h> it
- * includes, is defined), HIP's own types are used. Otherwise
- * this header declares ABI-compatible ones (hipError_t as int, hipStream_t as a pointer to
- * the incomplete struct ihipStream_t) and defines HIPFILE_DECLARED_HIP_TYPES; HIP's header
- * cannot be included after that in the same translation unit. Define HIPFILE_INCLUDE_HIP
- * to have this header include <hip/hip_runtime_api.h> itself.
+ * HIP types. As hipFile's own header does, this one includes HIP's <hip/hip_runtime_api.h>,
+ * so hipError_t and hipStream_t are HIP's, and HIP's headers may come before or after this
+ * one. A plain C or C++ compiler (gcc, not hipcc) needs what HIP's header needs: HIP's
+ * include directory (/opt/rocm/include; Debian's libamdhip64-dev installs it in
+ * /usr/include) and the platform macro, -D__HIP_PLATFORM_AMD__ (hipcc and HIP's CMake
+ * targets define it).
+ *
+ * Without HIP's headers, define HIPFILE_NO_HIP_HEADERS (-DHIPFILE_NO_HIP_HEADERS). This header
+ * then includes nothing of HIP's: it uses HIP's types if HIP's header was included before it
+ * (its include guard HIP_INCLUDE_HIP_HIP_RUNTIME_API_H, or HIP_VERSION_MAJOR from the
+ * <hip/hip_version.h> it includes, is defined), and otherwise declares ABI-compatible ones
+ * (hipError_t as int, hipStream_t as a pointer to the incomplete struct ihipStream_t) and
+ * defines HIPFILE_DECLARED_HIP_TYPES, after which HIP's header cannot be included in the same
+ * translation unit. HIPFILE_INCLUDE_HIP, which once asked for the include, is the default
+ * now and has no effect.
  */
 
 #ifndef HIPFILE_H
 #define HIPFILE_H
 
-#if defined(HIPFILE_INCLUDE_HIP) && !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H)
+#if !defined(HIPFILE_NO_HIP_HEADERS)
 #include <hip/hip_runtime_api.h>
 #endif
 
@@ -38,8 +45,8 @@
 struct sockaddr;
 struct timespec;
 
-#if !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H) && !defined(HIP_VERSION_MAJOR) &&             \
-    !defined(HIPFILE_DECLARED_HIP_TYPES)
+#if defined(HIPFILE_NO_HIP_HEADERS) && !defined(HIP_INCLUDE_HIP_HIP_RUNTIME_API_H) &&        \
+    !defined(HIP_VERSION_MAJOR) && !defined(HIPFILE_DECLARED_HIP_TYPES)
 #define HIPFILE_DECLARED_HIP_TYPES 1
 /* A HIP status code; 0 is success. HIP declares it as an enum, which has int's ABI. */
 typedef int hipError_t;

@@ -81,6 +81,14 @@ pub enum LoadFailure {
         /// The dynamic linker's message.
         message: String,
     },
+    /// Not loaded: the process already holds another runtime of the same kind, and a second
+    /// one beside it would know none of the first one's memory, streams or devices.
+    SecondRuntime {
+        /// The runtime already loaded: its file, as the dynamic linker loaded it.
+        loaded: PathBuf,
+        /// The soname it answers to (`libamdhip64.so.7`).
+        soname: String,
+    },
 }
 
 impl LoadFailure {
@@ -91,6 +99,12 @@ impl LoadFailure {
             LoadFailure::MissingSymbol { symbol, message } => format!(
                 "opened, but it lacks the required symbol `{symbol}` (not {what}, or one too \
                  old): {message}"
+            ),
+            LoadFailure::SecondRuntime { loaded, soname } => format!(
+                "not loaded: this process has already loaded {what}, {} (as {soname}), and \
+                 hipfile does not load a second one beside it (it would know none of the \
+                 first one's memory, streams or devices)",
+                loaded.display()
             ),
         }
     }
@@ -244,7 +258,16 @@ impl LoadError {
     pub fn missing_symbol(&self) -> Option<&'static str> {
         self.attempts.iter().find_map(|a| match a.failure {
             LoadFailure::MissingSymbol { symbol, .. } => Some(symbol),
-            LoadFailure::Open(_) => None,
+            LoadFailure::Open(_) | LoadFailure::SecondRuntime { .. } => None,
+        })
+    }
+
+    /// The runtime already loaded in the process that kept a candidate from being loaded
+    /// beside it ([`LoadFailure::SecondRuntime`]), if that is why the load failed.
+    pub fn second_runtime(&self) -> Option<&Path> {
+        self.attempts.iter().find_map(|a| match &a.failure {
+            LoadFailure::SecondRuntime { loaded, .. } => Some(loaded.as_path()),
+            _ => None,
         })
     }
 
@@ -311,7 +334,14 @@ impl LoadError {
             }
         }
         out.push('\n');
-        out.push_str(kind.hint(self.is_explicit()));
+        match self.second_runtime() {
+            Some(loaded) => out.push_str(&format!(
+                "hint: unset HIPFILE_HIP_LIBRARY (or the explicit path it came from) to use the \
+                 runtime the process has loaded, or make it name that file, {}",
+                loaded.display()
+            )),
+            None => out.push_str(kind.hint(self.is_explicit())),
+        }
         out
     }
 }
@@ -349,9 +379,11 @@ pub(crate) unsafe fn open_library(path: &Path) -> Result<Library, LoadFailure> {
 }
 
 /// Whether the process has already loaded a library the dynamic linker knows as `name` (a
-/// soname such as `libamdhip64.so.7`): `dlopen` with `RTLD_NOLOAD`, which never loads.
-pub(crate) fn is_loaded(name: &str) -> bool {
-    let Ok(name) = std::ffi::CString::new(name) else {
+/// soname such as `libamdhip64.so.7`, or a path, which also matches an object loaded from
+/// the same file under another name): `dlopen` with `RTLD_NOLOAD`, which never loads.
+pub(crate) fn is_loaded(name: impl AsRef<std::ffi::OsStr>) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(name.as_ref().as_bytes()) else {
         return false;
     };
     // SAFETY: `name` is NUL-terminated; with RTLD_NOLOAD nothing is loaded and no initialiser
@@ -369,6 +401,36 @@ pub(crate) fn is_loaded(name: &str) -> bool {
     // the reference that call took; the object stays loaded for whoever loaded it.
     unsafe { libc::dlclose(handle) };
     true
+}
+
+/// The file of the object the process has loaded as `name` (a soname, or a path), found
+/// through the address of its `symbol`; `None` when nothing is loaded as `name` or it has no
+/// such symbol. Loads nothing (`RTLD_NOLOAD`).
+pub(crate) fn loaded_object_file(name: &str, symbol: &CStr) -> Option<PathBuf> {
+    let name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: `name` is NUL-terminated; with RTLD_NOLOAD nothing is loaded and no initialiser
+    // runs: the call returns a handle to an object already loaded, or null.
+    let handle = unsafe {
+        libc::dlopen(
+            name.as_ptr(),
+            libc::RTLD_NOLOAD | libc::RTLD_NOW | libc::RTLD_LOCAL,
+        )
+    };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: `handle` is a live handle from `dlopen`; `symbol` is NUL-terminated. The
+    // address is only passed to `dladdr`, never called.
+    let address = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
+    let file = if address.is_null() {
+        None
+    } else {
+        loaded_file(address)
+    };
+    // SAFETY: `handle` came from the `dlopen` above and is closed once, which only gives back
+    // the reference that call took; the object stays loaded for whoever loaded it.
+    unsafe { libc::dlclose(handle) };
+    file
 }
 
 /// Resolves `name` from `library` as a function pointer of type `T`, refusing a null address.
@@ -472,6 +534,54 @@ mod tests {
         assert!(is_loaded("libc.so.6"), "every test links the C library");
         assert!(!is_loaded("libhipfile-no-such-library.so.9"));
         assert!(!is_loaded("with\0nul"));
+    }
+
+    #[test]
+    fn loaded_object_file_names_the_loaded_file_and_loads_nothing() {
+        let libc_file = loaded_object_file("libc.so.6", c"malloc").expect("libc is loaded");
+        assert!(
+            libc_file.to_string_lossy().contains("libc.so.6"),
+            "{}",
+            libc_file.display()
+        );
+        assert_eq!(
+            loaded_object_file("libc.so.6", c"hipfileNoSuchSymbol"),
+            None
+        );
+        assert_eq!(
+            loaded_object_file("libhipfile-no-such-library.so.9", c"malloc"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_second_runtime_is_described_with_the_loaded_one_and_a_hint() {
+        let err = LoadError::new(
+            LibraryKind::HipRuntime,
+            vec![LoadAttempt {
+                candidate: Candidate::new("/other/libamdhip64.so", CandidateOrigin::Explicit),
+                failure: LoadFailure::SecondRuntime {
+                    loaded: "/opt/rocm/lib/libamdhip64.so.7".into(),
+                    soname: "libamdhip64.so.7".into(),
+                },
+            }],
+        );
+        let text = err.to_string();
+        assert!(text.contains("/other/libamdhip64.so"), "{text}");
+        assert!(
+            text.contains(
+                "already loaded a HIP runtime, /opt/rocm/lib/libamdhip64.so.7 (as libamdhip64.so.7)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("second"), "{text}");
+        assert!(text.contains("unset HIPFILE_HIP_LIBRARY"), "{text}");
+        assert_eq!(
+            err.second_runtime(),
+            Some(Path::new("/opt/rocm/lib/libamdhip64.so.7"))
+        );
+        assert_eq!(err.missing_symbol(), None);
+        assert!(err.is_explicit());
     }
 
     #[test]

@@ -46,17 +46,34 @@ fn readelf(args: &[&str], lib: &Path) -> String {
 ///
 /// When the compiler cannot be run, or rejects the header with one of the standards.
 pub fn assert_header_compiles(header: &Path, compiler: &str, language: &str, standards: &[&str]) {
+    assert_header_compiles_with(header, compiler, language, standards, &[]);
+}
+
+/// As [`assert_header_compiles`], with `args` (definitions, include directories) before the
+/// header on the command line.
+///
+/// # Panics
+///
+/// When the compiler cannot be run, or rejects the header with one of the standards.
+pub fn assert_header_compiles_with(
+    header: &Path,
+    compiler: &str,
+    language: &str,
+    standards: &[&str],
+    args: &[&std::ffi::OsStr],
+) {
     for standard in standards {
         let out = Command::new(compiler)
             .args(["-fsyntax-only", "-Wall", "-Wextra", "-pedantic", "-Werror"])
             .arg(format!("-std={standard}"))
+            .args(args)
             .args(["-x", language])
             .arg(header)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
         assert!(
             out.status.success(),
-            "{compiler} -std={standard}:\n{}",
+            "{compiler} -std={standard} {args:?}:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -2,8 +2,8 @@
  * Prints what the C compiler makes of include/hipfile.h, one fact a line, for
  * tests/layout.rs to compare with the Rust declarations: "size T N" and "align T N" for
  * every struct, "offset T.field N" for every field, and "const NAME VALUE" for every enum
- * constant and numeric macro. Compiled without HIP's headers, so it also checks that the
- * header stands alone.
+ * constant and numeric macro. Compiled with HIPFILE_NO_HIP_HEADERS, without HIP's
+ * headers, so it also checks that the header's own HIP types stand alone.
  */
 
 #include "hipfile.h"

@@ -5,7 +5,8 @@
  * and the median is reported. Not run by CI (it needs a GPU): docs/BENCHMARKS.md has the
  * command and the figures.
  *
- *   cc -O2 -I include tests/gpu/roundtrip.c -L DIR -lhipfile -L CUDA/lib64 -lcudart
+ *   cc -O2 -DHIPFILE_NO_HIP_HEADERS -I include tests/gpu/roundtrip.c -L DIR -lhipfile \
+ *      -L CUDA/lib64 -lcudart
  *   HIP_PLATFORM=nvidia ./a.out PATH SIZE_GIB CHUNK_MIB RUNS
  */
 #include <fcntl.h>

@@ -41,8 +41,8 @@ pub use types::{
 pub use version::{RuntimeVersion, decode_version};
 
 use crate::loader::{
-    self, Candidate, CandidateOrigin, LibraryKind, LoadError, LoadFailure, c_string, loaded_file,
-    optional, required,
+    self, Candidate, CandidateOrigin, LibraryKind, LoadAttempt, LoadError, LoadFailure, c_string,
+    loaded_file, optional, required,
 };
 use libloading::os::unix::Library;
 use std::cell::Cell;
@@ -368,29 +368,54 @@ impl fmt::Debug for Hip {
 
 impl Hip {
     /// Loads the HIP runtime from the first of [`candidates(opts)`](candidates) that
-    /// opens and has every required symbol.
+    /// opens and has every required symbol; never a second runtime beside one the process
+    /// has already loaded.
     ///
-    /// With an explicit path, that path alone is tried. Otherwise a runtime the process has
-    /// already loaded under one of the [`SONAMES`] (a program linked with `-lamdhip64`) comes
-    /// first, before any path: that very instance is used, so the library shares the
-    /// program's runtime, and its memory, instead of loading a second one. When it lacks a
-    /// required symbol the usual order follows.
+    /// A runtime the process has already loaded under one of the [`SONAMES`] (a program
+    /// linked with `-lamdhip64`, or a library that depends on it) is the one used: without
+    /// an explicit path it comes before any path, and when it lacks a required symbol the
+    /// load fails rather than searching on. An explicit path is loaded when it names that
+    /// very object (or another object already loaded): the dynamic linker answers with it.
+    /// One that names another file is refused ([`LoadFailure::SecondRuntime`]), unless no
+    /// such file exists, which is reported as the failure to open it. With no runtime
+    /// loaded, the explicit path alone is tried, or else the search order.
     ///
     /// # Errors
     ///
     /// [`LoadError`] listing every candidate tried and why each failed.
     pub fn load(opts: &LoadOptions) -> Result<Hip, LoadError> {
-        if opts.explicit_path.is_none()
-            && let Some(soname) = SONAMES.iter().find(|s| loader::is_loaded(s))
-        {
-            let loaded = Candidate::new(*soname, CandidateOrigin::Soname);
-            if let Ok((_, hip)) = loader::load_first(vec![loaded], Hip::open) {
-                return Ok(hip);
+        let error = |attempts| LoadError::new(LibraryKind::HipRuntime, attempts);
+        let loaded = SONAMES.iter().copied().find(|s| loader::is_loaded(s));
+        match (&opts.explicit_path, loaded) {
+            (Some(path), Some(soname)) if !loader::is_loaded(path) => {
+                // A path (with a `/`) that names nothing is reported as missing, by the
+                // failure to open it; anything else would be loaded beside the runtime in
+                // use (a bare name is looked up on the dynamic linker's search path).
+                let bare_name = !path.as_os_str().as_encoded_bytes().contains(&b'/');
+                let names_a_file = bare_name || path.exists();
+                if names_a_file {
+                    let loaded = loader::loaded_object_file(soname, c"hipInit")
+                        .unwrap_or_else(|| PathBuf::from(soname));
+                    return Err(error(vec![LoadAttempt {
+                        candidate: Candidate::new(path.clone(), CandidateOrigin::Explicit),
+                        failure: LoadFailure::SecondRuntime {
+                            loaded,
+                            soname: soname.to_owned(),
+                        },
+                    }]));
+                }
             }
+            (None, Some(soname)) => {
+                let loaded = Candidate::new(soname, CandidateOrigin::Soname);
+                return loader::load_first(vec![loaded], Hip::open)
+                    .map(|(_, hip)| hip)
+                    .map_err(error);
+            }
+            _ => {}
         }
         loader::load_first(candidates(opts), Hip::open)
             .map(|(_, hip)| hip)
-            .map_err(|attempts| LoadError::new(LibraryKind::HipRuntime, attempts))
+            .map_err(error)
     }
 
     /// Loads the HIP runtime from `path` exactly (a bare soname goes through the dynamic

@@ -3,7 +3,8 @@
 //! The search order is data ([`candidates`]) so that it can be shown and tested without
 //! loading anything; the [`loader`](crate::loader) opens it and reports a failed search.
 //! Before it, [`Hip::load`](super::Hip::load) takes a runtime the process has already loaded
-//! under one of the [`SONAMES`], so that a program's own runtime is shared, not doubled.
+//! under one of the [`SONAMES`], so that a program's own runtime is shared, not doubled: with
+//! one loaded, nothing here is searched, and an explicit path to another file is refused.
 //! Nothing here reads the environment: callers put what they read (`HIPFILE_HIP_LIBRARY`,
 //! `ROCM_PATH`) into [`LoadOptions`].
 
@@ -25,10 +26,11 @@ pub const SONAMES: [&str; 3] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdh
 pub struct LoadOptions {
     /// Load exactly this file and nothing else (for example the value of
     /// `HIPFILE_HIP_LIBRARY`). When it fails to load, loading fails: there is no fallthrough
-    /// to the other locations.
+    /// to the other locations. While the process has another HIP runtime loaded, it is not
+    /// loaded at all ([`LoadFailure::SecondRuntime`](crate::LoadFailure::SecondRuntime)).
     pub explicit_path: Option<PathBuf>,
     /// A ROCm installation root (for example the value of `ROCM_PATH`): its
-    /// `lib/libamdhip64.so` is tried first.
+    /// `lib/libamdhip64.so` is tried first, when no HIP runtime is loaded already.
     pub rocm_path: Option<PathBuf>,
 }
 
