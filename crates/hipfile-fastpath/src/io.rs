@@ -85,20 +85,28 @@ impl AmdFileIo {
             call: call_name(r.op()),
             errno: libc::EOVERFLOW,
         })?;
-        let moved = match r.op() {
-            // SAFETY: `r.address..r.address + r.size` lies inside the request's device
-            // buffer, as core's validation guarantees (see the module's `# Safety`); the
-            // buffer outlives this call, which is synchronous.
-            Op::Read => unsafe {
-                self.runtime
-                    .amd_file_read(fd, r.address(), r.size(), offset)
-            },
-            // SAFETY: as for the read: the range lies inside the request's device buffer
-            // and the call completes before it returns.
-            Op::Write => unsafe {
-                self.runtime
-                    .amd_file_write(fd, r.address(), r.size(), offset)
-            },
+        let moved = loop {
+            let done = match r.op() {
+                // SAFETY: `r.address..r.address + r.size` lies inside the request's device
+                // buffer, as core's validation guarantees (see the module's `# Safety`); the
+                // buffer outlives this call, which is synchronous.
+                Op::Read => unsafe {
+                    self.runtime
+                        .amd_file_read(fd, r.address(), r.size(), offset)
+                },
+                // SAFETY: as for the read: the range lies inside the request's device buffer
+                // and the call completes before it returns.
+                Op::Write => unsafe {
+                    self.runtime
+                        .amd_file_write(fd, r.address(), r.size(), offset)
+                },
+            };
+            // An interrupted call is not a failure: it is issued again (BEHAVIOUR.md §1.9),
+            // as `pread`/`pwrite` are on the fallback.
+            match done {
+                Err(hipfile_core::runtime::FileIoError::Errno(libc::EINTR)) => continue,
+                other => break other,
+            }
         }
         .map_err(|e| BackendError::from_file_io(call_name(r.op()), e))?;
         // `O_DIRECT` bypasses the page cache, but neither flushes the device's write cache

@@ -231,6 +231,29 @@ fn kernel_driver_errnos_stay_errnos_so_core_can_retry() {
 }
 
 #[test]
+fn an_interrupted_call_is_issued_again() {
+    let data = pattern(8192, 6);
+    let f = require!(DirectFile::new("fastpath-eintr", &data));
+    let rt = Arc::new(runtime());
+    let fp = Fastpath::with_runtime(&config(), rt.clone());
+    let buf = rt.device_with(&vec![0; 8192]);
+    for op in [Op::Read, Op::Write] {
+        rt.faults().clear();
+        // Interrupted twice, then served: EINTR is not a failure (BEHAVIOUR.md §1.9).
+        rt.faults()
+            .add(Fault::on_each(&Call::FILE_IO).once().errno(libc::EINTR));
+        rt.faults()
+            .add(Fault::on_each(&Call::FILE_IO).once().errno(libc::EINTR));
+        let before = file_io_calls(&rt);
+        let (verdict, r) = run(&fp, &*rt, &f, op, buf, 8192, 0, 0, 8192);
+        assert!(verdict.accepted(), "{verdict:?}");
+        assert_eq!(r.unwrap(), 8192, "{op:?}");
+        assert_eq!(file_io_calls(&rt) - before, 3, "{op:?}");
+    }
+    assert!(rt.read_device(buf, 8192) == data);
+}
+
+#[test]
 fn size_zero_calls_nothing() {
     let f = require!(DirectFile::new("fastpath-zero", &[]));
     let rt = Arc::new(runtime());
