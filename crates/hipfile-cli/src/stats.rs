@@ -27,8 +27,8 @@ counters while its driver is open, when it was started with HIPFILE_STATS_LEVEL 
 or 3: level 1 counts reads and writes (successful and failed), their bytes and the time spent
 serving them, and the file and buffer registrations; level 2 adds histograms of request
 sizes; level 3 adds the figures of each GPU. The channel is a file only the process's owner
-(and root) can read, /dev/shm/hipfile-stats.PID, updated within a tenth of a second of a
-change.",
+(and root) can read, /dev/shm/hipfile-UID/stats.PID, updated within a tenth of a second of a
+change; one that another user owns is refused.",
     after_long_help = "\
 Histogram buckets: '<2K' holds requests below 2 KiB; bucket 'N K' holds requests of N KiB up
 to twice that. Times are microseconds summed over the requests; rates are per second of that

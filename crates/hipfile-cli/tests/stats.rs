@@ -36,7 +36,7 @@ fn shows_what_a_process_did_at_level_three() {
         .0;
     let d = Driver::open_private(config).unwrap();
     let pid = std::process::id();
-    let mode = std::fs::metadata(stats_channel_path(pid))
+    let mode = std::fs::metadata(stats_channel_path(pid).unwrap())
         .unwrap()
         .permissions()
         .mode();

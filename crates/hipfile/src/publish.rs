@@ -1,19 +1,29 @@
 //! The statistics channel: a process whose driver counts (`HIPFILE_STATS_LEVEL` ≥ 1)
-//! publishes its counters in `/dev/shm/hipfile-stats.<pid>`, a file only its owner can
-//! open (mode 0600), for `hipfile stats PID` to read.
+//! publishes its counters in `/dev/shm/hipfile-<uid>/stats.<pid>`, a file in a directory of
+//! its user's own that only its owner can open (mode 0600), for `hipfile stats PID` to read.
 //!
-//! Each publication writes a whole record to a private temporary file (created with
-//! `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) and renames it over the channel, so a reader
-//! opens either the previous record or the new one, never a torn one, without a lock or
-//! shared memory (and without `unsafe`). A publisher thread writes a record when the
-//! counters changed since the last one, at most every [`PERIOD`]; [`Driver::publish_stats`]
-//! writes one at once. The channel is removed when the driver closes; one left by a process
-//! that died is replaced by the next process with its pid, and a reader tells it from a
-//! live one by the process start time the record carries.
+//! `/dev/shm` is shared by every user, so no name there is trusted: another user could
+//! take one first, to plant a record or to keep the process from publishing. A user's
+//! directory is used only if it is a real directory (not a link) owned by that user (made
+//! with mode 0700) that nobody else can write; when another user took `hipfile-<uid>`, the
+//! next of `hipfile-<uid>.1` … `.7` that is the user's own, or free to make, is used, and
+//! readers look through the same names. Inside it, each publication writes a whole record
+//! to a private temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) and renames it over
+//! the channel, so a reader opens either the previous record or the new one, never a torn
+//! one, without a lock or shared memory (and without `unsafe`). A reader accepts a channel
+//! only from a directory and a file owned by the user the process runs as (or by root), and
+//! says so when it refuses one.
+//!
+//! A publisher thread writes a record when the counters changed since the last one, at most
+//! every [`PERIOD`]; [`Driver::publish_stats`] writes one at once. The channel is removed
+//! when the driver closes; one left by a process that died is replaced by the next process
+//! with its pid, and a reader tells it from a live one by the process start time the record
+//! carries.
 //!
 //! The record (version 1) is a sequence of little-endian `u64` words: a header (magic
 //! `HIPFSTAT`, version, level, pid, process start time, publication number, word count,
-//! reserved) and then the figures in the order [`encode`] writes them.
+//! reserved) and then the figures in the order [`encode`] writes them. [`decode`] takes any
+//! bytes: a malformed record is an error, never a panic.
 //!
 //! [`Driver::publish_stats`]: crate::Driver::publish_stats
 
@@ -21,9 +31,9 @@ use crate::stats::{
     DeviceStats, DirectionStats, GpuDirectionStats, OpCount, STATS_HISTOGRAM_BUCKETS,
     STATS_MAX_GPUS, Stats, StatsSnapshot,
 };
-use std::fs::OpenOptions;
+use std::fs::{Metadata, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -48,13 +58,79 @@ const RECORD_WORDS: usize =
 /// Whether a driver of this process publishes already: one channel a process.
 static PUBLISHING: AtomicBool = AtomicBool::new(false);
 
-/// The channel of process `pid`.
-pub fn stats_channel_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/hipfile-stats.{pid}"))
+/// How many directories a user's channels may be in: `hipfile-<uid>` and, when another
+/// user took that name first, `hipfile-<uid>.1` to `.7`.
+const USER_DIRS: u32 = 8;
+
+/// The directories, in order, where the channels of user `uid` may be.
+fn channel_dirs(uid: u32) -> impl Iterator<Item = PathBuf> {
+    (0..USER_DIRS).map(move |n| match n {
+        0 => PathBuf::from(format!("/dev/shm/hipfile-{uid}")),
+        n => PathBuf::from(format!("/dev/shm/hipfile-{uid}.{n}")),
+    })
 }
 
-fn temporary_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/.hipfile-stats.{pid}.tmp"))
+/// Whether the owner and mode in `meta` are `uid`'s (or root's) and nobody else can write.
+fn owned_by(meta: &Metadata, uid: u32) -> bool {
+    (meta.uid() == uid || meta.uid() == 0) && meta.mode() & 0o022 == 0
+}
+
+/// Whether `meta` (from `lstat`) is a directory that may hold `uid`'s channels.
+fn trusted_dir(meta: &Metadata, uid: u32) -> bool {
+    meta.file_type().is_dir() && owned_by(meta, uid)
+}
+
+fn channel_name(pid: u32) -> String {
+    format!("stats.{pid}")
+}
+
+/// Where the channel of process `pid` is now: `/dev/shm/hipfile-<uid>/stats.<pid>` (or in
+/// another directory of its user's, see the module documentation), when the process exists
+/// and publishes one that its user owns; `None` otherwise.
+pub fn stats_channel_path(pid: u32) -> Option<PathBuf> {
+    let uid = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    channel_dirs(uid)
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| trusted_dir(&m, uid)))
+        .map(|d| d.join(channel_name(pid)))
+        .find(|f| {
+            std::fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_file() && owned_by(&m, uid))
+        })
+}
+
+/// The directory of the calling user's channels: the first of [`channel_dirs`] that is its
+/// own, or that it can make.
+///
+/// # Errors
+///
+/// When another user took every name, or a directory cannot be made or looked at.
+fn own_channel_dir() -> std::io::Result<PathBuf> {
+    let uid = rustix::process::geteuid().as_raw();
+    let mut taken = Vec::new();
+    for dir in channel_dirs(uid) {
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                    // Made now with this mode, so ours alone.
+                    Ok(()) => return Ok(dir),
+                    // Made by someone in between: look at what it is.
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                        std::fs::symlink_metadata(&dir)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if trusted_dir(&meta, uid) && meta.uid() == uid {
+            return Ok(dir);
+        }
+        taken.push(format!("{} (user {})", dir.display(), meta.uid()));
+    }
+    Err(std::io::Error::other(format!(
+        "another user took every name for user {uid}'s statistics in /dev/shm: {}",
+        taken.join(", ")
+    )))
 }
 
 /// The start time of process `pid` (clock ticks after boot, field 22 of `/proc/PID/stat`),
@@ -152,6 +228,19 @@ pub enum ReadStatsError {
         /// The pid asked for.
         pid: u32,
     },
+    /// A channel for the process was found where its user's is, but another user owns it
+    /// (or its directory), or others may write it: it may have been planted, and is not
+    /// read.
+    Untrusted {
+        /// The pid asked for.
+        pid: u32,
+        /// The file refused.
+        path: PathBuf,
+        /// The user that owns it (or its directory).
+        owner: u32,
+        /// The user the process runs as.
+        expected: u32,
+    },
     /// The channel was written by a version of hipfile that writes another record.
     VersionMismatch {
         /// The version found.
@@ -182,6 +271,18 @@ impl std::fmt::Display for ReadStatsError {
                 f,
                 "permission denied: the statistics of process {pid} can be read only by the \
                  user it runs as"
+            ),
+            ReadStatsError::Untrusted {
+                pid,
+                path,
+                owner,
+                expected,
+            } => write!(
+                f,
+                "refusing {}: the statistics of process {pid} must belong to user {expected}, \
+                 whom it runs as (or root), and this belongs to user {owner} or can be \
+                 written by others; another user may have planted it",
+                path.display()
             ),
             ReadStatsError::VersionMismatch { found, expected } => write!(
                 f,
@@ -296,13 +397,65 @@ fn decode(bytes: &[u8]) -> Result<(u32, u64, u64, StatsSnapshot), ReadStatsError
                 device: i32::try_from(device).map_err(|_| malformed("device out of range"))?,
                 read_bytes: read.bytes,
                 write_bytes: write.bytes,
-                ops: read.ops + write.ops,
+                ops: read.ops.saturating_add(write.ops),
                 read,
                 write,
             });
         }
     }
     Ok((pid, words[4], words[5], snap))
+}
+
+/// Opens the channel of process `pid`, which runs as `uid`: the first `stats.<pid>` in a
+/// directory of `uid`'s (see the module documentation) that `uid` or root owns and nobody
+/// else can write.
+///
+/// # Errors
+///
+/// [`ReadStatsError::Untrusted`] when the only channel found is another user's;
+/// [`ReadStatsError::NotPublishing`] when there is none; [`ReadStatsError::PermissionDenied`]
+/// when the caller may not open it.
+fn open_channel(pid: u32, uid: u32) -> Result<std::fs::File, ReadStatsError> {
+    let mut refused = None;
+    for dir in channel_dirs(uid) {
+        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        let path = dir.join(channel_name(pid));
+        if !trusted_dir(&meta, uid) {
+            if std::fs::symlink_metadata(&path).is_ok() {
+                refused.get_or_insert((path, meta.uid()));
+            }
+            continue;
+        }
+        // Never through a link.
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+                return Err(ReadStatsError::PermissionDenied { pid });
+            }
+            Err(e) => return Err(ReadStatsError::Io(e)),
+        };
+        let meta = file.metadata().map_err(ReadStatsError::Io)?;
+        if meta.file_type().is_file() && owned_by(&meta, uid) {
+            return Ok(file);
+        }
+        refused.get_or_insert((path, meta.uid()));
+    }
+    Err(match refused {
+        Some((path, owner)) => ReadStatsError::Untrusted {
+            pid,
+            path,
+            owner,
+            expected: uid,
+        },
+        None => ReadStatsError::NotPublishing { pid },
+    })
 }
 
 /// Reads the statistics that process `pid` publishes (what `hipfile stats PID` shows).
@@ -314,25 +467,11 @@ fn decode(bytes: &[u8]) -> Result<(u32, u64, u64, StatsSnapshot), ReadStatsError
 /// version, or a failed read.
 pub fn read_published_stats(pid: u32) -> Result<PublishedStats, ReadStatsError> {
     let proc_dir = format!("/proc/{pid}");
-    if pid == 0 || std::fs::metadata(&proc_dir).is_err() {
-        return Err(ReadStatsError::NoSuchProcess { pid });
-    }
-    let path = stats_channel_path(pid);
-    // Never through a link someone else planted.
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(ReadStatsError::NotPublishing { pid });
-        }
-        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-            return Err(ReadStatsError::PermissionDenied { pid });
-        }
-        Err(e) => return Err(ReadStatsError::Io(e)),
+    let uid = match std::fs::metadata(&proc_dir) {
+        Ok(m) if pid != 0 => m.uid(),
+        _ => return Err(ReadStatsError::NoSuchProcess { pid }),
     };
+    let mut file = open_channel(pid, uid)?;
     let mut bytes = Vec::with_capacity(RECORD_WORDS * 8);
     Read::by_ref(&mut file)
         .take((RECORD_WORDS * 8 + 8) as u64)
@@ -356,6 +495,8 @@ pub fn read_published_stats(pid: u32) -> Result<PublishedStats, ReadStatsError> 
 /// Writes the records of one process.
 struct Writer {
     pid: u32,
+    /// The directory of the user's channels, found at the first publication.
+    dir: Option<PathBuf>,
     start: u64,
     sequence: u64,
     /// The change count of the last record written.
@@ -383,9 +524,8 @@ impl Writer {
             Err(e) => {
                 self.broken = true;
                 eprintln!(
-                    "hipfile: cannot publish statistics in {}: {e}; `hipfile stats {}` will not \
-                     see them",
-                    stats_channel_path(self.pid).display(),
+                    "hipfile: cannot publish statistics: {e}; `hipfile stats {}` will not see \
+                     them",
                     self.pid
                 );
             }
@@ -393,9 +533,14 @@ impl Writer {
         result
     }
 
-    /// Writes `record` to a new private file and renames it over the channel.
-    fn replace(&self, record: &[u8]) -> std::io::Result<()> {
-        let tmp = temporary_path(self.pid);
+    /// Writes `record` to a new private file and renames it over the channel, in the
+    /// user's directory.
+    fn replace(&mut self, record: &[u8]) -> std::io::Result<()> {
+        let dir = match &self.dir {
+            Some(dir) => dir.clone(),
+            None => self.dir.insert(own_channel_dir()?).clone(),
+        };
+        let tmp = dir.join(format!(".{}.tmp", channel_name(self.pid)));
         let create = || {
             OpenOptions::new()
                 .write(true)
@@ -406,8 +551,9 @@ impl Writer {
         };
         let mut file = match create() {
             Ok(f) => f,
-            // Left by a process that had this pid (ours is removed after each rename):
-            // unlinking removes the name, never what a link points to.
+            // Left by a process that had this pid (ours is removed after each rename), in
+            // a directory only this user can write: unlinking removes the name, never what
+            // a link points to.
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 std::fs::remove_file(&tmp)?;
                 create()?
@@ -416,11 +562,19 @@ impl Writer {
         };
         let written = file.write_all(record);
         drop(file);
-        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, stats_channel_path(self.pid))) {
+        let channel = dir.join(channel_name(self.pid));
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &channel)) {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Removes the channel, if this writer wrote one.
+    fn remove(&self) {
+        if let (true, Some(dir)) = (self.wrote, &self.dir) {
+            let _ = std::fs::remove_file(dir.join(channel_name(self.pid)));
+        }
     }
 }
 
@@ -451,6 +605,7 @@ impl Publisher {
         let pid = std::process::id();
         let mut writer = Writer {
             pid,
+            dir: None,
             start: start_time("self").unwrap_or(0),
             sequence: 0,
             published: None,
@@ -510,9 +665,7 @@ impl Drop for Publisher {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if lock(&self.shared.writer).wrote {
-            let _ = std::fs::remove_file(stats_channel_path(std::process::id()));
-        }
+        lock(&self.shared.writer).remove();
         PUBLISHING.store(false, Ordering::Release);
     }
 }
@@ -520,6 +673,46 @@ impl Drop for Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Where the number of GPUs sits in a record.
+    const GPUS_AT: usize = HEADER_WORDS + 6 + 2 * DIRECTION_WORDS + 8;
+
+    fn bytes_of(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    proptest! {
+        /// Whatever a channel holds, reading it gives a record or an error, never a panic.
+        #[test]
+        fn any_bytes_decode_without_panicking(
+            bytes in proptest::collection::vec(any::<u8>(), 0..4096),
+        ) {
+            let _ = decode(&bytes);
+        }
+
+        /// A record with a good header and any figures (any GPU count up to the most it
+        /// holds) reads back, or is refused, without arithmetic that overflows.
+        #[test]
+        fn any_figures_decode_without_panicking(
+            figures in proptest::collection::vec(any::<u64>(), RECORD_WORDS - HEADER_WORDS),
+            gpus in 0..=STATS_MAX_GPUS as u64,
+            level in 0..4u64,
+            pid in 0..=u64::from(u32::MAX),
+        ) {
+            let mut words = vec![
+                MAGIC, STATS_CHANNEL_VERSION, level, pid, 0, 1, RECORD_WORDS as u64, 0,
+            ];
+            words.extend(figures);
+            words[GPUS_AT] = gpus;
+            for i in 0..STATS_MAX_GPUS {
+                words[GPUS_AT + 1 + i * GPU_WORDS] = i as u64;
+            }
+            if let Ok((_, _, _, snap)) = decode(&bytes_of(&words)) {
+                prop_assert_eq!(snap.gpus.len() as u64, gpus);
+            }
+        }
+    }
 
     #[test]
     fn a_record_reads_back_as_written() {

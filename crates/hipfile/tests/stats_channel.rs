@@ -8,13 +8,22 @@
 use hipfile::{ConfigBuilder, Driver, ReadStatsError, read_published_stats, stats_channel_path};
 use hipfile_testfs::{TempDir, emulated_runtime, require};
 use std::fs::OpenOptions;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 
 #[test]
 fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
     let lib = require!(emulated_runtime());
     let pid = std::process::id();
-    let path = stats_channel_path(pid);
+    // This user's directory, as a publisher makes it.
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let user_dir = std::path::PathBuf::from(format!("/dev/shm/hipfile-{uid}"));
+    if std::fs::symlink_metadata(&user_dir).is_err() {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&user_dir)
+            .unwrap();
+    }
+    let path = user_dir.join(format!("stats.{pid}"));
     let config = ConfigBuilder::new()
         .stats_level(3)
         .hip_library(lib)
@@ -26,7 +35,7 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
     let victim = dir.path().join("victim");
     std::fs::write(&victim, b"untouched").unwrap();
     std::fs::write(&path, b"stale garbage").unwrap();
-    let tmp = std::path::PathBuf::from(format!("/dev/shm/.hipfile-stats.{pid}.tmp"));
+    let tmp = user_dir.join(format!(".stats.{pid}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(&victim, &tmp).unwrap();
     let e = read_published_stats(pid).unwrap_err();
@@ -36,6 +45,7 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
     assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
     assert!(std::fs::symlink_metadata(&tmp).is_err(), "the link is gone");
     // Published from the open on, with nothing counted yet.
+    assert_eq!(stats_channel_path(pid), Some(path.clone()));
     let first = read_published_stats(pid).unwrap();
     assert_eq!(first.stats.read.ops.ok, 0);
     assert_eq!(first.stats.level, 3);
@@ -73,6 +83,7 @@ fn a_counting_driver_publishes_its_counters_to_its_owner_only() {
 
     drop((fh, buf, d));
     assert!(!path.exists(), "the channel goes with the driver");
+    assert_eq!(stats_channel_path(pid), None);
     std::fs::write(&path, &stale).unwrap();
     let e = read_published_stats(pid).unwrap_err();
     assert!(matches!(e, ReadStatsError::NotPublishing { .. }), "{e}");
