@@ -4,7 +4,7 @@
  * directory for its files and LEVEL the HIPFILE_STATS_LEVEL the program runs under (3: every
  * level answers; 1: level 1 answers and levels 2 and 3 are refused). Exits 0 when every
  * check passes; otherwise prints each failed check with its line and exits 1. Also checks
- * the channel `hipfile stats PID` reads: /dev/shm/hipfile-stats.PID, mode 0600, while the
+ * the channel `hipfile stats PID` reads: /dev/shm/hipfile-UID/stats.PID, mode 0600, while the
  * driver is open, and gone once it is closed.
  * tests/basic.rs builds and runs it.
  */
@@ -74,7 +74,8 @@ int main(int argc, char **argv)
     CHECK(IS(hipFileGetStatsL1(&l1), hipFileDriverNotInitialized));
     CHECK(IS(hipFileDriverOpen(), hipFileSuccess));
     char channel[64];
-    snprintf(channel, sizeof channel, "/dev/shm/hipfile-stats.%d", (int)getpid());
+    snprintf(channel, sizeof channel, "/dev/shm/hipfile-%u/stats.%d", (unsigned)getuid(),
+             (int)getpid());
     struct stat st;
     CHECK(lstat(channel, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600 &&
           st.st_uid == getuid());
