@@ -253,7 +253,10 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
         let Some(entry) = st.buffers.get(&ptr) else {
             return hipFileError_t::code(hipFileMemoryNotRegistered);
         };
-        if st.buffer_in_flight(ptr) {
+        // In use: a request in flight on it, or a call or a batch that holds the
+        // registration (they take it under this lock, so none is between its lookup and
+        // its use now). Refused, as hipFile documents, and nothing changes.
+        if st.buffer_in_flight(ptr) || Arc::strong_count(entry) > 1 {
             return hipFileError_t::code(hipFileInvalidValue);
         }
         let result = match entry.try_write() {

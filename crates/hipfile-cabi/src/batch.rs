@@ -76,6 +76,10 @@ impl Drop for Owned {
 struct BatchState {
     batch: Batch<'static>,
     buffers: Vec<Owned>,
+    /// The registrations its requests use, held (as the synchronous calls hold theirs) so
+    /// that none is deregistered while a request may still touch it: until every request
+    /// has been reported, or the batch is destroyed.
+    registrations: Vec<state::Buffer>,
 }
 
 type Entry = Arc<Mutex<BatchState>>;
@@ -132,6 +136,7 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
         let entry = Arc::new(Mutex::new(BatchState {
             batch,
             buffers: Vec::new(),
+            registrations: Vec::new(),
         }));
         let addr = Arc::as_ptr(&entry) as usize;
         batches().insert(addr, entry);
@@ -145,8 +150,9 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
 struct Gathered {
     read: bool,
     file: FileHandle,
-    /// The registered buffer at `base`, as (pointer, length), if there is one.
-    registered: Option<(u64, usize)>,
+    /// The registered buffer at `base`, its registration held, as (pointer, length), if
+    /// there is one.
+    registered: Option<(state::Buffer, u64, usize)>,
     base: u64,
     buffer_offset: u64,
     file_offset: u64,
@@ -236,8 +242,11 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
                 };
                 let base = p.devPtr_base as usize as u64;
                 let registered = st.buffers.get(&base).map(|b| {
-                    let b = b.read().unwrap_or_else(PoisonError::into_inner);
-                    (b.ptr().0, b.len())
+                    let (ptr, len) = {
+                        let view = b.read().unwrap_or_else(PoisonError::into_inner);
+                        (view.ptr().0, view.len())
+                    };
+                    (Arc::clone(b), ptr, len)
                 });
                 gathered.push(Gathered {
                     read,
@@ -255,9 +264,14 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
 
         // The buffers and views, outside the lock (an unregistered pointer asks the runtime).
         let mut buffers = Vec::with_capacity(nr);
+        let mut registrations = Vec::new();
         let mut ios = Vec::with_capacity(nr);
         for g in gathered {
-            let buffer = match g.registered {
+            let registered = g.registered.map(|(registration, ptr, len)| {
+                registrations.push(registration);
+                (ptr, len)
+            });
+            let buffer = match registered {
                 // SAFETY: the registered memory, which the caller keeps allocated while the
                 // request runs (this function's contract); the registration checked that the
                 // rule registers it and that it lies inside its allocation where the runtime
@@ -304,6 +318,7 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
             return status(&e);
         }
         b.buffers.append(&mut buffers);
+        b.registrations.append(&mut registrations);
         hipFileError_t::SUCCESS
     })
 }
@@ -360,6 +375,7 @@ pub unsafe extern "C" fn hipFileBatchIOGetStatus(
             if b.batch.outstanding() == 0 {
                 // Every request has ended and been reported: no view of these is left.
                 b.buffers.clear();
+                b.registrations.clear();
             }
             events
         };

@@ -200,6 +200,45 @@ int main(int argc, char **argv)
     CHECK(device_is(dev, sevens));
     CHECK(IS(hipFileBufDeregister(dev), hipFileSuccess));
 
+    /* A buffer that a request uses cannot be deregistered (hipFileInvalidValue), whether
+     * the request is synchronous or a batch's; it stays registered, the request completes,
+     * and then the buffer deregisters. Each request is held behind the null stream. */
+    CHECK(IS(hipFileBufRegister(dev, N, 0), hipFileSuccess));
+    hold();
+    queue_copy(dev, 9);
+    uint64_t before = hipfileEmuNullStreamUsers();
+    struct request r = {READ, dev, -2, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, run, &r) == 0);
+    while (!r.ended && hipfileEmuNullStreamUsers() <= before)
+        usleep(1000);
+    CHECK(IS(hipFileBufDeregister(dev), hipFileInvalidValue));
+    release();
+    pthread_join(t, NULL);
+    CHECK(r.got == N);
+    CHECK(device_is(dev, sevens));
+
+    hipFileBatchHandle_t b;
+    CHECK(IS(hipFileBatchIOSetUp(&b, 1), hipFileSuccess));
+    hipFileIOParams_t p;
+    memset(&p, 0, sizeof p);
+    p.mode = hipFileBatch;
+    p.opcode = hipFileBatchRead;
+    p.fh = fh;
+    p.u.batch.devPtr_base = dev;
+    p.u.batch.size = N;
+    hold();
+    CHECK(IS(hipFileBatchIOSubmit(b, 1, &p, 0), hipFileSuccess));
+    CHECK(IS(hipFileBufDeregister(dev), hipFileInvalidValue));
+    release();
+    hipFileIOEvents_t ev;
+    unsigned nr = 1;
+    CHECK(IS(hipFileBatchIOGetStatus(b, 1, &nr, &ev, NULL), hipFileSuccess));
+    CHECK(nr == 1 && ev.status == hipFileComplete && ev.ret == N);
+    hipFileBatchIODestroy(b);
+    CHECK(hipStreamSynchronize(NULL) == 0);
+    CHECK(IS(hipFileBufDeregister(dev), hipFileSuccess));
+
     /* A stream-ordered read on stream 0, behind a copy on stream 0. */
     hold();
     queue_copy(dev, 8);

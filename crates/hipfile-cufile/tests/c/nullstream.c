@@ -252,6 +252,30 @@ int main(int argc, char **argv)
     CHECK(device_is(dev, ones));
     CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
 
+    /* A buffer a batch request uses cannot be deregistered until the batch has reported
+     * it: CU_FILE_INVALID_VALUE, and the buffer stays registered. */
+    CHECK(IS(cuFileBufRegister(dev, N, 0), CU_FILE_SUCCESS));
+    CUfileBatchHandle_t b;
+    CHECK(IS(cuFileBatchIOSetUp(&b, 1), CU_FILE_SUCCESS));
+    CUfileIOParams_t p;
+    memset(&p, 0, sizeof p);
+    p.mode = CUFILE_BATCH;
+    p.fh = fh;
+    p.opcode = CUFILE_READ;
+    p.u.batch.devPtr_base = dev;
+    p.u.batch.size = N;
+    hold();
+    CHECK(IS(cuFileBatchIOSubmit(b, 1, &p, 0), CU_FILE_SUCCESS));
+    CHECK(IS(cuFileBufDeregister(dev), CU_FILE_INVALID_VALUE));
+    release();
+    CUfileIOEvents_t ev;
+    unsigned nr = 1;
+    CHECK(IS(cuFileBatchIOGetStatus(b, 1, &nr, &ev, NULL), CU_FILE_SUCCESS));
+    CHECK(nr == 1 && ev.status == CUFILE_COMPLETE && ev.ret == N);
+    cuFileBatchIODestroy(b);
+    CHECK(hipStreamSynchronize(NULL) == 0);
+    CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
+
     /* Sample 031: a stream-ordered read on stream 0, behind a copy on stream 0. */
     hold();
     queue_copy(dev, 8);
