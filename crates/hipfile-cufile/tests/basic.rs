@@ -13,6 +13,9 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
+mod common;
+
+use common::{CUDA, CUFILE_115, CUFILE_117, nvidia_headers};
 use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,6 +46,13 @@ fn run_c_program(name: &str, reach: Reach) {
 
 /// [`run_c_program`], with `env` added to the program's environment.
 fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    run_c_program_against(name, reach, env, &[&ours]);
+}
+
+/// [`run_c_program_with`], compiled with `includes` (in order) as the include path: the
+/// `cufile.h` found there is the one the program is built against.
+fn run_c_program_against(name: &str, reach: Reach, env: &[(&str, &str)], includes: &[&Path]) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -72,14 +82,15 @@ fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
         "-Wextra",
         "-Werror",
         "-D_GNU_SOURCE",
-        "-I",
-    ])
-    .arg(crate_dir.join("include"))
-    .arg(crate_dir.join(format!("tests/c/{name}.c")))
-    .arg("-o")
-    .arg(&exe)
-    .arg(format!("-Wl,-rpath,{}", hipdir.display()))
-    .arg(&emu);
+    ]);
+    for include in includes {
+        cc.arg("-I").arg(include);
+    }
+    cc.arg(crate_dir.join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-Wl,-rpath,{}", hipdir.display()))
+        .arg(&emu);
     if reach == Reach::Linked {
         cc.arg(format!("-L{}", libdir.display()))
             .arg(format!("-Wl,-rpath,{}", libdir.display()))
@@ -132,6 +143,18 @@ fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
 #[test]
 fn c_program_written_for_cufile_reads_and_writes_through_hipfile() {
     run_c_program("basic", Reach::Linked);
+}
+
+/// A program compiled against NVIDIA's own `cufile.h` (and CUDA's `cuda.h`), as NVIDIA's
+/// header lays out every type and names every value, runs on this library: cuFile 1.17's
+/// header, whose functions the library exports, and 1.15's, the CUDA 13.0 toolkit's.
+#[test]
+fn a_program_built_against_nvidias_header_runs_on_hipfile() {
+    let cuda = require!(nvidia_headers(CUDA));
+    for name in [CUFILE_117, CUFILE_115] {
+        let nvidia = require!(nvidia_headers(name));
+        run_c_program_against("basic", Reach::Linked, &[], &[&nvidia, &cuda]);
+    }
 }
 
 #[test]
