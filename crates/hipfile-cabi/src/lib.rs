@@ -38,6 +38,7 @@
 mod api;
 mod batch;
 pub mod codes;
+mod extra;
 mod ordered;
 mod params;
 mod props;
@@ -47,6 +48,7 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+pub use extra::*;
 /// The direction of a stream-ordered request, for [`order_async`].
 pub use facade::Op;
 /// The most one read or write call moves (the kernel's `MAX_RW_COUNT`, `0x7ffff000`).

@@ -23,7 +23,7 @@ use crate::boundary;
 use crate::state::{self, State};
 use crate::types::*;
 use facade::{Config, ConfigBuilder, Driver, FallbackKnobs};
-use std::ffi::{CStr, CString, c_char, c_int};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint};
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
 
@@ -72,6 +72,12 @@ pub(crate) struct Settings {
     pub(crate) recorded: [bool; 5],
     /// Recorded strings, by `hipFileStringConfigParameter_t` value; `None`: the default.
     pub(crate) strings: [Option<CString>; 3],
+    /// cuFile's POSIX pool slabs (size in KiB, count), in ascending size: applied as a limit
+    /// on the staging pool (their total), recorded as given.
+    pub(crate) posix_slabs: Option<Vec<(u64, u64)>>,
+    /// cuFile's GPU bounce-buffer slabs (size in KiB, count): recorded (hipfile stages in
+    /// pinned host memory, never in device memory).
+    pub(crate) gpu_slabs: Option<Vec<(u64, u64)>>,
 }
 
 impl Settings {
@@ -94,7 +100,19 @@ impl Settings {
             batch_timeout_ms: 0,
             recorded: [false; 5],
             strings: [None, None, None],
+            posix_slabs: None,
+            gpu_slabs: None,
         }
+    }
+
+    /// The bytes the POSIX pool slabs add up to, when they were set.
+    pub(crate) fn posix_pool_bytes(&self) -> Option<u64> {
+        self.posix_slabs.as_ref().map(|slabs| {
+            slabs
+                .iter()
+                .map(|&(kib, count)| kib.saturating_mul(KIB).saturating_mul(count))
+                .fold(0u64, u64::saturating_add)
+        })
     }
 
     /// The overrides a driver opened with these settings gets.
@@ -120,10 +138,11 @@ impl Settings {
         if let Some(bytes) = self.small_io_threshold {
             b = b.small_io_threshold(bytes);
         }
-        let staging = match (self.cache_size, self.pinned_size) {
-            (Some(c), Some(p)) => Some(c.min(p)),
-            (c, p) => c.or(p),
-        };
+        // Every limit set bounds the one pool: it holds at most the smallest.
+        let staging = [self.cache_size, self.pinned_size, self.posix_pool_bytes()]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(bytes) = staging {
             b = b.staging_memory(bytes);
         }
@@ -144,6 +163,9 @@ pub(crate) struct Params {
     pub(crate) pending: Settings,
     /// What the open driver was opened with (meaningless while it is closed).
     pub(crate) live: Settings,
+    /// cuFile's peer-to-peer flags recorded for each kind of storage
+    /// (`cuFileDriverSetP2PFlags`, `extra.rs`), by `CUfileDriverStatusFlags_t` value.
+    pub(crate) p2p: [Option<c_uint>; 14],
 }
 
 impl Params {
@@ -151,6 +173,7 @@ impl Params {
         Params {
             pending: Settings::new(),
             live: Settings::new(),
+            p2p: [None; 14],
         }
     }
 }

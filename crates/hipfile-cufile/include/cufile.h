@@ -1,8 +1,8 @@
 /*
  * cufile.h: the C interface of hipfile's libcufile.so.0, declared compatibly with NVIDIA's
- * cuFile (1.14, CUDA 12.9 and later): the same function names, enum values and struct
- * layouts, so a program built against NVIDIA's cufile.h links against, or loads, this
- * library unchanged. Every request is served by hipfile (on NVIDIA GPUs by its fallback:
+ * cuFile 1.17 (the cuFile of PyTorch's CUDA 13 wheels; CUDA 13.0's toolkit has 1.15, whose
+ * layouts are the same): the same function names, enum values and struct layouts, so a
+ * program built against NVIDIA's cufile.h links against, or loads, this library unchanged. Every request is served by hipfile (on NVIDIA GPUs by its fallback:
  * no GPUDirect peer-to-peer).
  *
  * Which functions the library exports is listed in crates/hipfile-cufile/README.md; only
@@ -213,13 +213,17 @@ typedef enum CUfileDriverStatusFlags {
     CU_FILE_NVMESH_SUPPORTED = 8,
     CU_FILE_BEEGFS_SUPPORTED = 9,
     CU_FILE_NVME_P2P_SUPPORTED = 11,
-    CU_FILE_SCATEFS_SUPPORTED = 12
+    CU_FILE_SCATEFS_SUPPORTED = 12,
+    CU_FILE_VIRTIOFS_SUPPORTED = 13,
+    CU_FILE_MAX_TARGET_TYPES = 14 /* how many kinds there are */
 } CUfileDriverStatusFlags_t;
 
 /* Bits of CUfileDrvProps_t.nvfs.dcontrolflags. */
 typedef enum CUfileDriverControlFlags {
     CU_FILE_USE_POLL_MODE = 0,
-    CU_FILE_ALLOW_COMPAT_MODE = 1
+    CU_FILE_ALLOW_COMPAT_MODE = 1,
+    CU_FILE_POSIX_IO_MODE = 2,
+    CU_FILE_FALLBACK_IO_MODE = 4
 } CUfileDriverControlFlags_t;
 
 /* Bits of CUfileDrvProps_t.fflags. */
@@ -227,8 +231,23 @@ typedef enum CUfileFeatureFlags {
     CU_FILE_DYN_ROUTING_SUPPORTED = 0,
     CU_FILE_BATCH_IO_SUPPORTED = 1,
     CU_FILE_STREAMS_SUPPORTED = 2,
-    CU_FILE_PARALLEL_IO_SUPPORTED = 3
+    CU_FILE_PARALLEL_IO_SUPPORTED = 3,
+    CU_FILE_P2P_SUPPORTED = 4
 } CUfileFeatureFlags_t;
+
+/* Bit numbers of a kind of storage's peer-to-peer flags (cuFileDriverGetP2PFlags). */
+typedef enum CUfileP2PFlags {
+    CUFILE_P2PDMA = 0,
+    CUFILE_NVFS = 1,
+    CUFILE_DMABUF = 2,
+    CUFILE_C2C = 3,
+    CUFILE_NVIDIA_PEERMEM = 4
+} CUfileP2PFlags_t;
+
+#define CU_FILE_P2P_FLAG_PCI_P2PDMA ((CUfileP2PFlags_t)(1 << CUFILE_P2PDMA))
+#define CU_FILE_P2P_FLAG_NVFS ((CUfileP2PFlags_t)(1 << CUFILE_NVFS))
+#define CU_FILE_P2P_FLAG_DMABUF ((CUfileP2PFlags_t)(1 << CUFILE_DMABUF))
+#define CU_FILE_P2P_FLAG_C2C ((CUfileP2PFlags_t)(1 << CUFILE_C2C))
 
 /* The open driver's properties. Sizes in KiB; those after nvfs are 32-bit (hipFile's are
  * 64-bit: the one layout of the two interfaces that differs). */
@@ -264,8 +283,18 @@ CUfileError_t cuFileDriverSetPollMode(bool poll, size_t poll_threshold_size);
 CUfileError_t cuFileDriverSetMaxDirectIOSize(size_t max_direct_io_size);
 CUfileError_t cuFileDriverSetMaxCacheSize(size_t max_cache_size);
 CUfileError_t cuFileDriverSetMaxPinnedMemSize(size_t max_pinned_size);
-/* The cuFile interface version, 1000 * major + 10 * minor + patch (1140 here). */
+/* The cuFile interface version, 1000 * major + 10 * minor (1170 here). */
 CUfileError_t cuFileGetVersion(int *version);
+/* The PCIe topology as JSON: hipfile detects none, so this returns CU_FILE_INTERNAL_ERROR
+ * (CU_FILE_INVALID_VALUE for NULL or ""). */
+CUfileError_t cuFileExportPCIeTopology(const char *filename);
+/* The peer-to-peer flags of a kind of storage (a CUfileDriverStatusFlags_t value): P2PDMA
+ * for local NVMe where hipfile's fastpath serves, else 0, or what was set. Setting records
+ * the flags (only CU_FILE_P2P_FLAG_PCI_P2PDMA, or 0). Both need the driver open. */
+CUfileError_t cuFileDriverGetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+                                      CUfileP2PFlags_t *p2p_flags);
+CUfileError_t cuFileDriverSetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+                                      CUfileP2PFlags_t p2p_flags);
 
 /* ---------------------------------------------------------------------------------------
  * Files and buffers
@@ -433,6 +462,13 @@ typedef enum CUFileStringConfigParameter_t {
     CUFILE_PARAM_LOG_DIR = 2
 } CUFileStringConfigParameter_t;
 
+typedef enum CUFileArrayConfigParameter_t {
+    CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB = 0,
+    CUFILE_PARAM_POSIX_POOL_SLAB_COUNT = 1,
+    CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB = 2,
+    CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT = 3
+} CUFileArrayConfigParameter_t;
+
 CUfileError_t cuFileGetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t *value);
 CUfileError_t cuFileGetParameterBool(CUFileBoolConfigParameter_t param, bool *value);
 CUfileError_t cuFileGetParameterString(CUFileStringConfigParameter_t param, char *desc_str,
@@ -445,6 +481,19 @@ CUfileError_t cuFileSetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t
 CUfileError_t cuFileSetParameterBool(CUFileBoolConfigParameter_t param, bool value);
 CUfileError_t cuFileSetParameterString(CUFileStringConfigParameter_t param,
                                        const char *desc_str);
+
+/* Slab arrays: len sizes (KiB, ascending multiples of 4) and counts (above 0), set before
+ * the driver opens; a get's len must be the number of slabs. The POSIX pool's total bounds
+ * hipfile's staging pool (unset, it reports that pool as one slab); GPU bounce-buffer slabs
+ * are recorded and reported back (none until set). */
+CUfileError_t cuFileSetParameterPosixPoolSlabArray(const size_t *size_values,
+                                                   const size_t *count_values, int len);
+CUfileError_t cuFileGetParameterPosixPoolSlabArray(size_t *size_values, size_t *count_values,
+                                                   int len);
+CUfileError_t cuFileSetParameterGpuBounceBufferSlabArray(const size_t *size_values,
+                                                         const size_t *count_values, int len);
+CUfileError_t cuFileGetParameterGpuBounceBufferSlabArray(size_t *size_values,
+                                                         size_t *count_values, int len);
 
 /* ---------------------------------------------------------------------------------------
  * Statistics. The level (0 to 3) is fixed when the driver opens: HIPFILE_STATS_LEVEL's,
@@ -552,9 +601,19 @@ typedef struct CUfileStatsLevel3 {
     CUfilePerGpuStats_t per_gpu_stats[16];
 } CUfileStatsLevel3_t;
 
+/* Counting runs from the open at every level above 0. Stop pauses it (the figures so far
+ * stay), Start resumes it, Reset sets every counter to 0. Each needs the driver open. */
+CUfileError_t cuFileStatsStart(void);
+CUfileError_t cuFileStatsStop(void);
+CUfileError_t cuFileStatsReset(void);
+
 CUfileError_t cuFileGetStatsL1(CUfileStatsLevel1_t *stats);
 CUfileError_t cuFileGetStatsL2(CUfileStatsLevel2_t *stats);
 CUfileError_t cuFileGetStatsL3(CUfileStatsLevel3_t *stats);
+
+/* The BAR1 size of a device in KiB: neither CUDA's runtime nor HIP's tells it, so for a
+ * device that exists this returns CU_FILE_PLATFORM_NOT_SUPPORTED. */
+CUfileError_t cuFileGetBARSizeInKB(int gpuIndex, size_t *barSize);
 
 #ifdef __cplusplus
 }

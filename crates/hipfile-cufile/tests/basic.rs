@@ -157,6 +157,16 @@ fn a_program_built_against_nvidias_header_runs_on_hipfile() {
     }
 }
 
+/// cuFile 1.15's and 1.17's calls (statistics start, stop and reset; slab arrays; BAR size;
+/// peer-to-peer flags; topology): `tests/c/v117.c` against our header and NVIDIA's 1.17.
+#[test]
+fn the_calls_of_cufile_1_17_do_what_they_say() {
+    run_c_program("v117", Reach::Linked);
+    let cuda = require!(nvidia_headers(CUDA));
+    let nvidia = require!(nvidia_headers(CUFILE_117));
+    run_c_program_against("v117", Reach::Linked, &[], &[&nvidia, &cuda]);
+}
+
 #[test]
 fn reads_and_writes_of_more_than_max_rw_count_move_the_whole_size() {
     // 2 GiB through the page cache; the program does not need it on the disk.
@@ -201,14 +211,20 @@ fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
             "cuFileBufRegister",
             "cuFileDriverClose",
             "cuFileDriverClose_v2",
+            "cuFileDriverGetP2PFlags",
             "cuFileDriverGetProperties",
             "cuFileDriverOpen",
             "cuFileDriverSetMaxCacheSize",
             "cuFileDriverSetMaxDirectIOSize",
             "cuFileDriverSetMaxPinnedMemSize",
+            "cuFileDriverSetP2PFlags",
             "cuFileDriverSetPollMode",
+            "cuFileExportPCIeTopology",
+            "cuFileGetBARSizeInKB",
             "cuFileGetParameterBool",
+            "cuFileGetParameterGpuBounceBufferSlabArray",
             "cuFileGetParameterMinMaxValue",
+            "cuFileGetParameterPosixPoolSlabArray",
             "cuFileGetParameterSizeT",
             "cuFileGetParameterString",
             "cuFileGetStatsL1",
@@ -221,9 +237,14 @@ fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
             "cuFileRead",
             "cuFileReadAsync",
             "cuFileSetParameterBool",
+            "cuFileSetParameterGpuBounceBufferSlabArray",
+            "cuFileSetParameterPosixPoolSlabArray",
             "cuFileSetParameterSizeT",
             "cuFileSetParameterString",
             "cuFileSetStatsLevel",
+            "cuFileStatsReset",
+            "cuFileStatsStart",
+            "cuFileStatsStop",
             "cuFileStreamDeregister",
             "cuFileStreamRegister",
             "cuFileUseCount",

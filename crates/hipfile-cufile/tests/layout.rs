@@ -22,7 +22,24 @@ use std::path::Path;
 use std::process::Command;
 
 /// The facts (by the end of their name) that cuFile 1.17 added, absent from 1.15's header.
-const ADDED_IN_117: &[&str] = &[];
+const ADDED_IN_117: &[&str] = &[
+    " CU_FILE_VIRTIOFS_SUPPORTED",
+    " CU_FILE_MAX_TARGET_TYPES",
+    " CU_FILE_POSIX_IO_MODE",
+    " CU_FILE_FALLBACK_IO_MODE",
+    " CU_FILE_P2P_SUPPORTED",
+    " CUFILE_P2PDMA",
+    " CUFILE_NVFS",
+    " CUFILE_DMABUF",
+    " CUFILE_C2C",
+    " CUFILE_NVIDIA_PEERMEM",
+    " CU_FILE_P2P_FLAG_PCI_P2PDMA",
+    " CU_FILE_P2P_FLAG_NVFS",
+    " CU_FILE_P2P_FLAG_DMABUF",
+    " CU_FILE_P2P_FLAG_C2C",
+    " CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB",
+    " CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT",
+];
 
 /// One fact: its name, the Rust value, and the C expression that gives it.
 type Fact = (String, i64, String);
@@ -189,12 +206,26 @@ fn facts() -> Vec<Fact> {
         CU_FILE_BEEGFS_SUPPORTED,
         CU_FILE_NVME_P2P_SUPPORTED,
         CU_FILE_SCATEFS_SUPPORTED,
+        CU_FILE_VIRTIOFS_SUPPORTED,
+        CU_FILE_MAX_TARGET_TYPES,
         CU_FILE_USE_POLL_MODE,
         CU_FILE_ALLOW_COMPAT_MODE,
+        CU_FILE_POSIX_IO_MODE,
+        CU_FILE_FALLBACK_IO_MODE,
         CU_FILE_DYN_ROUTING_SUPPORTED,
         CU_FILE_BATCH_IO_SUPPORTED,
         CU_FILE_STREAMS_SUPPORTED,
         CU_FILE_PARALLEL_IO_SUPPORTED,
+        CU_FILE_P2P_SUPPORTED,
+        CUFILE_P2PDMA,
+        CUFILE_NVFS,
+        CUFILE_DMABUF,
+        CUFILE_C2C,
+        CUFILE_NVIDIA_PEERMEM,
+        CU_FILE_P2P_FLAG_PCI_P2PDMA,
+        CU_FILE_P2P_FLAG_NVFS,
+        CU_FILE_P2P_FLAG_DMABUF,
+        CU_FILE_P2P_FLAG_C2C,
         CU_FILE_RDMA_REGISTER,
         CU_FILE_RDMA_RELAXED_ORDERING,
         CU_FILE_HANDLE_TYPE_OPAQUE_FD,
@@ -241,6 +272,10 @@ fn facts() -> Vec<Fact> {
         CUFILE_PARAM_LOGGING_LEVEL,
         CUFILE_PARAM_ENV_LOGFILE_PATH,
         CUFILE_PARAM_LOG_DIR,
+        CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB,
+        CUFILE_PARAM_POSIX_POOL_SLAB_COUNT,
+        CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB,
+        CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT,
         CUFILE_GPU_UUID_LEN,
     ]);
     v

@@ -77,7 +77,7 @@ int main(int argc, char **argv)
     /* Before anything is open: the version, and parameters for the next open. */
     int version = 0;
     CHECK(IS(cuFileGetVersion(&version), CU_FILE_SUCCESS));
-    CHECK(version == 1140);
+    CHECK(version == 1170);
     CHECK(IS(cuFileGetVersion(NULL), CU_FILE_INVALID_VALUE));
     CHECK(cuFileUseCount() == 0);
     CHECK(IS(cuFileDriverClose(), CU_FILE_DRIVER_NOT_INITIALIZED));

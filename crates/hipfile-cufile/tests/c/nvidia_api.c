@@ -63,7 +63,17 @@ static CUfileError_t (*const get_stats_level)(int *) = cuFileGetStatsLevel;
 static CUfileError_t (*const get_stats_l1)(CUfileStatsLevel1_t *) = cuFileGetStatsL1;
 static CUfileError_t (*const get_stats_l2)(CUfileStatsLevel2_t *) = cuFileGetStatsL2;
 static CUfileError_t (*const get_stats_l3)(CUfileStatsLevel3_t *) = cuFileGetStatsL3;
-/* NEW_FUNCTIONS */
+static CUfileError_t (*const stats_start)(void) = cuFileStatsStart;
+static CUfileError_t (*const stats_stop)(void) = cuFileStatsStop;
+static CUfileError_t (*const stats_reset)(void) = cuFileStatsReset;
+static CUfileError_t (*const bar_size)(int, size_t *) = cuFileGetBARSizeInKB;
+static CUfileError_t (*const set_posix_slabs)(const size_t *, const size_t *, int) = cuFileSetParameterPosixPoolSlabArray;
+static CUfileError_t (*const get_posix_slabs)(size_t *, size_t *, int) = cuFileGetParameterPosixPoolSlabArray;
+static CUfileError_t (*const set_gpu_slabs)(const size_t *, const size_t *, int) = cuFileSetParameterGpuBounceBufferSlabArray;
+static CUfileError_t (*const get_gpu_slabs)(size_t *, size_t *, int) = cuFileGetParameterGpuBounceBufferSlabArray;
+static CUfileError_t (*const get_p2p)(CUfileDriverStatusFlags_t, CUfileP2PFlags_t *) = cuFileDriverGetP2PFlags;
+static CUfileError_t (*const set_p2p)(CUfileDriverStatusFlags_t, CUfileP2PFlags_t) = cuFileDriverSetP2PFlags;
+static CUfileError_t (*const export_topology)(const char *) = cuFileExportPCIeTopology;
 
 /* A user-space file system's operations, typed as cuFile 1.17 types them. */
 static const char *fs_type(const void *handle)
@@ -96,7 +106,10 @@ int main(void)
         (const void *)set_bool, (const void *)set_string, (const void *)set_stats_level,
         (const void *)get_stats_level, (const void *)get_stats_l1, (const void *)get_stats_l2,
         (const void *)get_stats_l3,
-        /* NEW_FUNCTION_POINTERS */
+        (const void *)stats_start, (const void *)stats_stop, (const void *)stats_reset,
+        (const void *)bar_size, (const void *)set_posix_slabs, (const void *)get_posix_slabs,
+        (const void *)set_gpu_slabs, (const void *)get_gpu_slabs, (const void *)get_p2p,
+        (const void *)set_p2p, (const void *)export_topology,
     };
 
     /* The status macros, on a status and on a negated read return. */
@@ -125,6 +138,10 @@ int main(void)
     sockaddr_t *address = NULL;
     cufileRDMAInfo_t rdma = {1, 0, NULL};
     unsigned flags = CU_FILE_STREAM_FIXED_BUF_OFFSET | CU_FILE_STREAM_PAGE_ALIGNED_INPUTS;
+    CUfileP2PFlags_t p2p = CU_FILE_P2P_FLAG_PCI_P2PDMA;
+    CUFileArrayConfigParameter_t array = CUFILE_PARAM_POSIX_POOL_SLAB_COUNT;
+    CUfileDriverStatusFlags_t kind = CU_FILE_VIRTIOFS_SUPPORTED;
+    (void)p2p, (void)array, (void)kind;
     descr.fs_ops = &ops;
     cudaStream_t runtime_stream = NULL;
     CUstream driver_stream = runtime_stream;
