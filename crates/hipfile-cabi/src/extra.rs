@@ -196,6 +196,12 @@ fn slabs_of(pool: SlabPool, st: &State) -> Vec<(u64, u64)> {
     if let Some(slabs) = pool.slot(&mut settings).clone() {
         return slabs;
     }
+    // The configuration file's, which lie below what a program sets.
+    if let Some(mut file) = st.params.file.clone()
+        && let Some(slabs) = pool.slot(&mut file).clone()
+    {
+        return slabs;
+    }
     match pool {
         SlabPool::Posix => {
             let chunk = crate::params::chunk_bytes(&config).max(1);

@@ -166,6 +166,13 @@ pub(crate) struct Params {
     /// cuFile's peer-to-peer flags recorded for each kind of storage
     /// (`cuFileDriverSetP2PFlags`, `extra.rs`), by `CUfileDriverStatusFlags_t` value.
     pub(crate) p2p: [Option<c_uint>; 14],
+    /// Whether the configuration file was read (once, at the first lock of the state).
+    pub(crate) file_read: bool,
+    /// The configuration file's settings: its applied values lie below the environment
+    /// ([`ConfigBuilder::defaults`]); its recorded ones were the first pending settings.
+    pub(crate) file: Option<Settings>,
+    /// Why the configuration file cannot be used: every open fails then.
+    pub(crate) file_error: Option<String>,
 }
 
 impl Params {
@@ -174,8 +181,146 @@ impl Params {
             pending: Settings::new(),
             live: Settings::new(),
             p2p: [None; 14],
+            file_read: false,
+            file: None,
+            file_error: None,
         }
     }
+
+    /// The configuration a driver opened with `settings` gets: their overrides over the
+    /// environment over the configuration file's values over the defaults.
+    pub(crate) fn builder(&self, settings: &Settings) -> ConfigBuilder {
+        match &self.file {
+            Some(file) => settings.builder().defaults(file.builder()),
+            None => settings.builder(),
+        }
+    }
+
+    /// Takes in what the configuration file's reader found.
+    pub(crate) fn load_file(&mut self, source: FileSource) {
+        match source {
+            FileSource::Absent => {}
+            FileSource::Invalid(why) => self.file_error = Some(why),
+            FileSource::Entries(entries) => match settings_from(&entries) {
+                Ok(file) => {
+                    // The recorded values start the pending settings, which a program's
+                    // calls then change; the applied ones stay in the file's layer, below
+                    // the environment.
+                    self.pending = Settings {
+                        allow_compat_mode: None,
+                        force_compat_mode: None,
+                        stats_level: None,
+                        io_threads: None,
+                        parallel_io: true,
+                        task_size: None,
+                        cache_size: None,
+                        pinned_size: None,
+                        small_io_threshold: None,
+                        posix_slabs: None,
+                        ..file.clone()
+                    };
+                    self.file = Some(file);
+                }
+                Err((_, why)) => self.file_error = Some(why),
+            },
+        }
+    }
+}
+
+/// One value of a configuration file, as the parameter call that sets the same would take
+/// it (sizes in the parameter's unit, KiB for the `...KB` ones).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileValue {
+    /// A `size_t` parameter (`hipFileSizeTConfigParameter_t`).
+    Size(hipFileSizeTConfigParameter_t, u64),
+    /// A boolean parameter.
+    Bool(hipFileBoolConfigParameter_t, bool),
+    /// A string parameter.
+    Text(hipFileStringConfigParameter_t, CString),
+    /// A slab array: sizes in KiB and counts.
+    Slabs(crate::extra::SlabPool, Vec<(u64, u64)>),
+}
+
+/// A value of a configuration file and the key it came from (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// The key, its path in the file (`properties.max_direct_io_size_kb`).
+    pub key: String,
+    /// What it sets.
+    pub value: FileValue,
+}
+
+/// What a configuration file's reader found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileSource {
+    /// No file: the environment and the defaults.
+    Absent,
+    /// The file's values, each checked as its parameter call checks it.
+    Entries(Vec<FileEntry>),
+    /// A file that cannot be used, and why (the reader has said so already): every open
+    /// fails with [`crate::FILE_INVALID`].
+    Invalid(String),
+}
+
+/// Checks a configuration file's values as the parameter calls check them: the key of the
+/// first one refused and what is wrong with it (`KEY: VALUE is outside the bounds hipfile
+/// accepts`), for the file's reader to report before it hands the values over.
+///
+/// # Errors
+///
+/// The first value refused.
+pub fn check_file_entries(entries: &[FileEntry]) -> Result<(), (String, String)> {
+    settings_from(entries).map(|_| ())
+}
+
+/// The settings a file's entries make, checked as the parameter calls check them; the first
+/// entry refused, its key and what is wrong, otherwise.
+fn settings_from(entries: &[FileEntry]) -> Result<Settings, (String, String)> {
+    let mut s = Settings::new();
+    for FileEntry { key, value } in entries {
+        let refused = |code: hipFileOpError_t, detail: String| {
+            let what = if code == hipFileDriverUnsupportedLimit {
+                "outside the bounds hipfile accepts"
+            } else {
+                "not a value hipfile accepts"
+            };
+            Err((key.clone(), format!("{key}: {detail} is {what}")))
+        };
+        match value {
+            FileValue::Size(param, v) => {
+                if let Err(code) = set_size(*param, *v, &mut s, None) {
+                    let bounds = size_bounds(*param, None)
+                        .map(|(lo, hi)| format!(" ({lo} to {hi})"))
+                        .unwrap_or_default();
+                    return refused(code, format!("{v}{bounds}"));
+                }
+            }
+            FileValue::Bool(param, v) => {
+                if let Err(code) = set_bool(*param, *v, &mut s) {
+                    return refused(code, v.to_string());
+                }
+            }
+            FileValue::Text(param, v) => {
+                let Some(slot) = string_slot(*param) else {
+                    return refused(hipFileInvalidValue, format!("{v:?}"));
+                };
+                match string_value(slot, v) {
+                    Ok(text) => s.strings[slot] = Some(text),
+                    Err(code) => return refused(code, format!("{v:?}")),
+                }
+            }
+            FileValue::Slabs(pool, slabs) => {
+                if let Err(code) = crate::extra::check_slabs(*pool, slabs) {
+                    return refused(code, format!("{slabs:?} (size in KiB, count)"));
+                }
+                match pool {
+                    crate::extra::SlabPool::Posix => s.posix_slabs = Some(slabs.clone()),
+                    crate::extra::SlabPool::GpuBounce => s.gpu_slabs = Some(slabs.clone()),
+                }
+            }
+        }
+    }
+    Ok(s)
 }
 
 /// The driver's configuration and the settings behind it: the open driver's, or those the
@@ -184,7 +329,7 @@ pub(crate) fn current(st: &State) -> (Config, &Settings) {
     match &st.driver {
         Some(d) if st.count > 0 => (d.config().clone(), &st.params.live),
         _ => (
-            st.params.pending.builder().build_from_env(),
+            st.params.builder(&st.params.pending).build_from_env(),
             &st.params.pending,
         ),
     }

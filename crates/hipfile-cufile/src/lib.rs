@@ -30,6 +30,7 @@
 // cuFile's names, used as they are.
 #![allow(non_snake_case)]
 
+pub mod cufile_json;
 pub mod types;
 
 use hipfile_cabi as cabi;

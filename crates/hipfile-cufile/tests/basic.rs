@@ -106,7 +106,14 @@ fn run_c_program_against(name: &str, reach: Reach, env: &[(&str, &str)], include
     );
 
     let mut run = Command::new(&exe);
+    // No cufile.json: none named, and the system-wide one (not the machine's /etc's) absent;
+    // `env` may name one.
     run.arg(&work)
+        .env_remove("CUFILE_ENV_PATH_JSON")
+        .env(
+            "HIPFILE_CUFILE_SYSTEM_JSON",
+            tmp.path().join("no-cufile.json"),
+        )
         .env_remove("HIPFILE_STATS_LEVEL")
         .env_remove("LD_PRELOAD")
         .env_remove("LD_LIBRARY_PATH")
