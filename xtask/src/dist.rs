@@ -315,12 +315,15 @@ pub fn check(metadata: &Value) -> Result<Checked, String> {
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let library_path = format!("{}:{}", utf8(&tree.join("lib"))?, utf8(&runtime)?);
     let emu = runtime.join(crate::emulated::LIBRARY);
+    // The library reads cufile.json; not the machine's /etc/cufile.json here.
+    let no_json = scratch.join("no-cufile.json");
     let stdout = output_of(
         utf8(&exe)?,
         &[utf8(&work)?],
         &[
             ("LD_LIBRARY_PATH", library_path.as_str()),
             ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
+            ("HIPFILE_CUFILE_SYSTEM_JSON", utf8(&no_json)?),
         ],
     )?;
     if !stdout.contains("all checks passed") {
@@ -366,12 +369,15 @@ fn check_cufile(root: &Path, tree: &Path, runtime: &Path, scratch: &Path) -> Res
     let lib = tree.join("lib");
     let library_path = format!("{}:{}", utf8(&lib)?, utf8(runtime)?);
     let emu = runtime.join(crate::emulated::LIBRARY);
+    // The library reads cufile.json; not the machine's /etc/cufile.json here.
+    let no_json = scratch.join("no-cufile.json");
     let stdout = output_of(
         utf8(&exe)?,
         &[utf8(&work)?],
         &[
             ("LD_LIBRARY_PATH", library_path.as_str()),
             ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
+            ("HIPFILE_CUFILE_SYSTEM_JSON", utf8(&no_json)?),
         ],
     )?;
     let expected = format!("library: {}\n", utf8(&lib.join(CUFILE_SONAME))?);

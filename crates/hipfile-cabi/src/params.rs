@@ -47,8 +47,8 @@ pub(crate) struct Settings {
     pub(crate) force_compat_mode: Option<bool>,
     pub(crate) stats_level: Option<u32>,
     pub(crate) io_threads: Option<usize>,
-    /// false: one I/O worker, whatever `io_threads` says.
-    pub(crate) parallel_io: bool,
+    /// `Some(false)`: one I/O worker, whatever `io_threads` says; `None`: as set elsewhere.
+    pub(crate) parallel_io: Option<bool>,
     /// Bytes; from the largest direct I/O size.
     pub(crate) task_size: Option<u64>,
     /// Bytes; the staging pool holds at most this (and at most `pinned_size`).
@@ -88,7 +88,7 @@ impl Settings {
             force_compat_mode: None,
             stats_level: None,
             io_threads: None,
-            parallel_io: true,
+            parallel_io: None,
             task_size: None,
             cache_size: None,
             pinned_size: None,
@@ -127,7 +127,7 @@ impl Settings {
         if let Some(level) = self.stats_level {
             b = b.stats_level(level);
         }
-        if !self.parallel_io {
+        if self.parallel_io == Some(false) {
             b = b.io_threads(1);
         } else if let Some(n) = self.io_threads {
             b = b.io_threads(n);
@@ -211,7 +211,7 @@ impl Params {
                         force_compat_mode: None,
                         stats_level: None,
                         io_threads: None,
-                        parallel_io: true,
+                        parallel_io: None,
                         task_size: None,
                         cache_size: None,
                         pinned_size: None,
@@ -520,7 +520,10 @@ fn get_bool(param: hipFileBoolConfigParameter_t, st: &State) -> Option<bool> {
         hipFileParamPropertiesUsePollMode => s.poll_mode,
         hipFileParamPropertiesAllowCompatMode => config.allow_compat_mode,
         hipFileParamForceCompatMode => config.force_compat_mode,
-        hipFileParamExecutionParallelIO => s.parallel_io,
+        hipFileParamExecutionParallelIO => s
+            .parallel_io
+            .or(st.params.file.as_ref().and_then(|f| f.parallel_io))
+            .unwrap_or(true),
         // Only device memory is accepted; the fastpath is peer-to-peer DMA, the fallback not.
         hipFileParamPropertiesAllowSystemMemory => false,
         hipFileParamUsePcip2pdma => !config.force_compat_mode,
@@ -543,7 +546,7 @@ fn set_bool(
         hipFileParamPropertiesUsePollMode => s.poll_mode = value,
         hipFileParamPropertiesAllowCompatMode => s.allow_compat_mode = Some(value),
         hipFileParamForceCompatMode => s.force_compat_mode = Some(value),
-        hipFileParamExecutionParallelIO => s.parallel_io = value,
+        hipFileParamExecutionParallelIO => s.parallel_io = Some(value),
         hipFileParamUsePcip2pdma => s.force_compat_mode = Some(!value),
         hipFileParamPropertiesAllowSystemMemory | hipFileParamPreferIOUring => {
             if value {
@@ -857,7 +860,7 @@ mod tests {
         );
         s.io_threads = Some(7);
         assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 7);
-        s.parallel_io = false;
+        s.parallel_io = Some(false);
         assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 1);
     }
 

@@ -82,7 +82,7 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
         control |= 1 << hipFileAllowCompatMode;
     }
     let mut features = 1 << hipFileBatchIOSupported;
-    if s.parallel_io && knobs.io_threads > 1 {
+    if s.parallel_io != Some(false) && knobs.io_threads > 1 {
         features |= 1 << hipFileParallelIOSupported;
     }
     // Stream-ordered requests need host functions and stream wait-value operations.

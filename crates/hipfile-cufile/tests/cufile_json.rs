@@ -31,7 +31,7 @@ const NVIDIA_STYLE: &str = r#"{
     "execution" : {
         "max_io_queue_depth": 64,
         "max_io_threads" : 3,
-        "parallel_io" : true,
+        "parallel_io" : false,
         "min_io_threshold_size_kb" : 512,
         "max_request_parallelism" : 4
     },
@@ -192,7 +192,9 @@ fn nvidias_default_style_file_with_comments_configures_the_library() {
         let v = |n: &str| r.get(&format!("{when}.{n}")).to_string();
         assert_eq!(v("max_direct_io_size_kb"), "8192");
         assert_eq!(v("max_device_cache_size_kb"), "65536");
-        assert_eq!(v("max_io_threads"), "3");
+        // parallel_io false: one worker, whatever max_io_threads says.
+        assert_eq!(v("max_io_threads"), "1");
+        assert_eq!(v("parallel_io"), "0");
         assert_eq!(v("max_io_queue_depth"), "64");
         assert_eq!(v("min_io_threshold_size_kb"), "512");
         assert_eq!(v("poll_mode_max_size_kb"), "16");
