@@ -261,8 +261,8 @@ fn leaves<'a>(prefix: &str, value: &'a Value, out: &mut Vec<(String, &'a Value)>
 /// A JSON value's text, short, for messages.
 fn shown(v: &Value) -> String {
     let s = v.to_string();
-    if s.len() > 40 {
-        format!("{}...", &s[..37])
+    if s.chars().count() > 40 {
+        format!("{}...", s.chars().take(37).collect::<String>())
     } else {
         s
     }
@@ -491,6 +491,15 @@ mod tests {
             "{}",
             e.what
         );
+    }
+
+    #[test]
+    fn long_values_are_cut_on_characters() {
+        let long = Value::String("é".repeat(50));
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), 40);
+        assert!(s.ends_with("..."));
+        assert_eq!(shown(&Value::from(7)), "7");
     }
 
     #[test]
