@@ -1,64 +1,101 @@
-//! NVIDIA's own `cufile.h`, for the test that compares `libcufile.so.0`'s declarations with
-//! it (`crates/hipfile-cufile/tests/layout.rs`, `nvidias_cufile_h_agrees`). Where CUDA is
-//! installed the header is `/usr/local/cuda/include/cufile.h`; elsewhere `ci` takes it from
-//! NVIDIA's PyPI package [`REQUIREMENT`] (pinned), which ships it, into
-//! `<target>/nvidia-cufile/include/cufile.h`, where the test looks next. Only the header is
-//! kept; nothing of it is committed or linked. A failure to fetch it is a failure of `ci`,
-//! which would otherwise fail on the test's missing capability anyway.
+//! NVIDIA's own headers, for the tests that compare `libcufile.so.0`'s declarations with
+//! them (`crates/hipfile-cufile/tests/layout.rs` and `tests/nvidia.rs`): cuFile's `cufile.h`
+//! as two releases ship it, and CUDA's `cuda.h`/`cuda_runtime.h`, which NVIDIA's header and
+//! its samples include. `ci` takes each from NVIDIA's PyPI packages ([`PACKAGES`], pinned),
+//! which ship them, into `<target>/nvidia-headers/<name>/include`, where the tests look. Only
+//! the headers are kept; nothing of them is committed or linked. A failure to fetch them is
+//! a failure of `ci`, which would otherwise fail on the tests' missing capability anyway.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The package, pinned: cuFile 1.15, CUDA 13.0's, whose layouts `libcufile.so.0` follows.
-/// Later releases grew the statistics structs (1.19 added `readv`/`writev` counters at the
-/// end of `CUfileStatsLevel1_t`, moving everything of levels 2 and 3); see
-/// docs/DECISIONS.md, "cuFile's ABI".
-pub const REQUIREMENT: &str = "nvidia-cufile==1.15.1.6";
-/// The header's path inside the package's wheel.
-const IN_WHEEL: &str = "nvidia/cu13/include/cufile.h";
-
-/// Where the test finds the header taken from the package, under the target directory.
-pub fn include_dir(target: &Path) -> PathBuf {
-    target.join("nvidia-cufile").join("include")
+/// One set of headers: where it goes (`<target>/nvidia-headers/<name>/include`), the pinned
+/// wheels it comes from, and the file whose presence says it is complete.
+pub struct Headers {
+    pub name: &'static str,
+    pub requirements: &'static [&'static str],
+    pub marker: &'static str,
 }
 
-/// Makes sure the header is where the test looks: nothing to do where CUDA installed it or
-/// an earlier run fetched it; otherwise the wheel is downloaded with pip and the header
-/// taken out of it.
+/// cuFile 1.15 (CUDA 13.0's toolkit) and 1.17 (the cuFile that PyTorch's CUDA 13 wheels
+/// ship, whose functions `libcufile.so.0` exports), and CUDA 13.0's runtime headers (the
+/// runtime wheel has `cuda.h` and `cuda_runtime.h`; the `crt/` headers those include come
+/// in the `crt` wheel since CUDA 13). Later cuFile releases grew the statistics structs
+/// (1.19 added `readv`/`writev` counters at the end of `CUfileStatsLevel1_t`, moving
+/// everything of levels 2 and 3); see docs/DECISIONS.md, "cuFile's ABI".
+pub const PACKAGES: &[Headers] = &[
+    Headers {
+        name: "cufile-1.15",
+        requirements: &["nvidia-cufile==1.15.1.6"],
+        marker: "cufile.h",
+    },
+    Headers {
+        name: "cufile-1.17",
+        requirements: &["nvidia-cufile==1.17.1.22"],
+        marker: "cufile.h",
+    },
+    Headers {
+        name: "cuda-13.0",
+        requirements: &["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"],
+        marker: "crt/host_config.h",
+    },
+];
+
+/// The headers' directory inside NVIDIA's CUDA 13 wheels.
+const IN_WHEEL: &str = "nvidia/cu13/include/";
+
+/// Where the tests find a set of headers, under the target directory.
+pub fn include_dir(target: &Path, name: &str) -> PathBuf {
+    target.join("nvidia-headers").join(name).join("include")
+}
+
+/// Makes sure every set of headers is where the tests look: nothing to do for a set an
+/// earlier run fetched; otherwise its wheels are downloaded with pip and every header under
+/// `nvidia/cu13/include/` taken out of them.
 pub fn fetch(target: &Path) -> Result<(), String> {
-    let header = include_dir(target).join("cufile.h");
-    if Path::new("/usr/local/cuda/include/cufile.h").is_file() || header.is_file() {
-        return Ok(());
+    for set in PACKAGES {
+        let include = include_dir(target, set.name);
+        if include.join(set.marker).is_file() {
+            continue;
+        }
+        let wheels = target.join("nvidia-headers").join(set.name).join("wheels");
+        let wheels_arg = crate::dist::utf8(&wheels)?;
+        let include_arg = crate::dist::utf8(&include)?;
+        let mut args = vec![
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            wheels_arg,
+        ];
+        args.extend(set.requirements);
+        python(&args)?;
+        // A wheel is a zip file: Python's own zipfile takes the headers out.
+        let script = format!(
+            "import glob, os, sys, zipfile\n\
+             wheels = glob.glob(os.path.join(sys.argv[1], '*.whl'))\n\
+             if len(wheels) != int(sys.argv[3]): sys.exit('expected ' + sys.argv[3] + ' wheels in ' + sys.argv[1] + ', found ' + str(wheels))\n\
+             for w in wheels:\n\
+             \x20   z = zipfile.ZipFile(w)\n\
+             \x20   for n in z.namelist():\n\
+             \x20       if n.startswith('{IN_WHEEL}') and n.endswith(('.h', '.hpp')):\n\
+             \x20           out = os.path.join(sys.argv[2], n[len('{IN_WHEEL}'):])\n\
+             \x20           os.makedirs(os.path.dirname(out), exist_ok=True)\n\
+             \x20           open(out, 'wb').write(z.read(n))\n"
+        );
+        let count = set.requirements.len().to_string();
+        python(&["-c", &script, wheels_arg, include_arg, &count])?;
+        if !include.join(set.marker).is_file() {
+            return Err(format!(
+                "{} was not written",
+                include.join(set.marker).display()
+            ));
+        }
     }
-    let wheels = target.join("nvidia-cufile").join("wheel");
-    let wheels_arg = crate::dist::utf8(&wheels)?;
-    let header_arg = crate::dist::utf8(&header)?;
-    python(&[
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--dest",
-        wheels_arg,
-        REQUIREMENT,
-    ])?;
-    // The wheel is a zip file: Python's own zipfile takes the header out.
-    let script = format!(
-        "import glob, os, sys, zipfile\n\
-         wheels = glob.glob(os.path.join(sys.argv[1], '*.whl'))\n\
-         if len(wheels) != 1: sys.exit('expected one wheel in ' + sys.argv[1] + ', found ' + str(wheels))\n\
-         data = zipfile.ZipFile(wheels[0]).read('{IN_WHEEL}')\n\
-         os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)\n\
-         open(sys.argv[2], 'wb').write(data)\n"
-    );
-    python(&["-c", &script, wheels_arg, header_arg])?;
-    if header.is_file() {
-        Ok(())
-    } else {
-        Err(format!("{} was not written", header.display()))
-    }
+    Ok(())
 }
 
 fn python(args: &[&str]) -> Result<(), String> {

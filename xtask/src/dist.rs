@@ -626,12 +626,15 @@ fn check_cufile_pc(root: &Path, tree: &Path, runtime: &Path, scratch: &Path) -> 
     output_of("cc", &cc_args, &[])?;
     let lib = tree.join("lib");
     let emu = runtime.join(crate::emulated::LIBRARY);
+    // The library reads cufile.json; not the machine's /etc/cufile.json here.
+    let no_json = scratch.join("no-cufile.json");
     let stdout = output_of(
         utf8(&exe)?,
         &[],
         &[
             ("LD_LIBRARY_PATH", utf8(&lib)?),
             ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
+            ("HIPFILE_CUFILE_SYSTEM_JSON", utf8(&no_json)?),
         ],
     )?;
     let expected = format!("library: {}\n", utf8(&lib.join(CUFILE_SONAME))?);
@@ -678,12 +681,15 @@ fn check_cufile(root: &Path, tree: &Path, runtime: &Path, scratch: &Path) -> Res
     let lib = tree.join("lib");
     let library_path = format!("{}:{}", utf8(&lib)?, utf8(runtime)?);
     let emu = runtime.join(crate::emulated::LIBRARY);
+    // The library reads cufile.json; not the machine's /etc/cufile.json here.
+    let no_json = scratch.join("no-cufile.json");
     let stdout = output_of(
         utf8(&exe)?,
         &[utf8(&work)?],
         &[
             ("LD_LIBRARY_PATH", library_path.as_str()),
             ("HIPFILE_HIP_LIBRARY", utf8(&emu)?),
+            ("HIPFILE_CUFILE_SYSTEM_JSON", utf8(&no_json)?),
         ],
     )?;
     let expected = format!("library: {}\n", utf8(&lib.join(CUFILE_SONAME))?);

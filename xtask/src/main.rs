@@ -3,7 +3,7 @@
 //! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
 //!   test suite (privileged filesystem tests included: a test that would skip for a missing
 //!   capability fails instead, unless `--allow-skips`; NVIDIA's `cufile.h` is fetched from
-//!   PyPI first where CUDA is not installed, `cufile_header.rs`), the `hipfile` examples and doc tests
+//!   PyPI first, with CUDA's runtime headers, `cufile_header.rs`), the `hipfile` examples and doc tests
 //!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
 //!   into a scratch tree, the README's C example built against it as written, and a cuFile
 //!   program built with `pkg-config`), and AMD's
@@ -127,7 +127,8 @@ fn ci(strict: bool) -> Result<(), String> {
     } else {
         &[]
     };
-    // NVIDIA's cufile.h, which a layout test compares libcufile.so.0's declarations with.
+    // NVIDIA's cufile.h (1.15, 1.17) and CUDA's headers, which hipfile-cufile's tests compare
+    // libcufile.so.0's declarations with.
     let metadata = layers::workspace_metadata()?;
     let target = metadata["target_directory"]
         .as_str()

@@ -45,7 +45,7 @@ pub extern "C" fn hipFileDriverOpen() -> hipFileError_t {
                 st.count += 1;
                 hipFileError_t::SUCCESS
             }
-            Err(e) => status(&e),
+            Err(e) => e,
         }
     })
 }
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn hipFileHandleRegister(
         let mut st = state::lock();
         let driver = match st.driver() {
             Ok(d) => d,
-            Err(e) => return status(&e),
+            Err(e) => return e,
         };
         let file = match driver.register_file(&borrowed) {
             Ok(handle) => Box::new(File { fh: handle }),
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn hipFileBufRegister(
         let mut st = state::lock();
         let driver = match st.driver() {
             Ok(d) => d,
-            Err(e) => return status(&e),
+            Err(e) => return e,
         };
         st.implicit_open(driver.clone());
         if buffer_base.is_null() {

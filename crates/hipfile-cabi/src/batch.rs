@@ -124,7 +124,7 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
             let mut st = state::lock();
             let driver = match st.driver() {
                 Ok(d) => d,
-                Err(e) => return status(&e),
+                Err(e) => return e,
             };
             let batch = match driver.batch(max_nr as usize) {
                 Ok(b) => b,

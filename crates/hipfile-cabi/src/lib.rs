@@ -41,6 +41,7 @@
 mod api;
 mod batch;
 pub mod codes;
+mod extra;
 mod ordered;
 mod params;
 mod props;
@@ -50,15 +51,20 @@ pub mod types;
 
 pub use api::*;
 pub use batch::*;
+pub use extra::*;
 /// The memory rules a library chooses from ([`choose_memory_types`]).
 pub use facade::MemoryTypes;
 /// The direction of a stream-ordered request, for [`order_async`].
 pub use facade::Op;
+/// Where cuFile's configuration file is (`CUFILE_ENV_PATH_JSON`, else `/etc/cufile.json`),
+/// for `libcufile.so.0`, which alone reads it; and whether the variable named it.
+pub use facade::core::config::cufile_json_path;
 /// The most one read or write call moves (the kernel's `MAX_RW_COUNT`, `0x7ffff000`).
 pub use facade::core::request::MAX_IO_SIZE;
 pub use ordered::*;
 pub use params::*;
 pub use props::*;
+pub use state::{FILE_INVALID, set_config_file_source};
 pub use stats::*;
 
 /// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.

@@ -235,7 +235,7 @@ unsafe fn submit(op: Op, a: Args, translate: fn(isize) -> isize) -> hipFileError
                     st.implicit_open(d);
                     INVALID
                 }
-                Err(e) => status(&e),
+                Err(e) => e,
             };
         }
         if a.buffer_base.is_null()

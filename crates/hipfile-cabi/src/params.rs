@@ -23,7 +23,7 @@ use crate::boundary;
 use crate::state::{self, State};
 use crate::types::*;
 use facade::{Config, ConfigBuilder, Driver, FallbackKnobs, MemoryTypes};
-use std::ffi::{CStr, CString, c_char, c_int};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
@@ -48,8 +48,8 @@ pub(crate) struct Settings {
     pub(crate) force_compat_mode: Option<bool>,
     pub(crate) stats_level: Option<u32>,
     pub(crate) io_threads: Option<usize>,
-    /// false: one I/O worker, whatever `io_threads` says.
-    pub(crate) parallel_io: bool,
+    /// `Some(false)`: one I/O worker, whatever `io_threads` says; `None`: as set elsewhere.
+    pub(crate) parallel_io: Option<bool>,
     /// Bytes; from the largest direct I/O size.
     pub(crate) task_size: Option<u64>,
     /// Bytes; the staging pool holds at most this (and at most `pinned_size`).
@@ -73,6 +73,12 @@ pub(crate) struct Settings {
     pub(crate) recorded: [bool; 5],
     /// Recorded strings, by `hipFileStringConfigParameter_t` value; `None`: the default.
     pub(crate) strings: [Option<CString>; 3],
+    /// cuFile's POSIX pool slabs (size in KiB, count), in ascending size: applied as a limit
+    /// on the staging pool (their total), recorded as given.
+    pub(crate) posix_slabs: Option<Vec<(u64, u64)>>,
+    /// cuFile's GPU bounce-buffer slabs (size in KiB, count): recorded (hipfile stages in
+    /// pinned host memory, never in device memory).
+    pub(crate) gpu_slabs: Option<Vec<(u64, u64)>>,
 }
 
 impl Settings {
@@ -83,7 +89,7 @@ impl Settings {
             force_compat_mode: None,
             stats_level: None,
             io_threads: None,
-            parallel_io: true,
+            parallel_io: None,
             task_size: None,
             cache_size: None,
             pinned_size: None,
@@ -95,7 +101,19 @@ impl Settings {
             batch_timeout_ms: 0,
             recorded: [false; 5],
             strings: [None, None, None],
+            posix_slabs: None,
+            gpu_slabs: None,
         }
+    }
+
+    /// The bytes the POSIX pool slabs add up to, when they were set.
+    pub(crate) fn posix_pool_bytes(&self) -> Option<u64> {
+        self.posix_slabs.as_ref().map(|slabs| {
+            slabs
+                .iter()
+                .map(|&(kib, count)| kib.saturating_mul(KIB).saturating_mul(count))
+                .fold(0u64, u64::saturating_add)
+        })
     }
 
     /// The overrides a driver opened with these settings gets.
@@ -110,7 +128,7 @@ impl Settings {
         if let Some(level) = self.stats_level {
             b = b.stats_level(level);
         }
-        if !self.parallel_io {
+        if self.parallel_io == Some(false) {
             b = b.io_threads(1);
         } else if let Some(n) = self.io_threads {
             b = b.io_threads(n);
@@ -121,10 +139,11 @@ impl Settings {
         if let Some(bytes) = self.small_io_threshold {
             b = b.small_io_threshold(bytes);
         }
-        let staging = match (self.cache_size, self.pinned_size) {
-            (Some(c), Some(p)) => Some(c.min(p)),
-            (c, p) => c.or(p),
-        };
+        // Every limit set bounds the one pool: it holds at most the smallest.
+        let staging = [self.cache_size, self.pinned_size, self.posix_pool_bytes()]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(bytes) = staging {
             b = b.staging_memory(bytes);
         }
@@ -145,6 +164,16 @@ pub(crate) struct Params {
     pub(crate) pending: Settings,
     /// What the open driver was opened with (meaningless while it is closed).
     pub(crate) live: Settings,
+    /// cuFile's peer-to-peer flags recorded for each kind of storage
+    /// (`cuFileDriverSetP2PFlags`, `extra.rs`), by `CUfileDriverStatusFlags_t` value.
+    pub(crate) p2p: [Option<c_uint>; 14],
+    /// Whether the configuration file was read (once, at the first lock of the state).
+    pub(crate) file_read: bool,
+    /// The configuration file's settings: its applied values lie below the environment
+    /// ([`ConfigBuilder::defaults`]); its recorded ones were the first pending settings.
+    pub(crate) file: Option<Settings>,
+    /// Why the configuration file cannot be used: every open fails then.
+    pub(crate) file_error: Option<String>,
 }
 
 impl Params {
@@ -152,8 +181,147 @@ impl Params {
         Params {
             pending: Settings::new(),
             live: Settings::new(),
+            p2p: [None; 14],
+            file_read: false,
+            file: None,
+            file_error: None,
         }
     }
+
+    /// The configuration a driver opened with `settings` gets: their overrides over the
+    /// environment over the configuration file's values over the defaults.
+    pub(crate) fn builder(&self, settings: &Settings) -> ConfigBuilder {
+        match &self.file {
+            Some(file) => settings.builder().defaults(file.builder()),
+            None => settings.builder(),
+        }
+    }
+
+    /// Takes in what the configuration file's reader found.
+    pub(crate) fn load_file(&mut self, source: FileSource) {
+        match source {
+            FileSource::Absent => {}
+            FileSource::Invalid(why) => self.file_error = Some(why),
+            FileSource::Entries(entries) => match settings_from(&entries) {
+                Ok(file) => {
+                    // The recorded values start the pending settings, which a program's
+                    // calls then change; the applied ones stay in the file's layer, below
+                    // the environment.
+                    self.pending = Settings {
+                        allow_compat_mode: None,
+                        force_compat_mode: None,
+                        stats_level: None,
+                        io_threads: None,
+                        parallel_io: None,
+                        task_size: None,
+                        cache_size: None,
+                        pinned_size: None,
+                        small_io_threshold: None,
+                        posix_slabs: None,
+                        ..file.clone()
+                    };
+                    self.file = Some(file);
+                }
+                Err((_, why)) => self.file_error = Some(why),
+            },
+        }
+    }
+}
+
+/// One value of a configuration file, as the parameter call that sets the same would take
+/// it (sizes in the parameter's unit, KiB for the `...KB` ones).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileValue {
+    /// A `size_t` parameter (`hipFileSizeTConfigParameter_t`).
+    Size(hipFileSizeTConfigParameter_t, u64),
+    /// A boolean parameter.
+    Bool(hipFileBoolConfigParameter_t, bool),
+    /// A string parameter.
+    Text(hipFileStringConfigParameter_t, CString),
+    /// A slab array: sizes in KiB and counts.
+    Slabs(crate::extra::SlabPool, Vec<(u64, u64)>),
+}
+
+/// A value of a configuration file and the key it came from (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// The key, its path in the file (`properties.max_direct_io_size_kb`).
+    pub key: String,
+    /// What it sets.
+    pub value: FileValue,
+}
+
+/// What a configuration file's reader found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileSource {
+    /// No file: the environment and the defaults.
+    Absent,
+    /// The file's values, each checked as its parameter call checks it.
+    Entries(Vec<FileEntry>),
+    /// A file that cannot be used, and why (the reader has said so already): every open
+    /// fails with [`crate::FILE_INVALID`].
+    Invalid(String),
+}
+
+/// Checks a configuration file's values as the parameter calls check them: the key of the
+/// first one refused and what is wrong with it (`KEY: VALUE is outside the bounds hipfile
+/// accepts`), for the file's reader to report before it hands the values over.
+///
+/// # Errors
+///
+/// The first value refused.
+pub fn check_file_entries(entries: &[FileEntry]) -> Result<(), (String, String)> {
+    settings_from(entries).map(|_| ())
+}
+
+/// The settings a file's entries make, checked as the parameter calls check them; the first
+/// entry refused, its key and what is wrong, otherwise.
+fn settings_from(entries: &[FileEntry]) -> Result<Settings, (String, String)> {
+    let mut s = Settings::new();
+    for FileEntry { key, value } in entries {
+        let refused = |code: hipFileOpError_t, detail: String| {
+            let what = if code == hipFileDriverUnsupportedLimit {
+                "outside the bounds hipfile accepts"
+            } else {
+                "not a value hipfile accepts"
+            };
+            Err((key.clone(), format!("{key}: {detail} is {what}")))
+        };
+        match value {
+            FileValue::Size(param, v) => {
+                if let Err(code) = set_size(*param, *v, &mut s, None) {
+                    let bounds = size_bounds(*param, None)
+                        .map(|(lo, hi)| format!(" ({lo} to {hi})"))
+                        .unwrap_or_default();
+                    return refused(code, format!("{v}{bounds}"));
+                }
+            }
+            FileValue::Bool(param, v) => {
+                if let Err(code) = set_bool(*param, *v, &mut s) {
+                    return refused(code, v.to_string());
+                }
+            }
+            FileValue::Text(param, v) => {
+                let Some(slot) = string_slot(*param) else {
+                    return refused(hipFileInvalidValue, format!("{v:?}"));
+                };
+                match string_value(slot, v) {
+                    Ok(text) => s.strings[slot] = Some(text),
+                    Err(code) => return refused(code, format!("{v:?}")),
+                }
+            }
+            FileValue::Slabs(pool, slabs) => {
+                if let Err(code) = crate::extra::check_slabs(*pool, slabs) {
+                    return refused(code, format!("{slabs:?} (size in KiB, count)"));
+                }
+                match pool {
+                    crate::extra::SlabPool::Posix => s.posix_slabs = Some(slabs.clone()),
+                    crate::extra::SlabPool::GpuBounce => s.gpu_slabs = Some(slabs.clone()),
+                }
+            }
+        }
+    }
+    Ok(s)
 }
 
 /// The memory rule of the library this copy of the implementation is linked into, chosen
@@ -179,7 +347,7 @@ pub(crate) fn current(st: &State) -> (Config, &Settings) {
     match &st.driver {
         Some(d) if st.count > 0 => (d.config().clone(), &st.params.live),
         _ => (
-            st.params.pending.builder().build_from_env(),
+            st.params.builder(&st.params.pending).build_from_env(),
             &st.params.pending,
         ),
     }
@@ -370,7 +538,10 @@ fn get_bool(param: hipFileBoolConfigParameter_t, st: &State) -> Option<bool> {
         hipFileParamPropertiesUsePollMode => s.poll_mode,
         hipFileParamPropertiesAllowCompatMode => config.allow_compat_mode,
         hipFileParamForceCompatMode => config.force_compat_mode,
-        hipFileParamExecutionParallelIO => s.parallel_io,
+        hipFileParamExecutionParallelIO => s
+            .parallel_io
+            .or(st.params.file.as_ref().and_then(|f| f.parallel_io))
+            .unwrap_or(true),
         // Only device memory is accepted; the fastpath is peer-to-peer DMA, the fallback not.
         hipFileParamPropertiesAllowSystemMemory => false,
         hipFileParamUsePcip2pdma => !config.force_compat_mode,
@@ -393,7 +564,7 @@ fn set_bool(
         hipFileParamPropertiesUsePollMode => s.poll_mode = value,
         hipFileParamPropertiesAllowCompatMode => s.allow_compat_mode = Some(value),
         hipFileParamForceCompatMode => s.force_compat_mode = Some(value),
-        hipFileParamExecutionParallelIO => s.parallel_io = value,
+        hipFileParamExecutionParallelIO => s.parallel_io = Some(value),
         hipFileParamUsePcip2pdma => s.force_compat_mode = Some(!value),
         hipFileParamPropertiesAllowSystemMemory | hipFileParamPreferIOUring => {
             if value {
@@ -707,7 +878,7 @@ mod tests {
         );
         s.io_threads = Some(7);
         assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 7);
-        s.parallel_io = false;
+        s.parallel_io = Some(false);
         assert_eq!(s.builder().build_with(lookup).0.fallback.io_threads, 1);
     }
 

@@ -47,7 +47,7 @@ fn apply(change: impl FnOnce(&mut Settings) -> Result<(), hipFileOpError_t>) -> 
         return hipFileError_t::SUCCESS;
     }
     drop(old);
-    match Driver::open_with(next.builder()) {
+    match Driver::open_with(st.params.builder(&next)) {
         Ok(d) => {
             st.driver = Some(d);
             st.params.live = next;
@@ -56,7 +56,8 @@ fn apply(change: impl FnOnce(&mut Settings) -> Result<(), hipFileOpError_t>) -> 
         Err(e) => {
             // The runtime loaded a moment ago, so this is all but impossible; put a driver
             // with the old settings back, or, failing that, end the open state cleanly.
-            let back = Driver::open_with(st.params.live.builder()).or_else(|_| Driver::open());
+            let back =
+                Driver::open_with(st.params.builder(&st.params.live)).or_else(|_| Driver::open());
             match back {
                 Ok(d) => st.driver = Some(d),
                 Err(_) => {
@@ -81,7 +82,7 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
         control |= 1 << hipFileAllowCompatMode;
     }
     let mut features = 1 << hipFileBatchIOSupported;
-    if s.parallel_io && knobs.io_threads > 1 {
+    if s.parallel_io != Some(false) && knobs.io_threads > 1 {
         features |= 1 << hipFileParallelIOSupported;
     }
     // Stream-ordered requests need host functions and stream wait-value operations.

@@ -5,12 +5,14 @@
 //! One mutex guards it all, and it is never held while bytes move: I/O takes clones of what
 //! it needs (a `FileHandle`, the driver, a registered buffer's `Arc`) and lets go first.
 
-use crate::params::Params;
+use crate::codes::status;
+use crate::params::{FileSource, Params};
+use crate::types::hipFileError_t;
 use facade::{DeviceBuffer, Driver, Error, FileHandle, Io};
 use std::collections::BTreeMap;
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 /// A registered file. C's `hipFileHandle_t` is the address of one of these, boxed, so the
 /// address stays the same while the registry holds it; the registry is the only owner, and
@@ -97,26 +99,58 @@ fn report_open_failure(error: &Error) {
 }
 
 /// The state, locked. A panic elsewhere while it was held leaves it consistent (every change
-/// is one map or counter update), so poisoning is ignored.
+/// is one map or counter update), so poisoning is ignored. The first lock reads the
+/// configuration file, where a library installed a reader ([`set_config_file_source`]).
 pub(crate) fn lock() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+    let mut st = STATE.lock().unwrap_or_else(PoisonError::into_inner);
+    if !st.params.file_read {
+        st.params.file_read = true;
+        if let Some(source) = FILE_SOURCE.get() {
+            st.params.load_file(source());
+        }
+    }
+    st
+}
+
+/// What a driver open returns while the configuration file is unusable: cuFile's, whose
+/// library fails its initialisation with `-EINVAL` in the status's code.
+pub const FILE_INVALID: hipFileError_t = hipFileError_t {
+    err: -libc::EINVAL,
+    hip_drv_err: 0,
+};
+
+static FILE_SOURCE: OnceLock<fn() -> FileSource> = OnceLock::new();
+
+/// Installs the reader of a configuration file, which the state calls once, at the first
+/// call of the library that touches it (before any setting is made or any driver opened).
+/// Only `libcufile.so.0` installs one (its `cufile.json`); a second installation is
+/// ignored. The reader runs under the state's lock and must not call this crate.
+pub fn set_config_file_source(source: fn() -> FileSource) {
+    let _ = FILE_SOURCE.set(source);
 }
 
 impl State {
     /// The driver, opening the process-wide one with the pending settings when none is held
     /// (the count is 0 then). The count is not changed: callers raise it once their
     /// registration has succeeded.
-    pub(crate) fn driver(&mut self) -> Result<Driver, Error> {
+    pub(crate) fn driver(&mut self) -> Result<Driver, hipFileError_t> {
         if let Some(d) = &self.driver {
             return Ok(d.clone());
         }
+        // cuFile's answer to a configuration file it cannot use: every open fails.
+        if self.params.file_error.is_some() {
+            return Err(FILE_INVALID);
+        }
         // A driver still held elsewhere (by a request or batch of an earlier open) is shared
         // as it is: its configuration cannot change under what uses it.
-        let d = match Driver::open_with(self.params.pending.builder()) {
+        let d = match Driver::open_with(self.params.builder(&self.params.pending)) {
             Err(Error::DriverAlreadyOpen) => Driver::open(),
             other => other,
         }
-        .inspect_err(report_open_failure)?;
+        .map_err(|e| {
+            report_open_failure(&e);
+            status(&e)
+        })?;
         self.params.live = self.params.pending.clone();
         Ok(d)
     }

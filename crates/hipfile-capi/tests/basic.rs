@@ -146,6 +146,29 @@ fn c_program_reads_and_writes_through_the_library() {
     run_c_program("basic");
 }
 
+/// Only `libcufile.so.0` reads cuFile's `cufile.json`: with a file it would refuse (a
+/// trailing comma) named both ways, `basic.c`'s driver opens and serves as without one.
+#[test]
+fn the_library_never_reads_cufiles_configuration_file() {
+    let dir = TempDir::new("capi-cufile-json");
+    let bad = dir.path().join("cufile.json");
+    std::fs::write(
+        &bad,
+        "{ \"properties\": { \"allow_compat_mode\": false, } }",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    run_c_program_with(
+        "basic",
+        Runtime::Named,
+        &[
+            ("CUFILE_ENV_PATH_JSON", bad),
+            ("HIPFILE_CUFILE_SYSTEM_JSON", bad),
+        ],
+        &[],
+    );
+}
+
 #[test]
 fn c_program_uses_the_library_from_many_threads() {
     run_c_program("threads");

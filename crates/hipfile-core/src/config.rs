@@ -45,6 +45,34 @@ pub const ENV_DURABLE_WRITES: &str = "HIPFILE_DURABLE_WRITES";
 /// not hold with `O_DIRECT`.
 pub const ENV_COLD_DIRECT_READS: &str = "HIPFILE_COLD_DIRECT_READS";
 
+/// `CUFILE_ENV_PATH_JSON`: NVIDIA cuFile's variable naming its configuration file, which
+/// only `libcufile.so.0` reads ([`cufile_json_path`]).
+pub const ENV_CUFILE_JSON: &str = "CUFILE_ENV_PATH_JSON";
+/// `HIPFILE_CUFILE_SYSTEM_JSON`: the file `libcufile.so.0` reads when `CUFILE_ENV_PATH_JSON`
+/// is unset, in place of [`CUFILE_SYSTEM_JSON`] (for tests, which must not depend on the
+/// machine's `/etc`).
+pub const ENV_CUFILE_SYSTEM_JSON: &str = "HIPFILE_CUFILE_SYSTEM_JSON";
+/// NVIDIA cuFile's system-wide configuration file.
+pub const CUFILE_SYSTEM_JSON: &str = "/etc/cufile.json";
+
+/// Where cuFile's configuration file is, and whether a variable named it: the path in
+/// `CUFILE_ENV_PATH_JSON` when it is set and not empty (`true`), else `/etc/cufile.json`, or
+/// the path in `HIPFILE_CUFILE_SYSTEM_JSON` in its place (`false`). Only the cuFile library
+/// asks (docs/DECISIONS.md, "`cufile.json`").
+pub fn cufile_json_path() -> (PathBuf, bool) {
+    cufile_json_path_with(read_process_env)
+}
+
+fn cufile_json_path_with(lookup: impl Fn(&str) -> Option<String>) -> (PathBuf, bool) {
+    if let Some(p) = lookup(ENV_CUFILE_JSON).filter(|p| !p.is_empty()) {
+        return (PathBuf::from(p), true);
+    }
+    let system = lookup(ENV_CUFILE_SYSTEM_JSON)
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| CUFILE_SYSTEM_JSON.to_string());
+    (PathBuf::from(system), false)
+}
+
 /// How the fallback backend sizes its work: worker threads, task size, pinned memory and the
 /// size below which a request is not handed off at all.
 ///
@@ -442,9 +470,12 @@ pub fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
-/// Programmatic settings, which win over the environment.
+/// Programmatic settings, which win over the environment; and, through
+/// [`ConfigBuilder::defaults`], values the environment wins over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigBuilder {
+    /// Values used where neither an override of this builder nor the environment gives one.
+    defaults: Option<Box<ConfigBuilder>>,
     allow_compat_mode: Option<bool>,
     force_compat_mode: Option<bool>,
     unsupported_file_systems: Option<bool>,
@@ -466,6 +497,18 @@ impl ConfigBuilder {
     /// No overrides: everything comes from the environment or the defaults.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Values used where neither this builder's overrides nor the environment give one,
+    /// instead of the built-in defaults (a configuration file's, below the environment). Its
+    /// own values are settled as overrides are, clamped to the same bounds; its defaults, if
+    /// any, are ignored.
+    pub fn defaults(mut self, defaults: ConfigBuilder) -> Self {
+        self.defaults = Some(Box::new(ConfigBuilder {
+            defaults: None,
+            ..defaults
+        }));
+        self
     }
 
     /// Overrides `HIPFILE_ALLOW_COMPAT_MODE`.
@@ -586,7 +629,10 @@ impl ConfigBuilder {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> (Config, Vec<ConfigWarning>) {
         let mut warnings = Vec::new();
-        let defaults = Config::default();
+        let defaults = match self.defaults {
+            Some(d) => d.build_with(no_environment).0,
+            None => Config::default(),
+        };
         let mut boolean = |over: Option<bool>, variable: &'static str, default: bool| {
             over.unwrap_or_else(|| match lookup(variable) {
                 None => default,
@@ -642,19 +688,20 @@ impl ConfigBuilder {
                     defaults.stats_level
                 }),
             });
-        let path = |over: Option<PathBuf>, variable: &str| {
+        let path = |over: Option<PathBuf>, variable: &str, default: Option<PathBuf>| {
             over.or_else(|| {
                 lookup(variable)
                     .filter(|v| !v.is_empty())
                     .map(PathBuf::from)
             })
+            .or(default)
         };
         let platform = self
             .platform
             .unwrap_or_else(|| match lookup(ENV_HIP_PLATFORM) {
-                None => PlatformChoice::Auto,
+                None => defaults.platform,
                 Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                    "" => PlatformChoice::Auto,
+                    "" => defaults.platform,
                     "amd" | "hcc" => PlatformChoice::Amd,
                     "nvidia" | "nvcc" => PlatformChoice::Nvidia,
                     _ => {
@@ -750,8 +797,12 @@ impl ConfigBuilder {
             force_compat_mode,
             unsupported_file_systems,
             stats_level,
-            hip_library: path(self.hip_library, ENV_HIP_LIBRARY),
-            rocm_path: path(self.rocm_path, ENV_ROCM_PATH),
+            hip_library: path(
+                self.hip_library,
+                ENV_HIP_LIBRARY,
+                defaults.hip_library.clone(),
+            ),
+            rocm_path: path(self.rocm_path, ENV_ROCM_PATH, defaults.rocm_path.clone()),
             platform,
             durable_writes,
             fallback: FallbackKnobs {
@@ -761,14 +812,19 @@ impl ConfigBuilder {
                 small_io_threshold,
                 cold_direct_reads,
             },
-            request_threads: self.request_threads,
-            memory_types: self.memory_types.unwrap_or_default(),
+            request_threads: self.request_threads.or(defaults.request_threads),
+            memory_types: self.memory_types.unwrap_or(defaults.memory_types),
         };
         if config.leaves_no_backend() {
             warnings.push(ConfigWarning::NoBackend);
         }
         (config, warnings)
     }
+}
+
+/// An environment with no variables (for settling [`ConfigBuilder::defaults`]).
+fn no_environment(_: &str) -> Option<String> {
+    None
 }
 
 #[allow(clippy::disallowed_methods)] // The one place that reads the environment.
@@ -802,6 +858,64 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_lie_below_the_environment_and_overrides() {
+        let file = ConfigBuilder::new()
+            .allow_compat_mode(false)
+            .task_size(8 << 10)
+            .io_threads(3)
+            .stats_level(2);
+        // Alone, the defaults replace the built-in ones.
+        let (c, w) = ConfigBuilder::new()
+            .defaults(file.clone())
+            .build_with(env(&[]));
+        assert!(w.is_empty(), "{w:?}");
+        assert!(!c.allow_compat_mode);
+        assert_eq!(c.fallback.task_size, 8 << 10);
+        assert_eq!(c.fallback.io_threads, 3);
+        assert_eq!(c.stats_level, 2);
+        assert_eq!(
+            c.fallback.staging_memory,
+            FallbackKnobs::DEFAULT_STAGING_MEMORY
+        );
+        // The environment wins over them, an override over both.
+        let (c, _) = ConfigBuilder::new()
+            .io_threads(5)
+            .defaults(file.clone())
+            .build_with(env(&[
+                (ENV_ALLOW_COMPAT_MODE, "true"),
+                (ENV_IO_THREADS, "9"),
+            ]));
+        assert!(c.allow_compat_mode);
+        assert_eq!(c.fallback.io_threads, 5);
+        assert_eq!(c.fallback.task_size, 8 << 10);
+        // An invalid variable falls back to the defaults' value, and says so.
+        let (c, w) = ConfigBuilder::new()
+            .defaults(file)
+            .build_with(env(&[(ENV_TASK_SIZE, "lots")]));
+        assert_eq!(c.fallback.task_size, 8 << 10);
+        assert!(matches!(&w[..], [ConfigWarning::InvalidValue { used, .. }] if used == "8192"));
+    }
+
+    #[test]
+    fn cufiles_file_is_named_by_its_variable_or_is_the_system_ones() {
+        assert_eq!(
+            cufile_json_path_with(env(&[])),
+            (PathBuf::from("/etc/cufile.json"), false)
+        );
+        assert_eq!(
+            cufile_json_path_with(env(&[(ENV_CUFILE_JSON, "/home/me/c.json")])),
+            (PathBuf::from("/home/me/c.json"), true)
+        );
+        assert_eq!(
+            cufile_json_path_with(env(&[
+                (ENV_CUFILE_JSON, ""),
+                (ENV_CUFILE_SYSTEM_JSON, "/t/s.json")
+            ])),
+            (PathBuf::from("/t/s.json"), false)
+        );
     }
 
     #[test]

@@ -1,25 +1,27 @@
 /*
  * cufile.h: the C interface of hipfile's libcufile.so.0, declared compatibly with NVIDIA's
- * cuFile (1.14, CUDA 12.9 and later): the same function names, enum values and struct
- * layouts, so a program built against NVIDIA's cufile.h links against, or loads, this
- * library unchanged. Every request is served by hipfile (on NVIDIA GPUs by its fallback:
+ * cuFile 1.17 (the cuFile of PyTorch's CUDA 13 wheels; CUDA 13.0's toolkit has 1.15, whose
+ * layouts are the same): the same function names, enum values and struct layouts, so a
+ * program built against NVIDIA's cufile.h links against, or loads, this library unchanged. Every request is served by hipfile (on NVIDIA GPUs by its fallback:
  * no GPUDirect peer-to-peer).
  *
  * Which functions the library exports is listed in crates/hipfile-cufile/README.md; only
  * those are declared here. docs/DECISIONS.md ("cuFile's ABI") says what differs from
  * NVIDIA's library.
  *
- * CUDA types. Only CUresult and CUstream are needed from CUDA. When CUDA's <cuda.h> has been
- * included before this header (its include guard, __cuda_cuda_h__, is defined), CUDA's own
- * types are used. Otherwise this header declares ABI-compatible ones (CUresult as int,
- * CUstream as a pointer to the incomplete struct CUstream_st, as CUDA does) and defines
- * HIPFILE_CUFILE_DECLARED_CUDA_TYPES; <cuda.h> cannot be included after that in the same
- * translation unit.
+ * CUDA types. The header needs CUresult and CUstream from CUDA. Where the compiler finds
+ * CUDA's <cuda.h> (__has_include), this header includes it, as NVIDIA's does, so CUDA's own
+ * types are used and <cuda.h> or <cuda_runtime.h> may come before or after this header.
+ * Where it does not (no CUDA toolkit on the include path, or a compiler without
+ * __has_include and no <cuda.h> included first), this header declares ABI-compatible
+ * stand-ins (CUresult as int, CUstream as a pointer to the incomplete struct CUstream_st, as
+ * CUDA does) and defines HIPFILE_CUFILE_DECLARED_CUDA_TYPES.
  */
 
 #ifndef HIPFILE_CUFILE_H
 #define HIPFILE_CUFILE_H
 
+#include <arpa/inet.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +32,15 @@
 
 struct sockaddr;
 struct timespec;
+
+/* A socket address, as the user-space file-system operations name it. */
+typedef struct sockaddr sockaddr_t;
+
+#if !defined(__cuda_cuda_h__) && defined(__has_include)
+#if __has_include(<cuda.h>)
+#include <cuda.h>
+#endif
+#endif
 
 #if !defined(__cuda_cuda_h__) && !defined(HIPFILE_CUFILE_DECLARED_CUDA_TYPES)
 #define HIPFILE_CUFILE_DECLARED_CUDA_TYPES 1
@@ -112,8 +123,76 @@ typedef struct CUfileError {
     CUresult cu_err; /* CUDA's status when err is CU_FILE_CUDA_DRIVER_ERROR, else 0 */
 } CUfileError_t;
 
+/* The text of a status code: cuFile's own words for each code. */
+static inline const char *cufileop_status_error(CUfileOpError status)
+{
+    switch (status) {
+    case CU_FILE_SUCCESS: return "cufile success";
+    case CU_FILE_DRIVER_NOT_INITIALIZED:
+        return "nvidia-fs driver is not loaded. Set allow_compat_mode to true in cufile.json "
+               "file to enable compatible mode";
+    case CU_FILE_DRIVER_INVALID_PROPS: return "invalid property";
+    case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "property range error";
+    case CU_FILE_DRIVER_VERSION_MISMATCH: return "nvidia-fs driver version mismatch";
+    case CU_FILE_DRIVER_VERSION_READ_ERROR: return "nvidia-fs driver version read error";
+    case CU_FILE_DRIVER_CLOSING: return "driver shutdown in progress";
+    case CU_FILE_PLATFORM_NOT_SUPPORTED:
+        return "GPUDirect Storage not supported on current platform";
+    case CU_FILE_IO_NOT_SUPPORTED: return "GPUDirect Storage not supported on current file";
+    case CU_FILE_DEVICE_NOT_SUPPORTED: return "GPUDirect Storage not supported on current GPU";
+    case CU_FILE_NVFS_DRIVER_ERROR: return "nvidia-fs driver ioctl error";
+    case CU_FILE_CUDA_DRIVER_ERROR: return "CUDA Driver API error";
+    case CU_FILE_CUDA_POINTER_INVALID: return "invalid device pointer";
+    case CU_FILE_CUDA_MEMORY_TYPE_INVALID: return "invalid pointer memory type";
+    case CU_FILE_CUDA_POINTER_RANGE_ERROR:
+        return "pointer range exceeds allocated address range";
+    case CU_FILE_CUDA_CONTEXT_MISMATCH: return "cuda context mismatch";
+    case CU_FILE_INVALID_MAPPING_SIZE: return "access beyond maximum pinned size";
+    case CU_FILE_INVALID_MAPPING_RANGE: return "access beyond mapped size";
+    case CU_FILE_INVALID_FILE_TYPE: return "unsupported file type";
+    case CU_FILE_INVALID_FILE_OPEN_FLAG: return "unsupported file open flags";
+    case CU_FILE_DIO_NOT_SET: return "fd direct IO not set";
+    case CU_FILE_INVALID_VALUE: return "invalid arguments";
+    case CU_FILE_MEMORY_ALREADY_REGISTERED: return "device pointer already registered";
+    case CU_FILE_MEMORY_NOT_REGISTERED: return "device pointer lookup failure";
+    case CU_FILE_PERMISSION_DENIED: return "driver or file access error";
+    case CU_FILE_DRIVER_ALREADY_OPEN: return "driver is already open";
+    case CU_FILE_HANDLE_NOT_REGISTERED: return "file descriptor is not registered";
+    case CU_FILE_HANDLE_ALREADY_REGISTERED: return "file descriptor is already registered";
+    case CU_FILE_DEVICE_NOT_FOUND: return "GPU device not found";
+    case CU_FILE_INTERNAL_ERROR: return "internal error";
+    case CU_FILE_GETNEWFD_FAILED: return "failed to obtain new file descriptor";
+    case CU_FILE_NVFS_SETUP_ERROR: return "NVFS driver initialization error";
+    case CU_FILE_IO_DISABLED:
+        return "GPUDirect Storage disabled by config on current file";
+    case CU_FILE_BATCH_SUBMIT_FAILED: return "failed to submit batch operation";
+    case CU_FILE_GPU_MEMORY_PINNING_FAILED: return "failed to allocate pinned GPU Memory";
+    case CU_FILE_BATCH_FULL: return "queue full for batch operation";
+    case CU_FILE_ASYNC_NOT_SUPPORTED: return "cuFile stream operation not supported";
+    case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "batch setup internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "batch submit internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR:
+        return "batch get status internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "batch cancel internal error - retry later";
+    case CU_FILE_NOMEM_ERROR: return "cufile no memory error - retry later";
+    case CU_FILE_IO_ERROR: return "cufile io error";
+    case CU_FILE_INTERNAL_BUF_REGISTER_ERROR: return "cufile buf registration error";
+    case CU_FILE_HASH_OPR_ERROR: return "cufile hash operation error";
+    case CU_FILE_INVALID_CONTEXT_ERROR: return "cufile invalid context error";
+    case CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: return "nvfs internal driver error";
+    case CU_FILE_BATCH_NOCOMPAT_ERROR: return "compat mode off error";
+    case CU_FILE_IO_MAX_ERROR: return "GPUDirect Storage Max Error";
+    default: return "unknown cufile error";
+    }
+}
+
 /* Whether a return (a status code, or a ssize_t) is a cuFile code, negated or not. */
-#define IS_CUFILE_ERR(err) ((err) > CUFILEOP_BASE_ERR || (err) < -CUFILEOP_BASE_ERR)
+#define IS_CUFILE_ERR(err)                                                                    \
+    ((long long)(err) > CUFILEOP_BASE_ERR || (long long)(err) < -CUFILEOP_BASE_ERR)
+/* The text of a return that is a status code, negated or not (a ssize_t of cuFileRead). */
+#define CUFILE_ERRSTR(err)                                                                    \
+    cufileop_status_error(                                                                \
+        (CUfileOpError)((long long)(err) < 0 ? -(long long)(err) : (long long)(err)))
 #define IS_CUDA_ERR(status) ((status).err == CU_FILE_CUDA_DRIVER_ERROR)
 #define CU_FILE_CUDA_ERR(status) ((status).cu_err)
 
@@ -134,13 +213,17 @@ typedef enum CUfileDriverStatusFlags {
     CU_FILE_NVMESH_SUPPORTED = 8,
     CU_FILE_BEEGFS_SUPPORTED = 9,
     CU_FILE_NVME_P2P_SUPPORTED = 11,
-    CU_FILE_SCATEFS_SUPPORTED = 12
+    CU_FILE_SCATEFS_SUPPORTED = 12,
+    CU_FILE_VIRTIOFS_SUPPORTED = 13,
+    CU_FILE_MAX_TARGET_TYPES = 14 /* how many kinds there are */
 } CUfileDriverStatusFlags_t;
 
 /* Bits of CUfileDrvProps_t.nvfs.dcontrolflags. */
 typedef enum CUfileDriverControlFlags {
     CU_FILE_USE_POLL_MODE = 0,
-    CU_FILE_ALLOW_COMPAT_MODE = 1
+    CU_FILE_ALLOW_COMPAT_MODE = 1,
+    CU_FILE_POSIX_IO_MODE = 2,
+    CU_FILE_FALLBACK_IO_MODE = 4
 } CUfileDriverControlFlags_t;
 
 /* Bits of CUfileDrvProps_t.fflags. */
@@ -148,8 +231,23 @@ typedef enum CUfileFeatureFlags {
     CU_FILE_DYN_ROUTING_SUPPORTED = 0,
     CU_FILE_BATCH_IO_SUPPORTED = 1,
     CU_FILE_STREAMS_SUPPORTED = 2,
-    CU_FILE_PARALLEL_IO_SUPPORTED = 3
+    CU_FILE_PARALLEL_IO_SUPPORTED = 3,
+    CU_FILE_P2P_SUPPORTED = 4
 } CUfileFeatureFlags_t;
+
+/* Bit numbers of a kind of storage's peer-to-peer flags (cuFileDriverGetP2PFlags). */
+typedef enum CUfileP2PFlags {
+    CUFILE_P2PDMA = 0,
+    CUFILE_NVFS = 1,
+    CUFILE_DMABUF = 2,
+    CUFILE_C2C = 3,
+    CUFILE_NVIDIA_PEERMEM = 4
+} CUfileP2PFlags_t;
+
+#define CU_FILE_P2P_FLAG_PCI_P2PDMA ((CUfileP2PFlags_t)(1 << CUFILE_P2PDMA))
+#define CU_FILE_P2P_FLAG_NVFS ((CUfileP2PFlags_t)(1 << CUFILE_NVFS))
+#define CU_FILE_P2P_FLAG_DMABUF ((CUfileP2PFlags_t)(1 << CUFILE_DMABUF))
+#define CU_FILE_P2P_FLAG_C2C ((CUfileP2PFlags_t)(1 << CUFILE_C2C))
 
 /* The open driver's properties. Sizes in KiB; those after nvfs are 32-bit (hipFile's are
  * 64-bit: the one layout of the two interfaces that differs). */
@@ -173,9 +271,11 @@ typedef struct CUfileDrvProps {
 /* Opens the driver (use count + 1). */
 CUfileError_t cuFileDriverOpen(void);
 /* Closes it (use count - 1); at 0 every buffer, then every file registration ends. The two
- * names are one function. */
+ * names are one function; as in NVIDIA's header, a call of cuFileDriverClose compiles to
+ * cuFileDriverClose_v2. */
 CUfileError_t cuFileDriverClose(void);
 CUfileError_t cuFileDriverClose_v2(void);
+#define cuFileDriverClose cuFileDriverClose_v2
 /* The use count. */
 long cuFileUseCount(void);
 CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *props);
@@ -183,8 +283,18 @@ CUfileError_t cuFileDriverSetPollMode(bool poll, size_t poll_threshold_size);
 CUfileError_t cuFileDriverSetMaxDirectIOSize(size_t max_direct_io_size);
 CUfileError_t cuFileDriverSetMaxCacheSize(size_t max_cache_size);
 CUfileError_t cuFileDriverSetMaxPinnedMemSize(size_t max_pinned_size);
-/* The cuFile interface version, 1000 * major + 10 * minor + patch (1140 here). */
+/* The cuFile interface version, 1000 * major + 10 * minor (1170 here). */
 CUfileError_t cuFileGetVersion(int *version);
+/* The PCIe topology as JSON: hipfile detects none, so this returns CU_FILE_INTERNAL_ERROR
+ * (CU_FILE_INVALID_VALUE for NULL or ""). */
+CUfileError_t cuFileExportPCIeTopology(const char *filename);
+/* The peer-to-peer flags of a kind of storage (a CUfileDriverStatusFlags_t value): P2PDMA
+ * for local NVMe where hipfile's fastpath serves, else 0, or what was set. Setting records
+ * the flags (only CU_FILE_P2P_FLAG_PCI_P2PDMA, or 0). Both need the driver open. */
+CUfileError_t cuFileDriverGetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+                                      CUfileP2PFlags_t *p2p_flags);
+CUfileError_t cuFileDriverSetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+                                      CUfileP2PFlags_t p2p_flags);
 
 /* ---------------------------------------------------------------------------------------
  * Files and buffers
@@ -199,14 +309,15 @@ typedef struct cufileRDMAInfo {
 #define CU_FILE_RDMA_REGISTER 1
 #define CU_FILE_RDMA_RELAXED_ORDERING (1 << 1)
 
-/* A user-space file system's operations (never called by this library). cuFile writes
- * loff_t for the offsets, the same 64-bit type as off_t on Linux. */
+/* A user-space file system's operations (never called by this library), as cuFile 1.17
+ * types them. cuFile writes loff_t for the offsets, the same 64-bit type as off_t on Linux. */
 typedef struct CUfileFSOps {
-    const char *(*fs_type)(void *handle);
-    int (*getRDMADeviceList)(void *handle, struct sockaddr **hostaddrs);
-    int (*getRDMADevicePriority)(void *handle, char *, size_t, off_t, struct sockaddr *hostaddr);
-    ssize_t (*read)(void *handle, char *, size_t, off_t, cufileRDMAInfo_t *);
-    ssize_t (*write)(void *handle, const char *, size_t, off_t, cufileRDMAInfo_t *);
+    const char *(*fs_type)(const void *handle);
+    int (*getRDMADeviceList)(const void *handle, sockaddr_t **hostaddrs);
+    int (*getRDMADevicePriority)(const void *handle, char *, size_t, off_t,
+                                 const sockaddr_t *hostaddr);
+    ssize_t (*read)(const void *handle, char *, size_t, off_t, const cufileRDMAInfo_t *);
+    ssize_t (*write)(const void *handle, const char *, size_t, off_t, const cufileRDMAInfo_t *);
 } CUfileFSOps_t;
 
 enum CUfileFileHandleType {
@@ -351,6 +462,13 @@ typedef enum CUFileStringConfigParameter_t {
     CUFILE_PARAM_LOG_DIR = 2
 } CUFileStringConfigParameter_t;
 
+typedef enum CUFileArrayConfigParameter_t {
+    CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB = 0,
+    CUFILE_PARAM_POSIX_POOL_SLAB_COUNT = 1,
+    CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB = 2,
+    CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT = 3
+} CUFileArrayConfigParameter_t;
+
 CUfileError_t cuFileGetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t *value);
 CUfileError_t cuFileGetParameterBool(CUFileBoolConfigParameter_t param, bool *value);
 CUfileError_t cuFileGetParameterString(CUFileStringConfigParameter_t param, char *desc_str,
@@ -363,6 +481,19 @@ CUfileError_t cuFileSetParameterSizeT(CUFileSizeTConfigParameter_t param, size_t
 CUfileError_t cuFileSetParameterBool(CUFileBoolConfigParameter_t param, bool value);
 CUfileError_t cuFileSetParameterString(CUFileStringConfigParameter_t param,
                                        const char *desc_str);
+
+/* Slab arrays: len sizes (KiB, ascending multiples of 4) and counts (above 0), set before
+ * the driver opens; a get's len must be the number of slabs. The POSIX pool's total bounds
+ * hipfile's staging pool (unset, it reports that pool as one slab); GPU bounce-buffer slabs
+ * are recorded and reported back (none until set). */
+CUfileError_t cuFileSetParameterPosixPoolSlabArray(const size_t *size_values,
+                                                   const size_t *count_values, int len);
+CUfileError_t cuFileGetParameterPosixPoolSlabArray(size_t *size_values, size_t *count_values,
+                                                   int len);
+CUfileError_t cuFileSetParameterGpuBounceBufferSlabArray(const size_t *size_values,
+                                                         const size_t *count_values, int len);
+CUfileError_t cuFileGetParameterGpuBounceBufferSlabArray(size_t *size_values,
+                                                         size_t *count_values, int len);
 
 /* ---------------------------------------------------------------------------------------
  * Statistics. The level (0 to 3) is fixed when the driver opens: HIPFILE_STATS_LEVEL's,
@@ -470,9 +601,19 @@ typedef struct CUfileStatsLevel3 {
     CUfilePerGpuStats_t per_gpu_stats[16];
 } CUfileStatsLevel3_t;
 
+/* Counting runs from the open at every level above 0. Stop pauses it (the figures so far
+ * stay), Start resumes it, Reset sets every counter to 0. Each needs the driver open. */
+CUfileError_t cuFileStatsStart(void);
+CUfileError_t cuFileStatsStop(void);
+CUfileError_t cuFileStatsReset(void);
+
 CUfileError_t cuFileGetStatsL1(CUfileStatsLevel1_t *stats);
 CUfileError_t cuFileGetStatsL2(CUfileStatsLevel2_t *stats);
 CUfileError_t cuFileGetStatsL3(CUfileStatsLevel3_t *stats);
+
+/* The BAR1 size of a device in KiB: neither CUDA's runtime nor HIP's tells it, so for a
+ * device that exists this returns CU_FILE_PLATFORM_NOT_SUPPORTED. */
+CUfileError_t cuFileGetBARSizeInKB(int gpuIndex, size_t *barSize);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,7 @@
 // cuFile's names, used as they are.
 #![allow(non_snake_case)]
 
+pub mod cufile_json;
 pub mod types;
 
 use hipfile_cabi as cabi;
@@ -57,10 +58,10 @@ extern "C" fn choose_cufiles_memory_rule() {
 #[unsafe(link_section = ".init_array")]
 pub static CHOOSE_CUFILES_MEMORY_RULE: extern "C" fn() = choose_cufiles_memory_rule;
 
-/// The version `cuFileGetVersion` reports: cuFile 1.14 (1000 × major + 10 × minor), the
-/// first with every function this library exports (the parameter and statistics calls
-/// came with it, in CUDA 12.9).
-pub const CUFILE_VERSION: c_int = 1140;
+/// The version `cuFileGetVersion` reports: cuFile 1.17 (1000 × major + 10 × minor), whose
+/// every function this library exports (the cuFile that PyTorch's CUDA 13 wheels ship; the
+/// CUDA 13.0 toolkit's is 1.15).
+pub const CUFILE_VERSION: c_int = 1170;
 
 const INTERNAL: CUfileError_t = CUfileError_t {
     err: CU_FILE_INTERNAL_ERROR,
@@ -549,6 +550,227 @@ pub unsafe extern "C" fn cuFileGetVersion(version: *mut c_int) -> CUfileError_t 
         unsafe { version.write(CUFILE_VERSION) };
         cu(hipFileError_t::SUCCESS)
     })
+}
+
+/// `CUfileError_t cuFileStatsStart(void)` — counting goes on for the open driver
+/// (`hipfile_cabi::stats_counting`): it runs from the open at every level above 0, so this
+/// undoes a [`cuFileStatsStop`]. At level 0 nothing is counted either way.
+///
+/// # Errors
+///
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileStatsStart() -> CUfileError_t {
+    cu(cabi::stats_counting(true))
+}
+
+/// `CUfileError_t cuFileStatsStop(void)` — stops counting: what happens from now on is not
+/// counted, and `cuFileGetStatsL1/2/3` keep reporting the figures so far.
+///
+/// # Errors
+///
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileStatsStop() -> CUfileError_t {
+    cu(cabi::stats_counting(false))
+}
+
+/// `CUfileError_t cuFileStatsReset(void)` — every counter of the open driver back to 0;
+/// counting goes on (or stays stopped) as it was.
+///
+/// # Errors
+///
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileStatsReset() -> CUfileError_t {
+    cu(cabi::stats_reset())
+}
+
+/// `CUfileError_t cuFileGetBARSizeInKB(int gpuIndex, size_t *barSize)` — the BAR1 size of a
+/// device in KiB, where the runtime can tell it (`hipfile_cabi::bar_size_kib`: neither CUDA's
+/// runtime nor HIP's can).
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL or a device the runtime does not have;
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed;
+/// `CU_FILE_PLATFORM_NOT_SUPPORTED` where the runtime cannot tell the size.
+///
+/// # Safety
+///
+/// `barSize` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetBARSizeInKB(
+    gpuIndex: c_int,
+    barSize: *mut usize,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if barSize.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        match cabi::bar_size_kib(gpuIndex) {
+            Ok(kib) => {
+                // SAFETY: non-NULL, and the caller vouches that it is writable.
+                unsafe { barSize.write(usize::try_from(kib).unwrap_or(usize::MAX)) };
+                cu(hipFileError_t::SUCCESS)
+            }
+            Err(e) => cu(e),
+        }
+    })
+}
+
+/// `CUfileError_t cuFileSetParameterPosixPoolSlabArray(const size_t *size_values, const
+/// size_t *count_values, int len)` — the compatibility mode's host bounce buffers, for the
+/// next open: their total (Σ size × count) bounds hipfile's staging pool, as the cache size
+/// does; the slabs are reported back as given (`hipfile_cabi::set_slab_array`).
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL, `len` outside 1..=64, sizes that are not ascending
+/// multiples of 4 KiB or a count of 0; `CU_FILE_DRIVER_ALREADY_OPEN` while the driver is
+/// open; `CU_FILE_DRIVER_UNSUPPORTED_LIMIT` for a total outside 4 KiB to 64 GiB.
+///
+/// # Safety
+///
+/// Each pointer is NULL or points to `len` values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileSetParameterPosixPoolSlabArray(
+    size_values: *const usize,
+    count_values: *const usize,
+    len: c_int,
+) -> CUfileError_t {
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::set_slab_array(cabi::SlabPool::Posix, size_values, count_values, len) })
+}
+
+/// `CUfileError_t cuFileGetParameterPosixPoolSlabArray(size_t *size_values, size_t
+/// *count_values, int len)` — the slabs set, or hipfile's staging pool as one slab (its
+/// buffer size, and how many the pool holds); `len` must be their number.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL or a `len` other than the number of slabs.
+///
+/// # Safety
+///
+/// Each pointer is NULL or points to `len` writable values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetParameterPosixPoolSlabArray(
+    size_values: *mut usize,
+    count_values: *mut usize,
+    len: c_int,
+) -> CUfileError_t {
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::get_slab_array(cabi::SlabPool::Posix, size_values, count_values, len) })
+}
+
+/// `CUfileError_t cuFileSetParameterGpuBounceBufferSlabArray(const size_t *size_values,
+/// const size_t *count_values, int len)` — GPU bounce-buffer slabs for the next open:
+/// recorded and reported back (hipfile stages in pinned host memory, never in device
+/// memory).
+///
+/// # Errors
+///
+/// As [`cuFileSetParameterPosixPoolSlabArray`], without a bound on the total.
+///
+/// # Safety
+///
+/// Each pointer is NULL or points to `len` values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileSetParameterGpuBounceBufferSlabArray(
+    size_values: *const usize,
+    count_values: *const usize,
+    len: c_int,
+) -> CUfileError_t {
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::set_slab_array(cabi::SlabPool::GpuBounce, size_values, count_values, len) })
+}
+
+/// `CUfileError_t cuFileGetParameterGpuBounceBufferSlabArray(size_t *size_values, size_t
+/// *count_values, int len)` — the GPU bounce-buffer slabs recorded; none (`len` 0) until
+/// some are set.
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL or a `len` other than the number of slabs.
+///
+/// # Safety
+///
+/// Each pointer is NULL or points to `len` writable values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileGetParameterGpuBounceBufferSlabArray(
+    size_values: *mut usize,
+    count_values: *mut usize,
+    len: c_int,
+) -> CUfileError_t {
+    // SAFETY: the arguments are passed on unchanged, under the same contract.
+    cu(unsafe { cabi::get_slab_array(cabi::SlabPool::GpuBounce, size_values, count_values, len) })
+}
+
+/// `CUfileError_t cuFileDriverGetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+/// CUfileP2PFlags_t *p2p_flags)` — the peer-to-peer flags of a kind of storage
+/// (`hipfile_cabi::p2p_flags`): P2PDMA for local NVMe where hipfile's fastpath serves.
+///
+/// # Errors
+///
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed; `CU_FILE_INVALID_VALUE` for
+/// NULL or a value that is not a kind of storage.
+///
+/// # Safety
+///
+/// `p2p_flags` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileDriverGetP2PFlags(
+    status_flag: CUfileDriverStatusFlags_t,
+    p2p_flags: *mut CUfileP2PFlags_t,
+) -> CUfileError_t {
+    boundary(INTERNAL, || {
+        if p2p_flags.is_null() {
+            return cu(hipFileError_t::code(CU_FILE_INVALID_VALUE));
+        }
+        match cabi::p2p_flags(status_flag) {
+            Ok(flags) => {
+                // SAFETY: non-NULL, and the caller vouches that it is writable.
+                unsafe { p2p_flags.write(flags as CUfileP2PFlags_t) };
+                cu(hipFileError_t::SUCCESS)
+            }
+            Err(e) => cu(e),
+        }
+    })
+}
+
+/// `CUfileError_t cuFileDriverSetP2PFlags(CUfileDriverStatusFlags_t status_flag,
+/// CUfileP2PFlags_t p2p_flags)` — records the flags of a kind of storage, which
+/// [`cuFileDriverGetP2PFlags`] reports; as cuFile on x86-64, only
+/// `CU_FILE_P2P_FLAG_PCI_P2PDMA` may be set.
+///
+/// # Errors
+///
+/// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed; `CU_FILE_INVALID_VALUE` for
+/// a value that is not a kind of storage or other flags.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuFileDriverSetP2PFlags(
+    status_flag: CUfileDriverStatusFlags_t,
+    p2p_flags: CUfileP2PFlags_t,
+) -> CUfileError_t {
+    cu(cabi::set_p2p_flags(status_flag, p2p_flags as c_uint))
+}
+
+/// `CUfileError_t cuFileExportPCIeTopology(const char *filename)` — hipfile detects no PCIe
+/// topology, so there is nothing to export: cuFile's answer for a topology that is not
+/// available (`hipfile_cabi::export_topology`).
+///
+/// # Errors
+///
+/// `CU_FILE_INVALID_VALUE` for NULL or an empty name; `CU_FILE_INTERNAL_ERROR` otherwise.
+///
+/// # Safety
+///
+/// `filename` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFileExportPCIeTopology(filename: *const c_char) -> CUfileError_t {
+    // SAFETY: the argument is passed on unchanged, under the same contract.
+    cu(unsafe { cabi::export_topology(filename) })
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! cuFile's C declarations in Rust, as `include/cufile.h` declares them: NVIDIA's names,
-//! values and layouts (cuFile 1.14, CUDA 12.9 and later), checked against the header by
+//! values and layouts (cuFile 1.17; the layouts are those of 1.15, CUDA 13.0, as well), checked against the header by
 //! `tests/layout.rs`.
 //!
 //! Where cuFile's layout is hipFile's, the type is an alias of `hipfile-cabi`'s: the
@@ -101,16 +101,33 @@ pub const CU_FILE_NVMESH_SUPPORTED: CUfileDriverStatusFlags_t = 8;
 pub const CU_FILE_BEEGFS_SUPPORTED: CUfileDriverStatusFlags_t = 9;
 pub const CU_FILE_NVME_P2P_SUPPORTED: CUfileDriverStatusFlags_t = 11;
 pub const CU_FILE_SCATEFS_SUPPORTED: CUfileDriverStatusFlags_t = 12;
+pub const CU_FILE_VIRTIOFS_SUPPORTED: CUfileDriverStatusFlags_t = 13;
+pub const CU_FILE_MAX_TARGET_TYPES: CUfileDriverStatusFlags_t = 14;
 
 pub type CUfileDriverControlFlags_t = c_int;
 pub const CU_FILE_USE_POLL_MODE: CUfileDriverControlFlags_t = 0;
 pub const CU_FILE_ALLOW_COMPAT_MODE: CUfileDriverControlFlags_t = 1;
+pub const CU_FILE_POSIX_IO_MODE: CUfileDriverControlFlags_t = 2;
+pub const CU_FILE_FALLBACK_IO_MODE: CUfileDriverControlFlags_t = 4;
 
 pub type CUfileFeatureFlags_t = c_int;
 pub const CU_FILE_DYN_ROUTING_SUPPORTED: CUfileFeatureFlags_t = 0;
 pub const CU_FILE_BATCH_IO_SUPPORTED: CUfileFeatureFlags_t = 1;
 pub const CU_FILE_STREAMS_SUPPORTED: CUfileFeatureFlags_t = 2;
 pub const CU_FILE_PARALLEL_IO_SUPPORTED: CUfileFeatureFlags_t = 3;
+pub const CU_FILE_P2P_SUPPORTED: CUfileFeatureFlags_t = 4;
+
+/// `CUfileP2PFlags_t`: bit numbers of a kind of storage's peer-to-peer flags (cuFile 1.17).
+pub type CUfileP2PFlags_t = c_int;
+pub const CUFILE_P2PDMA: CUfileP2PFlags_t = 0;
+pub const CUFILE_NVFS: CUfileP2PFlags_t = 1;
+pub const CUFILE_DMABUF: CUfileP2PFlags_t = 2;
+pub const CUFILE_C2C: CUfileP2PFlags_t = 3;
+pub const CUFILE_NVIDIA_PEERMEM: CUfileP2PFlags_t = 4;
+pub const CU_FILE_P2P_FLAG_PCI_P2PDMA: CUfileP2PFlags_t = 1 << CUFILE_P2PDMA;
+pub const CU_FILE_P2P_FLAG_NVFS: CUfileP2PFlags_t = 1 << CUFILE_NVFS;
+pub const CU_FILE_P2P_FLAG_DMABUF: CUfileP2PFlags_t = 1 << CUFILE_DMABUF;
+pub const CU_FILE_P2P_FLAG_C2C: CUfileP2PFlags_t = 1 << CUFILE_C2C;
 
 /// The `nvfs` member of [`CUfileDrvProps_t`] (an anonymous struct in C): hipFile's layout.
 #[repr(C)]
@@ -212,6 +229,13 @@ pub type CUFileStringConfigParameter_t = c_int;
 pub const CUFILE_PARAM_LOGGING_LEVEL: CUFileStringConfigParameter_t = 0;
 pub const CUFILE_PARAM_ENV_LOGFILE_PATH: CUFileStringConfigParameter_t = 1;
 pub const CUFILE_PARAM_LOG_DIR: CUFileStringConfigParameter_t = 2;
+
+/// `CUFileArrayConfigParameter_t` (cuFile 1.15; the GPU bounce buffers 1.17).
+pub type CUFileArrayConfigParameter_t = c_int;
+pub const CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB: CUFileArrayConfigParameter_t = 0;
+pub const CUFILE_PARAM_POSIX_POOL_SLAB_COUNT: CUFileArrayConfigParameter_t = 1;
+pub const CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB: CUFileArrayConfigParameter_t = 2;
+pub const CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT: CUFileArrayConfigParameter_t = 3;
 
 pub const CUFILE_GPU_UUID_LEN: usize = 16;
 pub type CUfileOpCounter_t = hip::hipFileOpCounter_t;

@@ -14,6 +14,9 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
+mod common;
+
+use common::{CUDA, CUFILE_115, CUFILE_117, nvidia_headers};
 use hipfile_testfs::{Skip, TempDir, emulated_runtime, has_command, require};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,6 +47,13 @@ fn run_c_program(name: &str, reach: Reach) {
 
 /// [`run_c_program`], with `env` added to the program's environment.
 fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    run_c_program_against(name, reach, env, &[&ours]);
+}
+
+/// [`run_c_program_with`], compiled with `includes` (in order) as the include path: the
+/// `cufile.h` found there is the one the program is built against.
+fn run_c_program_against(name: &str, reach: Reach, env: &[(&str, &str)], includes: &[&Path]) {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
@@ -73,14 +83,15 @@ fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
         "-Wextra",
         "-Werror",
         "-D_GNU_SOURCE",
-        "-I",
-    ])
-    .arg(crate_dir.join("include"))
-    .arg(crate_dir.join(format!("tests/c/{name}.c")))
-    .arg("-o")
-    .arg(&exe)
-    .arg(format!("-Wl,-rpath,{}", hipdir.display()))
-    .arg(&emu);
+    ]);
+    for include in includes {
+        cc.arg("-I").arg(include);
+    }
+    cc.arg(crate_dir.join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-Wl,-rpath,{}", hipdir.display()))
+        .arg(&emu);
     if reach == Reach::Linked {
         cc.arg(format!("-L{}", libdir.display()))
             .arg(format!("-Wl,-rpath,{}", libdir.display()))
@@ -96,7 +107,14 @@ fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
     );
 
     let mut run = Command::new(&exe);
+    // No cufile.json: none named, and the system-wide one (not the machine's /etc's) absent;
+    // `env` may name one.
     run.arg(&work)
+        .env_remove("CUFILE_ENV_PATH_JSON")
+        .env(
+            "HIPFILE_CUFILE_SYSTEM_JSON",
+            tmp.path().join("no-cufile.json"),
+        )
         .env_remove("HIPFILE_STATS_LEVEL")
         .env_remove("LD_PRELOAD")
         .env_remove("LD_LIBRARY_PATH")
@@ -133,6 +151,28 @@ fn run_c_program_with(name: &str, reach: Reach, env: &[(&str, &str)]) {
 #[test]
 fn c_program_written_for_cufile_reads_and_writes_through_hipfile() {
     run_c_program("basic", Reach::Linked);
+}
+
+/// A program compiled against NVIDIA's own `cufile.h` (and CUDA's `cuda.h`), as NVIDIA's
+/// header lays out every type and names every value, runs on this library: cuFile 1.17's
+/// header, whose functions the library exports, and 1.15's, the CUDA 13.0 toolkit's.
+#[test]
+fn a_program_built_against_nvidias_header_runs_on_hipfile() {
+    let cuda = require!(nvidia_headers(CUDA));
+    for name in [CUFILE_117, CUFILE_115] {
+        let nvidia = require!(nvidia_headers(name));
+        run_c_program_against("basic", Reach::Linked, &[], &[&nvidia, &cuda]);
+    }
+}
+
+/// cuFile 1.15's and 1.17's calls (statistics start, stop and reset; slab arrays; BAR size;
+/// peer-to-peer flags; topology): `tests/c/v117.c` against our header and NVIDIA's 1.17.
+#[test]
+fn the_calls_of_cufile_1_17_do_what_they_say() {
+    run_c_program("v117", Reach::Linked);
+    let cuda = require!(nvidia_headers(CUDA));
+    let nvidia = require!(nvidia_headers(CUFILE_117));
+    run_c_program_against("v117", Reach::Linked, &[], &[&nvidia, &cuda]);
 }
 
 #[test]
@@ -201,14 +241,20 @@ fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
             "cuFileBufRegister",
             "cuFileDriverClose",
             "cuFileDriverClose_v2",
+            "cuFileDriverGetP2PFlags",
             "cuFileDriverGetProperties",
             "cuFileDriverOpen",
             "cuFileDriverSetMaxCacheSize",
             "cuFileDriverSetMaxDirectIOSize",
             "cuFileDriverSetMaxPinnedMemSize",
+            "cuFileDriverSetP2PFlags",
             "cuFileDriverSetPollMode",
+            "cuFileExportPCIeTopology",
+            "cuFileGetBARSizeInKB",
             "cuFileGetParameterBool",
+            "cuFileGetParameterGpuBounceBufferSlabArray",
             "cuFileGetParameterMinMaxValue",
+            "cuFileGetParameterPosixPoolSlabArray",
             "cuFileGetParameterSizeT",
             "cuFileGetParameterString",
             "cuFileGetStatsL1",
@@ -221,9 +267,14 @@ fn library_has_the_soname_and_exports_exactly_cufiles_functions() {
             "cuFileRead",
             "cuFileReadAsync",
             "cuFileSetParameterBool",
+            "cuFileSetParameterGpuBounceBufferSlabArray",
+            "cuFileSetParameterPosixPoolSlabArray",
             "cuFileSetParameterSizeT",
             "cuFileSetParameterString",
             "cuFileSetStatsLevel",
+            "cuFileStatsReset",
+            "cuFileStatsStart",
+            "cuFileStatsStop",
             "cuFileStreamDeregister",
             "cuFileStreamRegister",
             "cuFileUseCount",

@@ -3,19 +3,43 @@
 //! prints every struct size, alignment and field offset and every constant listed below as
 //! the header makes them, compiles it with the system C compiler, and compares each with
 //! `size_of`, `align_of`, `offset_of!` and the Rust constant. The sizes and offsets that
-//! cuFile's ABI fixes on x86-64 (NVIDIA's header, CUDA 12.9 to 13) are checked as numbers
-//! too, so the two sides cannot drift together. Where CUDA is installed, the same facts are
-//! compared with NVIDIA's own `cufile.h`. Also compiles the header alone as C99, C11, C++11
-//! and C++17. Skips only when there is no `cc` (or `c++`), and the NVIDIA comparison without
-//! CUDA's headers.
+//! cuFile's ABI fixes on x86-64 are checked as numbers too, so the two sides cannot drift
+//! together. The same facts are compared with NVIDIA's own `cufile.h` of cuFile 1.17 and
+//! 1.15, with CUDA's own `cuda.h` (`common/mod.rs` says where `cargo xtask ci` puts them), so
+//! that a program compiled against NVIDIA's header passes and reads what this library
+//! lays out. Also compiles the header alone as C99, C11, C++11 and C++17. Skips only when
+//! there is no `cc` (or `c++`), and the NVIDIA comparisons without NVIDIA's headers.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
+mod common;
+
+use common::{CUDA, CUFILE_115, CUFILE_117, nvidia_headers, our_include};
 use cufile::types::*;
-use hipfile_testfs::{Skip, TempDir, has_command, require};
+use hipfile_testfs::{TempDir, has_command, require};
 use std::mem::{align_of, offset_of, size_of};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+/// The facts (by the end of their name) that cuFile 1.17 added, absent from 1.15's header.
+const ADDED_IN_117: &[&str] = &[
+    " CU_FILE_VIRTIOFS_SUPPORTED",
+    " CU_FILE_MAX_TARGET_TYPES",
+    " CU_FILE_POSIX_IO_MODE",
+    " CU_FILE_FALLBACK_IO_MODE",
+    " CU_FILE_P2P_SUPPORTED",
+    " CUFILE_P2PDMA",
+    " CUFILE_NVFS",
+    " CUFILE_DMABUF",
+    " CUFILE_C2C",
+    " CUFILE_NVIDIA_PEERMEM",
+    " CU_FILE_P2P_FLAG_PCI_P2PDMA",
+    " CU_FILE_P2P_FLAG_NVFS",
+    " CU_FILE_P2P_FLAG_DMABUF",
+    " CU_FILE_P2P_FLAG_C2C",
+    " CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB",
+    " CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT",
+];
 
 /// One fact: its name, the Rust value, and the C expression that gives it.
 type Fact = (String, i64, String);
@@ -182,12 +206,26 @@ fn facts() -> Vec<Fact> {
         CU_FILE_BEEGFS_SUPPORTED,
         CU_FILE_NVME_P2P_SUPPORTED,
         CU_FILE_SCATEFS_SUPPORTED,
+        CU_FILE_VIRTIOFS_SUPPORTED,
+        CU_FILE_MAX_TARGET_TYPES,
         CU_FILE_USE_POLL_MODE,
         CU_FILE_ALLOW_COMPAT_MODE,
+        CU_FILE_POSIX_IO_MODE,
+        CU_FILE_FALLBACK_IO_MODE,
         CU_FILE_DYN_ROUTING_SUPPORTED,
         CU_FILE_BATCH_IO_SUPPORTED,
         CU_FILE_STREAMS_SUPPORTED,
         CU_FILE_PARALLEL_IO_SUPPORTED,
+        CU_FILE_P2P_SUPPORTED,
+        CUFILE_P2PDMA,
+        CUFILE_NVFS,
+        CUFILE_DMABUF,
+        CUFILE_C2C,
+        CUFILE_NVIDIA_PEERMEM,
+        CU_FILE_P2P_FLAG_PCI_P2PDMA,
+        CU_FILE_P2P_FLAG_NVFS,
+        CU_FILE_P2P_FLAG_DMABUF,
+        CU_FILE_P2P_FLAG_C2C,
         CU_FILE_RDMA_REGISTER,
         CU_FILE_RDMA_RELAXED_ORDERING,
         CU_FILE_HANDLE_TYPE_OPAQUE_FD,
@@ -234,13 +272,17 @@ fn facts() -> Vec<Fact> {
         CUFILE_PARAM_LOGGING_LEVEL,
         CUFILE_PARAM_ENV_LOGFILE_PATH,
         CUFILE_PARAM_LOG_DIR,
+        CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB,
+        CUFILE_PARAM_POSIX_POOL_SLAB_COUNT,
+        CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB,
+        CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT,
         CUFILE_GPU_UUID_LEN,
     ]);
     v
 }
 
-/// What `cufile.h` in `include` gives for each fact, compiled by `cc`.
-fn c_values(facts: &[Fact], include: &Path) -> Vec<(String, i64)> {
+/// What the `cufile.h` found first on `includes` gives for each fact, compiled by `cc`.
+fn c_values(facts: &[Fact], includes: &[&Path]) -> Vec<(String, i64)> {
     let dir = TempDir::new("cufile-layout");
     let mut src = String::from(
         "#include <cufile.h>\n#include <stddef.h>\n#include <stdio.h>\nint main(void)\n{\n",
@@ -253,29 +295,14 @@ fn c_values(facts: &[Fact], include: &Path) -> Vec<(String, i64)> {
     src.push_str("    return 0;\n}\n");
     let c = dir.path().join("layout.c");
     std::fs::write(&c, src).unwrap();
-    // NVIDIA's header includes CUDA's `cuda.h` for two names; where CUDA is not installed
-    // (the PyPI package ships cufile.h alone) they come from here, as CUDA declares them:
-    // an enum of the driver API and a pointer to an opaque struct.
-    if !include.join("cuda.h").is_file() {
-        std::fs::write(
-            dir.path().join("cuda.h"),
-            "typedef enum cudaError_enum { CUDA_SUCCESS = 0 } CUresult;\n\
-             typedef struct CUstream_st *CUstream;\n",
-        )
-        .unwrap();
-    }
     let exe = dir.path().join("layout");
-    let built = Command::new("cc")
-        // NVIDIA's header uses glibc's `loff_t`, declared with _GNU_SOURCE.
-        .args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-I"])
-        .arg(include)
-        .arg("-I")
-        .arg(dir.path())
-        .arg(&c)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let mut cc = Command::new("cc");
+    // NVIDIA's header uses glibc's `loff_t`, declared with _GNU_SOURCE.
+    cc.args(["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra"]);
+    for include in includes {
+        cc.arg("-I").arg(include);
+    }
+    let built = cc.arg(&c).arg("-o").arg(&exe).output().unwrap();
     assert!(
         built.status.success(),
         "cc failed:\n{}",
@@ -293,67 +320,58 @@ fn c_values(facts: &[Fact], include: &Path) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// The facts that differ between the Rust declarations and a header's, described.
+fn mismatches(facts: &[Fact], c: &[(String, i64)], theirs: &str) -> Vec<String> {
+    assert_eq!(c.len(), facts.len());
+    facts
+        .iter()
+        .zip(c)
+        .filter(|((_, rust, _), (_, cv))| rust != cv)
+        .map(|((name, rust, _), (_, cv))| format!("{name}: ours {rust}, {theirs} {cv}"))
+        .collect()
+}
+
+/// Our header, alone (its stand-ins for CUDA's types) and with CUDA's own `cuda.h` on the
+/// include path (which it then includes), gives every fact as the Rust declarations do.
 #[test]
 fn header_and_rust_declarations_agree() {
     require!(has_command("cc"));
     let facts = facts();
-    let c = c_values(
+    let ours = our_include();
+    let alone = mismatches(&facts, &c_values(&facts, &[&ours]), "the header alone,");
+    assert!(alone.is_empty(), "{}", alone.join("\n"));
+    let cuda = require!(nvidia_headers(CUDA));
+    let with_cuda = mismatches(
         &facts,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("include"),
+        &c_values(&facts, &[&ours, &cuda]),
+        "the header with CUDA's,",
     );
-    assert_eq!(c.len(), facts.len());
-    let mismatches: Vec<String> = facts
-        .iter()
-        .zip(&c)
-        .filter(|((_, rust, _), (_, cv))| rust != cv)
-        .map(|((name, rust, _), (_, cv))| format!("{name}: Rust {rust}, C {cv}"))
-        .collect();
-    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    assert!(with_cuda.is_empty(), "{}", with_cuda.join("\n"));
 }
 
-/// NVIDIA's own `cufile.h`: where CUDA is installed (`/usr/local/cuda/include`, where the
-/// toolkit puts it), or else where `cargo xtask ci` put it from NVIDIA's PyPI package
-/// (`<target>/nvidia-cufile/include`, see xtask's `cufile_header.rs`; the environment is
-/// read only in hipfile-core's `config`).
-fn nvidia_include_dir() -> Result<PathBuf, Skip> {
-    let mut tried = vec![PathBuf::from("/usr/local/cuda/include")];
-    // `<target>/<profile>/deps/<test>`.
-    if let Some(target) = std::env::current_exe()
-        .ok()
-        .as_deref()
-        .and_then(|exe| exe.ancestors().nth(3))
-    {
-        tried.push(target.join("nvidia-cufile").join("include"));
-    }
-    if let Some(dir) = tried.iter().find(|d| d.join("cufile.h").is_file()) {
-        return Ok(dir.clone());
-    }
-    Err(Skip(format!(
-        "NVIDIA's cufile.h is not installed (looked in {}; `cargo xtask ci` fetches it)",
-        tried
-            .iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
-}
-
-/// Where CUDA is installed, every fact of the list is the same in NVIDIA's header as in the
-/// Rust declarations (and so in ours): sizes, offsets, enum values and macros.
+/// Every fact of the list is the same in NVIDIA's header as in the Rust declarations (and so
+/// in ours): sizes, offsets, enum values and macros, for cuFile 1.17 (whose functions the
+/// library exports) and 1.15 (CUDA 13.0's), each with CUDA 13.0's `cuda.h`.
 #[test]
 fn nvidias_cufile_h_agrees() {
     require!(has_command("cc"));
-    let include = require!(nvidia_include_dir());
+    let cuda = require!(nvidia_headers(CUDA));
     let facts = facts();
-    let c = c_values(&facts, &include);
-    assert_eq!(c.len(), facts.len());
-    let mismatches: Vec<String> = facts
-        .iter()
-        .zip(&c)
-        .filter(|((_, rust, _), (_, cv))| rust != cv)
-        .map(|((name, rust, _), (_, cv))| format!("{name}: ours {rust}, NVIDIA's {cv}"))
-        .collect();
-    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    for (name, since_117) in [(CUFILE_117, true), (CUFILE_115, false)] {
+        let include = require!(nvidia_headers(name));
+        // 1.15 lacks what 1.17 added; every other fact is checked against it too.
+        let facts: Vec<Fact> = facts
+            .iter()
+            .filter(|(fact, _, _)| since_117 || !ADDED_IN_117.iter().any(|a| fact.ends_with(a)))
+            .cloned()
+            .collect();
+        let differ = mismatches(
+            &facts,
+            &c_values(&facts, &[&include, &cuda]),
+            &format!("NVIDIA's {name}"),
+        );
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+    }
 }
 
 /// cuFile's layouts on x86-64, from NVIDIA's header: the numbers themselves.

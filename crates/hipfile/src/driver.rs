@@ -243,6 +243,19 @@ impl Driver {
         }
     }
 
+    /// Stops counting (`false`): requests and registrations from now on are not counted,
+    /// and [`Driver::stats`] keeps answering with the figures so far; `true` counts again.
+    /// Counting runs from the open at every level above 0 (cuFile's `cuFileStatsStop` and
+    /// `cuFileStatsStart`); at level 0 nothing is counted either way.
+    pub fn set_stats_counting(&self, on: bool) {
+        self.inner.stats.set_counting(on);
+    }
+
+    /// Sets every counter to 0 (cuFile's `cuFileStatsReset`); counting goes on as it was.
+    pub fn reset_stats(&self) {
+        self.inner.stats.reset();
+    }
+
     /// The counters of each device whose buffers were served, by device number, when
     /// `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise.
     pub fn device_stats(&self) -> Option<Vec<DeviceStats>> {

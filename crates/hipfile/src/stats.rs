@@ -6,7 +6,7 @@
 //! figures of each GPU. At level 0 nothing is counted and nothing is published.
 
 use hipfile_core::{BackendKind, Op};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The GPUs counted one by one at level 3, as `HIPFILE_MAX_GPUS` in hipFile's header; the
@@ -92,6 +92,8 @@ pub(crate) struct Stats {
     gpus: [Gpu; STATS_MAX_GPUS],
     /// Raised by every change, so that a publisher can tell whether there is news.
     changes: AtomicU64,
+    /// Whether counting is stopped ([`Stats::set_counting`]): nothing is added meanwhile.
+    stopped: AtomicBool,
 }
 
 /// Successful and failed operations of one kind (hipFile's `hipFileOpCounter_t`).
@@ -241,6 +243,67 @@ impl Stats {
         self.level
     }
 
+    /// Whether anything is counted now: a level above 0, and counting not stopped.
+    fn counting(&self) -> bool {
+        self.level > 0 && !self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Stops counting (`false`: what happens from now on is not counted; the figures so far
+    /// stay) or starts it again (`true`).
+    pub(crate) fn set_counting(&self, on: bool) {
+        self.stopped.store(!on, Ordering::Relaxed);
+    }
+
+    /// Sets every counter to 0, as if nothing had been counted yet. A request being counted
+    /// meanwhile may be counted in part; the publisher sees a change.
+    pub(crate) fn reset(&self) {
+        let zero = |a: &AtomicU64| a.store(0, Ordering::Relaxed);
+        let zero_pair = |p: &Pair| {
+            zero(&p.ok);
+            zero(&p.err);
+        };
+        for a in [
+            &self.fastpath_bytes,
+            &self.fastpath_ops,
+            &self.fallback_bytes,
+            &self.fallback_ops,
+            &self.retries,
+            &self.errors,
+        ] {
+            zero(a);
+        }
+        for d in [&self.read, &self.write] {
+            zero_pair(&d.ops);
+            zero(&d.bytes);
+            zero(&d.latency_us);
+            d.histogram.iter().for_each(zero);
+        }
+        for p in [
+            &self.file_register,
+            &self.file_deregister,
+            &self.buffer_register,
+            &self.buffer_deregister,
+        ] {
+            zero_pair(p);
+        }
+        for g in &self.gpus {
+            for d in [&g.read, &g.write] {
+                for a in [
+                    &d.bytes,
+                    &d.ops,
+                    &d.fastpath,
+                    &d.fallback,
+                    &d.errors,
+                    &d.duration_us,
+                    &d.unaligned,
+                ] {
+                    zero(a);
+                }
+            }
+        }
+        add(&self.changes, 1);
+    }
+
     fn direction(&self, op: Op) -> &Direction {
         match op {
             Op::Read => &self.read,
@@ -271,7 +334,7 @@ impl Stats {
             aligned,
             took,
         } = *served;
-        if self.level == 0 {
+        if !self.counting() {
             return;
         }
         let (b, o) = match backend {
@@ -308,7 +371,7 @@ impl Stats {
 
     /// Counts a request that failed; `device` when its buffer was known.
     pub(crate) fn failed(&self, op: Op, device: Option<i32>) {
-        if self.level == 0 {
+        if !self.counting() {
             return;
         }
         add(&self.errors, 1);
@@ -321,7 +384,7 @@ impl Stats {
 
     /// Counts a registration call that succeeded (`ok`) or failed.
     pub(crate) fn registration(&self, which: Registration, ok: bool) {
-        if self.level == 0 {
+        if !self.counting() {
             return;
         }
         let pair = match which {
@@ -415,6 +478,51 @@ mod tests {
         assert_eq!(histogram_bucket(4096 * 2 - 1), 2);
         assert_eq!(histogram_bucket(1 << 20), 10);
         assert_eq!(histogram_bucket(u64::MAX), 31);
+    }
+
+    #[test]
+    fn stopped_counting_adds_nothing_and_reset_zeroes_everything() {
+        let s = Stats::new(3);
+        let read = Served {
+            op: Op::Read,
+            device: 1,
+            backend: BackendKind::Fallback,
+            bytes: 4096,
+            size: 4096,
+            retried: true,
+            aligned: false,
+            took: Duration::from_micros(7),
+        };
+        s.served(&read);
+        s.failed(Op::Write, Some(1));
+        s.registration(Registration::BufferRegister, true);
+        let counted = s.snapshot();
+        assert_eq!(counted.read.ops, OpCount::new(1, 0));
+        assert_eq!(counted.gpus.len(), 1);
+        s.set_counting(false);
+        s.served(&read);
+        s.failed(Op::Read, None);
+        s.registration(Registration::FileRegister, false);
+        assert_eq!(s.snapshot(), counted, "nothing counted while stopped");
+        s.set_counting(true);
+        s.served(&read);
+        assert_eq!(s.snapshot().read.ops, OpCount::new(2, 0));
+        let before = s.changes();
+        s.reset();
+        assert!(s.changes() > before, "a reset is news for the publisher");
+        assert_eq!(
+            s.snapshot(),
+            StatsSnapshot {
+                level: 3,
+                ..StatsSnapshot::default()
+            }
+        );
+        s.served(&read);
+        assert_eq!(
+            s.snapshot().read.bytes,
+            4096,
+            "counting goes on after a reset"
+        );
     }
 
     #[test]

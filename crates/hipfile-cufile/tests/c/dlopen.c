@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     CHECK(dlsym(lib, "hipFileRead") == NULL);
 
     int version = 0;
-    CHECK(IS(get_version(&version), CU_FILE_SUCCESS) && version == 1140);
+    CHECK(IS(get_version(&version), CU_FILE_SUCCESS) && version == 1170);
 
     char path[4096];
     snprintf(path, sizeof path, "%s/data", argv[1]);
