@@ -92,6 +92,12 @@ fn batches() -> MutexGuard<'static, BTreeMap<usize, Entry>> {
     BATCHES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Forgets every batch, in a process made by `fork()` (`state::lock`): they are the
+/// parent's, and none of their requests runs here. Their handles are unknown afterwards.
+pub(crate) fn forget_after_fork() {
+    std::mem::forget(std::mem::take(&mut *batches()));
+}
+
 fn lookup(handle: hipFileBatchHandle_t) -> Option<Entry> {
     batches().get(&(handle as usize)).cloned()
 }

@@ -72,9 +72,12 @@ pub(crate) struct State {
     pub(crate) inflight: Vec<Inflight>,
     /// The id of the next entry of `inflight`.
     pub(crate) next_inflight: u64,
+    /// The process this state belongs to (0 before the first call).
+    pid: u32,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
+    pid: 0,
     count: 0,
     driver: None,
     files: BTreeMap::new(),
@@ -103,6 +106,13 @@ fn report_open_failure(error: &Error) {
 /// configuration file, where a library installed a reader ([`set_config_file_source`]).
 pub(crate) fn lock() -> MutexGuard<'static, State> {
     let mut st = STATE.lock().unwrap_or_else(PoisonError::into_inner);
+    let this = std::process::id();
+    if st.pid != this {
+        if st.pid != 0 {
+            st.forget_parent(this);
+        }
+        st.pid = this;
+    }
     if !st.params.file_read {
         st.params.file_read = true;
         if let Some(source) = FILE_SOURCE.get() {
@@ -130,6 +140,29 @@ pub fn set_config_file_source(source: fn() -> FileSource) {
 }
 
 impl State {
+    /// Starts afresh in a process made by `fork()` from the one whose state this is: the
+    /// parent's driver, registrations, streams, batches and requests in flight do not carry
+    /// over (the driver's threads and the GPU runtime's state are the parent's). They are
+    /// left, not released: releasing them would join threads that are not in this process.
+    /// The use count is 0, as in a process that never opened the library, so calls fail at
+    /// once as they do then, and opening the driver again gives this process its own. The
+    /// settings of the parameter calls stay.
+    fn forget_parent(&mut self, this: u32) {
+        eprintln!(
+            "hipfile: this process ({this}) was made by fork() from process {}, which had the \
+             library open: its driver, registrations and requests do not carry over; open the \
+             driver again in this process",
+            self.pid
+        );
+        std::mem::forget(self.driver.take());
+        std::mem::forget(std::mem::take(&mut self.files));
+        std::mem::forget(std::mem::take(&mut self.buffers));
+        std::mem::forget(std::mem::take(&mut self.inflight));
+        self.streams.clear();
+        self.count = 0;
+        crate::batch::forget_after_fork();
+    }
+
     /// The driver, opening the process-wide one with the pending settings when none is held
     /// (the count is 0 then). The count is not changed: callers raise it once their
     /// registration has succeeded.

@@ -175,6 +175,13 @@ fn c_program_uses_the_library_from_many_threads() {
 }
 
 #[test]
+fn a_forked_child_fails_at_once_and_opens_the_driver_again() {
+    // Through the fallback, whose I/O threads the child does not have (tests/c/fork.c).
+    let fallback = [("HIPFILE_FORCE_COMPAT_MODE", "true")];
+    run_c_program_with("fork", Runtime::Named, &fallback, &[]);
+}
+
+#[test]
 fn requests_start_after_the_work_queued_on_the_null_stream() {
     // On the fallback, and on the fastpath on xfs (tests/c/nullstream.c).
     let fallback = [("HIPFILE_FORCE_COMPAT_MODE", "true")];

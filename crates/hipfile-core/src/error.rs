@@ -163,6 +163,20 @@ pub enum Error {
         "the hipfile driver is already open with another configuration; close every handle first or use Driver::open()"
     )]
     DriverAlreadyOpen,
+    /// The driver was opened by another process, of which this one is a copy made by
+    /// `fork()`: its threads and GPU state did not come along, so it serves nothing here.
+    #[error(
+        "this driver was opened by process {opened_by}, and this process ({this}) was made \
+         from it by fork(): a driver's threads and GPU state do not survive fork, so it \
+         serves nothing here; open a new driver in this process (the GPU runtime itself may \
+         not be usable after fork either)"
+    )]
+    Forked {
+        /// The process that opened the driver.
+        opened_by: u32,
+        /// This process.
+        this: u32,
+    },
     /// A fault inside hipfile or a backend that broke its contract.
     #[error("internal error: {0}")]
     Internal(String),
@@ -328,6 +342,7 @@ impl Error {
             Error::InUse { .. } => ErrorCode::HipFile(HipFileCode::InvalidValue),
             Error::DriverOpen(_) => ErrorCode::HipFile(HipFileCode::DriverNotInitialized),
             Error::DriverAlreadyOpen => ErrorCode::HipFile(HipFileCode::DriverAlreadyOpen),
+            Error::Forked { .. } => ErrorCode::HipFile(HipFileCode::DriverNotInitialized),
         }
     }
 

@@ -126,6 +126,8 @@ pub struct Batch<'a> {
     entries: Vec<Entry>,
     /// Indices into `entries` of requests that ended and were not reported yet.
     ended: Arc<Ended>,
+    /// The process that set it up: in a copy made by `fork()`, none of its requests ends.
+    pid: u32,
     /// The views of the requests, borrowed for the batch's life.
     _views: PhantomData<&'a mut ()>,
 }
@@ -167,6 +169,7 @@ impl Driver {
             capacity,
             entries: Vec::new(),
             ended: Arc::default(),
+            pid: std::process::id(),
             _views: PhantomData,
         })
     }
@@ -198,6 +201,9 @@ impl<'a> Batch<'a> {
     /// [`Error::InvalidValue`] when the batch would hold more than its capacity.
     pub fn submit(&mut self, ios: impl IntoIterator<Item = BatchIo<'a>>) -> Result<(), Error> {
         let ios: Vec<BatchIo<'a>> = ios.into_iter().collect();
+        for io in &ios {
+            io.file.driver().in_this_process()?;
+        }
         if self.entries.len() + ios.len() > self.capacity {
             return Err(Error::InvalidValue {
                 op: None,
@@ -249,9 +255,15 @@ impl<'a> Batch<'a> {
     /// until `timeout` has passed (`None`, or one too long for the clock to reach: no
     /// deadline), and returns up to `max` of the
     /// requests that ended, each once, in the order they ended. A request returned here
-    /// leaves the batch, which makes room for another.
+    /// leaves the batch, which makes room for another. In a process made by `fork()` from
+    /// the one that set the batch up, where none of its requests ends, it waits for nothing.
     pub fn poll(&mut self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<BatchEvent> {
-        let min = min.min(self.entries.len()).min(max);
+        // A copy of the process made by fork(): no request of this batch ends here.
+        let min = if self.pid == std::process::id() {
+            min.min(self.entries.len()).min(max)
+        } else {
+            0
+        };
         // A deadline past what the clock can hold is never reached: no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut ids = lock(&self.ended.ids);

@@ -16,6 +16,7 @@ impl Driver {
     ///
     /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
+        self.in_this_process()?;
         DeviceBuffer::alloc(self.clone(), len)
     }
 
@@ -27,6 +28,7 @@ impl Driver {
     ///
     /// [`Error::Runtime`] when the runtime cannot allocate; [`Error::InvalidValue`] for 0.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHostBuffer, Error> {
+        self.in_this_process()?;
         PinnedHostBuffer::alloc(self.clone(), len)
     }
 
@@ -38,6 +40,7 @@ impl Driver {
     /// [`Error::Runtime`] when the device does not exist or cannot allocate;
     /// [`Error::InvalidValue`] for 0.
     pub fn alloc_on(&self, device: i32, len: usize) -> Result<DeviceBuffer, Error> {
+        self.in_this_process()?;
         let gpu = self.gpu();
         gpu.thread_init().map_err(Error::Runtime)?;
         let before = gpu.current_device().map_err(Error::Runtime)?;
@@ -67,6 +70,7 @@ impl Driver {
     }
 
     fn register_buffer_uncounted(&self, buffer: &DeviceBuffer) -> Result<(), Error> {
+        self.in_this_process()?;
         if !buffer.driver().same_as(self) {
             return Err(Error::InvalidValue {
                 op: None,
@@ -381,6 +385,7 @@ impl Memory {
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
     pub(crate) fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         let dst = self.range(offset, data.len())?;
+        self.driver.in_this_process()?;
         self.after_null_stream()?;
         // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
         // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
@@ -401,6 +406,7 @@ impl Memory {
     /// [`Error::InvalidValue`] when the range leaves the buffer; [`Error::Runtime`].
     fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let src = self.range(offset, out.len())?;
+        self.driver.in_this_process()?;
         self.after_null_stream()?;
         // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
         #[allow(unsafe_code)]

@@ -18,6 +18,7 @@ use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
 use hipfile_runtime::{RuntimeReport, load_runtime};
 use std::collections::{BTreeMap, HashSet};
+use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
@@ -47,7 +48,38 @@ pub struct Driver {
     inner: Arc<Inner>,
 }
 
+/// A driver's state, with the process that opened it: in a copy of that process made by
+/// `fork()`, whose threads and GPU state did not come along, it serves nothing and is never
+/// torn down (tearing down would join threads that are not there).
 struct Inner {
+    pid: u32,
+    parts: ManuallyDrop<Parts>,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.parts
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.pid == std::process::id() {
+            // SAFETY: `parts` is dropped once, here, and `self` is not used afterwards.
+            #[allow(unsafe_code)]
+            unsafe {
+                ManuallyDrop::drop(&mut self.parts);
+            }
+        }
+        // Otherwise this process is a copy made by fork(): the engine's and the fallback's
+        // threads are not in it (joining them would wait for ever), and the runtime's
+        // streams, events and memory are the parent's to release. All of it is left.
+    }
+}
+
+struct Parts {
     config: Config,
     runtime: Arc<dyn GpuRuntime>,
     report: RuntimeReport,
@@ -104,7 +136,7 @@ impl Driver {
     /// tried).
     pub fn open() -> Result<Driver, Error> {
         let mut global = lock(&GLOBAL);
-        if let Some(inner) = global.upgrade() {
+        if let Some(inner) = global.upgrade().filter(|i| i.pid == std::process::id()) {
             return Ok(Driver { inner });
         }
         let driver = Driver::open_private(Config::from_env())?;
@@ -122,7 +154,8 @@ impl Driver {
     pub fn open_with(settings: ConfigBuilder) -> Result<Driver, Error> {
         let config = settings.build_from_env();
         let mut global = lock(&GLOBAL);
-        if let Some(inner) = global.upgrade() {
+        // One opened by the process this one was forked from is not this process's.
+        if let Some(inner) = global.upgrade().filter(|i| i.pid == std::process::id()) {
             return if inner.config == config {
                 Ok(Driver { inner })
             } else {
@@ -173,20 +206,41 @@ impl Driver {
         let publisher = Publisher::start(&stats);
         Driver {
             inner: Arc::new(Inner {
-                config,
-                runtime,
-                report,
-                fastpath,
-                fallback,
-                files: Mutex::new(HashSet::new()),
-                buffers: RwLock::new(BTreeMap::new()),
-                stats,
-                publisher,
-                engine,
-                gates,
-                null_streams,
-                filled: std::sync::Once::new(),
+                pid: std::process::id(),
+                parts: ManuallyDrop::new(Parts {
+                    config,
+                    runtime,
+                    report,
+                    fastpath,
+                    fallback,
+                    files: Mutex::new(HashSet::new()),
+                    buffers: RwLock::new(BTreeMap::new()),
+                    stats,
+                    publisher,
+                    engine,
+                    gates,
+                    null_streams,
+                    filled: std::sync::Once::new(),
+                }),
             }),
+        }
+    }
+
+    /// Whether this driver may serve this process: it was opened here, not in a process
+    /// this one was forked from.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Forked`] in a process made by `fork()` from the one that opened it.
+    pub(crate) fn in_this_process(&self) -> Result<(), Error> {
+        let this = std::process::id();
+        if self.inner.pid == this {
+            Ok(())
+        } else {
+            Err(Error::Forked {
+                opened_by: self.inner.pid,
+                this,
+            })
         }
     }
 

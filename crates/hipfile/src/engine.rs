@@ -143,6 +143,9 @@ pub enum IoState {
 pub(crate) struct Slot {
     op: Op,
     work: Work,
+    /// The process whose threads serve it: in a copy made by `fork()` no thread of the
+    /// engine runs, so nothing there waits for it.
+    pid: u32,
     /// Replaces [`Slot::cancel`]'s own work when set.
     on_cancel: Option<CancelHook>,
     state: Mutex<SlotState>,
@@ -194,6 +197,7 @@ impl Engine {
         Arc::new(Slot {
             op,
             work,
+            pid: std::process::id(),
             on_cancel,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
@@ -443,8 +447,12 @@ impl Slot {
         lock(&self.state).phase
     }
 
-    /// Blocks until the request has ended.
+    /// Blocks until the request has ended; returns at once in a process made by `fork()`
+    /// from the one that serves it, where it would never end.
     pub(crate) fn wait_ended(&self) {
+        if self.pid != std::process::id() {
+            return;
+        }
         let mut state = lock(&self.state);
         while matches!(state.phase, IoState::Waiting | IoState::Pending) {
             state.waiting += 1;
@@ -459,6 +467,13 @@ impl Slot {
     /// Blocks until the request has ended, then takes its result (once; later calls get an
     /// internal error, which the public handles never make).
     pub(crate) fn wait_result(&self) -> Result<IoOutcome, Error> {
+        let this = std::process::id();
+        if self.pid != this {
+            return Err(Error::Forked {
+                opened_by: self.pid,
+                this,
+            });
+        }
         self.wait_ended();
         self.take_result().unwrap_or_else(|| Err(self.taken()))
     }
@@ -466,6 +481,13 @@ impl Slot {
     /// The result, if the request has ended and it was not taken yet; otherwise `waker`
     /// is woken when the request ends.
     pub(crate) fn poll_result(&self, waker: &Waker) -> Option<Result<IoOutcome, Error>> {
+        let this = std::process::id();
+        if self.pid != this {
+            return Some(Err(Error::Forked {
+                opened_by: self.pid,
+                this,
+            }));
+        }
         let mut state = lock(&self.state);
         if matches!(state.phase, IoState::Waiting | IoState::Pending) {
             match &mut state.waker {

@@ -145,6 +145,7 @@ impl FileHandle {
     pub(crate) fn register(driver: Driver, fd: BorrowedFd<'_>) -> Result<FileHandle, Error> {
         use std::os::fd::AsRawFd;
         let key = fd.as_raw_fd();
+        driver.in_this_process()?;
         driver.claim_fd(&fd)?;
         let opened = (|| {
             let dup = duplicate(fd).map_err(Error::Probe)?;
@@ -380,6 +381,7 @@ impl FileHandle {
         buffer: &Memory,
         request: Result<Request, Error>,
     ) -> Result<IoOutcome, Error> {
+        self.inner.driver.in_this_process()?;
         let _in_flight = self.inner.registration.enter()?;
         self.serve(op, buffer, request, Order::AfterNullStream)
     }

@@ -137,6 +137,7 @@ impl FileHandle {
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
         let driver = self.driver();
+        driver.in_this_process()?;
         let gpu = driver.gpu();
         if !gpu.has_stream_wait_value() {
             return Err(Error::InvalidValue {
@@ -281,6 +282,7 @@ impl crate::Driver {
     ///
     /// [`Error::Runtime`] when the runtime cannot create one.
     pub fn create_stream(&self) -> Result<Stream, Error> {
+        self.in_this_process()?;
         let gpu = self.gpu();
         gpu.thread_init().map_err(Error::Runtime)?;
         let handle = gpu.stream_create().map_err(Error::Runtime)?;

@@ -158,6 +158,9 @@ impl FileHandle {
             file_offset: offset,
             buffer_offset: range.start as u64,
         };
+        if let Err(e) = self.driver().in_this_process() {
+            return Io::new(Engine::finished(op, Err(e)));
+        }
         let memory = Arc::clone(buffer.memory());
         let device = memory.device_now();
         let entered = self.enter_owned();
