@@ -174,10 +174,13 @@ export! {
 /// its clients rely on that: PyTorch's `GdsFile` saves and loads a storage of any size in one
 /// call and checks only that the return is not negative. `call(size, file_offset,
 /// buffer_offset)` is the hipFile call; a size above the limit takes as many calls as it
-/// needs, one after another, each of the limit but the last. It stops early at a short count
-/// (the end of the file), returning the bytes moved; an error returns the error (translated by
-/// [`cu_io`]) even after earlier parts moved, so that a failure is never taken for a short
-/// count. A panic becomes `-CU_FILE_INTERNAL_ERROR`, as in every exported function.
+/// needs, one after another. Each call asks for all that is left: hipFile checks the whole
+/// of what it is asked against the buffer before it moves a byte, and then moves at most the
+/// limit, so the first call refuses a request that leaves the buffer before any part of it
+/// moves. It stops early at a short count (the end of the file), returning the bytes moved;
+/// an error returns the error (translated by [`cu_io`]) even after earlier parts moved, so
+/// that a failure is never taken for a short count. A panic becomes
+/// `-CU_FILE_INTERNAL_ERROR`, as in every exported function.
 fn whole(
     size: usize,
     file_offset: libc::off_t,
@@ -194,7 +197,9 @@ fn whole(
         let size = size.min(isize::MAX.unsigned_abs());
         let mut done = 0usize;
         while done < size {
-            let part = (size - done).min(max);
+            let left = size - done;
+            // What this call moves when nothing stops it: hipFile's most.
+            let part = left.min(max);
             // `done` ≤ isize::MAX, so it is a valid offset; the sum may still overflow.
             let moved = done as libc::off_t;
             let (Some(at_file), Some(at_buffer)) = (
@@ -203,7 +208,7 @@ fn whole(
             ) else {
                 return -(CU_FILE_INVALID_VALUE as isize);
             };
-            let r = call(part, at_file, at_buffer);
+            let r = call(left, at_file, at_buffer);
             if r < 0 {
                 return cu_io(r);
             }
@@ -799,31 +804,51 @@ mod tests {
 
     const MAX: usize = 0x7fff_f000;
 
+    /// What a hipFile call moves of `asked` bytes when nothing stops it.
+    fn clamped(asked: usize) -> isize {
+        asked.min(MAX) as isize
+    }
+
     #[test]
-    fn a_large_size_is_moved_in_parts_of_the_limit() {
+    fn a_large_size_is_moved_in_parts_of_the_limit_each_asking_for_the_rest() {
         let mut calls = Vec::new();
-        let r = whole(2 * MAX + 5, 10, 20, |part, file, buffer| {
-            calls.push((part, file, buffer));
-            part as isize
+        let r = whole(2 * MAX + 5, 10, 20, |asked, file, buffer| {
+            calls.push((asked, file, buffer));
+            clamped(asked)
         });
         assert_eq!(r, (2 * MAX + 5) as isize);
         let m = MAX as libc::off_t;
         assert_eq!(
             calls,
             [
-                (MAX, 10, 20),
-                (MAX, 10 + m, 20 + m),
+                (2 * MAX + 5, 10, 20),
+                (MAX + 5, 10 + m, 20 + m),
                 (5, 10 + 2 * m, 20 + 2 * m)
             ]
         );
     }
 
     #[test]
+    fn a_request_that_leaves_the_buffer_is_refused_before_a_part_moves() {
+        // A buffer of MAX + 8 KiB: hipFile refuses a request that asks for more.
+        let len = MAX + 8192;
+        let mut moved = 0;
+        let r = whole(2 * MAX, 0, 0, |asked, _, buffer| {
+            if buffer as usize + asked > len {
+                return -(CU_FILE_INVALID_VALUE as isize);
+            }
+            moved += clamped(asked);
+            clamped(asked)
+        });
+        assert_eq!((r, moved), (-(CU_FILE_INVALID_VALUE as isize), 0));
+    }
+
+    #[test]
     fn a_short_part_ends_the_call_with_the_bytes_moved() {
         let mut calls = 0;
-        let r = whole(3 * MAX, 0, 0, |part, _, _| {
+        let r = whole(3 * MAX, 0, 0, |asked, _, _| {
             calls += 1;
-            if calls == 2 { 4096 } else { part as isize }
+            if calls == 2 { 4096 } else { clamped(asked) }
         });
         assert_eq!((r, calls), ((MAX + 4096) as isize, 2));
     }
@@ -831,9 +856,9 @@ mod tests {
     #[test]
     fn an_error_after_moved_parts_is_the_error() {
         let mut calls = 0;
-        let r = whole(2 * MAX, 0, 0, |part, _, _| {
+        let r = whole(2 * MAX, 0, 0, |asked, _, _| {
             calls += 1;
-            if calls == 2 { -5 } else { part as isize }
+            if calls == 2 { -5 } else { clamped(asked) }
         });
         // A runtime status, translated as any read's.
         assert_eq!(r, -(CU_FILE_CUDA_DRIVER_ERROR as isize));

@@ -87,7 +87,10 @@ fn child_forks() {
     let mut buf = d.alloc(LEN).unwrap();
     // A large read first, so that the engine's and the fallback's threads exist.
     fh.read_exact_at(&mut buf, 0).unwrap();
-    assert_eq!(fh.read_at_async(&mut buf, 0).wait().unwrap().bytes, LEN as u64);
+    assert_eq!(
+        fh.read_at_async(&mut buf, 0).wait().unwrap().bytes,
+        LEN as u64
+    );
     // SAFETY: the copy runs Rust code of this test only, then leaves with `_exit`; this
     // process has no other test's threads (the harness runs this test alone).
     let pid = unsafe { libc::fork() };

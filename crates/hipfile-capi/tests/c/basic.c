@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -135,6 +136,10 @@ int main(int argc, char **argv)
     CHECK(hipFileRead(fh, dev, N, 0, -1) == -hipFileInvalidValue);
     CHECK(hipFileRead(fh, dev, 1, 0, MiB) == -hipFileInvalidValue);
     CHECK(hipFileRead(fh, dev, MiB + 1, 0, 0) == -hipFileInvalidValue);
+    /* Any size beyond the buffer is refused before a byte moves, however large. */
+    CHECK(hipFileRead(fh, dev, SIZE_MAX, 0, 0) == -hipFileInvalidValue);
+    CHECK(hipFileWrite(fh, dev, SIZE_MAX, 0, 0) == -hipFileInvalidValue);
+    CHECK(hipFileRead(fh, dev, (size_t)1 << 40, 0, 0) == -hipFileInvalidValue);
     CHECK(hipFileRead(fh, pattern, N, 0, 0) == -hipFileHipMemoryTypeInvalid);
     /* A system error: -1 with errno. A write through a read-only descriptor is EBADF. */
     int ro = open(path, O_RDONLY);

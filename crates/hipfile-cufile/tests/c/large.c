@@ -5,18 +5,22 @@
  * stop at 0x7ffff000. Writes N bytes (just over that) from emulated device memory, reads
  * them back into the same buffer after zeroing it, and checks the counts and bytes; then a
  * read across the end of the file returns the bytes up to it, and an unregistered buffer
- * moves the whole size too. Usage: large DIR. Exits 0 when every check passes. tests/basic.rs
+ * moves the whole size too; a request that leaves the buffer, of any size, moves nothing.
+ * Usage: large DIR. Exits 0 when every check passes. tests/basic.rs
  * builds and runs it.
  */
 
 #include "cufile.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common.h"
+
+extern int hipMemset(void *dst, int value, size_t size);
 
 #define MAX_RW 0x7ffff000UL
 /* Over the limit by two pages and a few bytes, so the last part is neither a whole page nor
@@ -81,6 +85,22 @@ int main(int argc, char **argv)
     off_t start = 4096;
     got = cuFileRead(fh, dev, N, start, 0);
     CHECK(got == (ssize_t)(N - start));
+
+    /* A request that leaves the buffer moves nothing, whatever its size: the whole of it is
+     * checked before any byte moves. */
+    CHECK(hipMemset(dev, 0x11, N) == 0);
+    CHECK(cuFileRead(fh, dev, SIZE_MAX, 0, 0) == -(ssize_t)CU_FILE_INVALID_VALUE);
+    CHECK(cuFileRead(fh, dev, 2 * N, 0, 0) == -(ssize_t)CU_FILE_INVALID_VALUE);
+    CHECK(cuFileRead(fh, dev, N, 0, 4096) == -(ssize_t)CU_FILE_INVALID_VALUE);
+    CHECK(hipMemcpy(host, dev, 8192, D2H) == 0);
+    int untouched = 1;
+    for (size_t i = 0; i < 8192; i++)
+        untouched &= host[i] == 0x11;
+    CHECK(untouched);
+    CHECK(cuFileWrite(fh, dev, 2 * N, N, 0) == -(ssize_t)CU_FILE_INVALID_VALUE);
+    CHECK(cuFileWrite(fh, dev, N, 0, 4096) == -(ssize_t)CU_FILE_INVALID_VALUE);
+    CHECK(lseek(fd, 0, SEEK_END) == (off_t)N);
+    CHECK(pread(fd, host, 8192, 0) == 8192 && first_difference(host, 8192) == 8192);
 
     /* An unregistered buffer moves the whole size too. */
     CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
