@@ -215,24 +215,11 @@ fn package_check() -> Result<(), String> {
             problems.join("\n  ")
         ));
     }
-    let version = metadata["packages"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "hipfile"))
-        .and_then(|p| p["version"].as_str())
-        .ok_or("cargo metadata names no version for the hipfile crate")?
-        .to_owned();
-    for stale in package::stale_copies(&cargo_home(), &version) {
-        eprintln!(
-            "xtask: removing {}, left by an earlier packaging",
-            stale.display()
-        );
-        std::fs::remove_dir_all(&stale)
-            .map_err(|e| format!("cannot remove {}: {e}", stale.display()))?;
-    }
     // Verification builds each tarball's dependencies from the run's local registry, and
     // cargo never rebuilds a registry crate whose version it has built before: in a target
     // directory that an earlier run used, a library changed since then would be verified
-    // against its old build. A target directory of its own, emptied first, has none.
+    // against its old build. A target directory of its own, emptied first, has none; and a
+    // cargo home of its own keeps the tarballs' extracted sources (package::private_home).
     let target = metadata["target_directory"]
         .as_str()
         .ok_or("cargo metadata names no target directory")?;
@@ -242,9 +229,15 @@ fn package_check() -> Result<(), String> {
             .map_err(|e| format!("cannot empty {}: {e}", verify_dir.display()))?;
     }
     let verify_dir = verify_dir.to_string_lossy().into_owned();
+    let home = package::private_home(
+        &cargo_home(),
+        &std::path::Path::new(target).join("package-home"),
+    )
+    .map_err(|e| format!("cannot make a cargo home for packaging: {e}"))?;
+    let home = home.to_string_lossy().into_owned();
     let mut args = package::cargo_args();
     args.extend(["--target-dir", verify_dir.as_str()]);
-    cargo(&args, &[])?;
+    cargo(&args, &[("CARGO_HOME", home.as_str())])?;
     eprintln!("xtask: packaging passed");
     Ok(())
 }

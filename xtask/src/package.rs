@@ -8,6 +8,7 @@
 //! either added here or marked `publish = false`.
 
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 /// The library crates, the ones users may pick à la carte. Every other workspace crate
 /// (the CLI, the test fixtures, the test doubles, the emulated runtime, the cross-crate tests,
@@ -35,28 +36,45 @@ pub fn cargo_args() -> Vec<&'static str> {
     args
 }
 
-/// The directories in which cargo may have kept an extracted copy of a library crate of
-/// `version` from an earlier packaging run: `<cargo home>/registry/src/*/<name>-<version>`.
+/// A cargo home for `cargo package` of its own, made afresh at `dir` (inside the target
+/// directory), which shares `shared`'s registry index, download cache and git checkouts
+/// (links, so nothing is fetched again) and copies its configuration, but keeps its own
+/// `registry/src`.
 ///
 /// `cargo package` verifies each tarball against the tarballs of the same run through a
-/// local registry, but extracts them into cargo's shared source cache and, finding a
-/// directory of the same name and version there, reuses it: after a library changes without
-/// a version bump, a later crate was built against the old copy and failed. None of these
-/// crates is on crates.io, so every such directory is one an earlier run left.
-pub fn stale_copies(cargo_home: &std::path::Path, version: &str) -> Vec<std::path::PathBuf> {
-    let Ok(registries) = std::fs::read_dir(cargo_home.join("registry").join("src")) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for registry in registries.flatten() {
-        for name in LIBRARIES {
-            let dir = registry.path().join(format!("{name}-{version}"));
-            if dir.is_dir() {
-                found.push(dir);
-            }
+/// local registry, extracting them into the cargo home's `registry/src` and, finding a
+/// directory of the same name and version there, reusing it: after a library changed
+/// without a version bump, a later crate was built against the old copy and failed. With a
+/// source directory of its own, emptied each run, no copy outlives a run, and nothing of
+/// the user's cargo home is removed.
+pub fn private_home(shared: &Path, dir: &Path) -> std::io::Result<PathBuf> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let registry = dir.join("registry");
+    std::fs::create_dir_all(&registry)?;
+    for (from, to) in [
+        (
+            shared.join("registry").join("index"),
+            registry.join("index"),
+        ),
+        (
+            shared.join("registry").join("cache"),
+            registry.join("cache"),
+        ),
+        (shared.join("git"), dir.join("git")),
+    ] {
+        if from.is_dir() {
+            std::os::unix::fs::symlink(&from, &to)?;
         }
     }
-    found
+    for name in ["config.toml", "config", "credentials.toml", "credentials"] {
+        let from = shared.join(name);
+        if from.is_file() {
+            std::fs::copy(&from, dir.join(name))?;
+        }
+    }
+    Ok(dir.to_path_buf())
 }
 
 /// Every disagreement between [`LIBRARIES`] and the workspace's `publish` settings.
@@ -133,31 +151,32 @@ mod tests {
     }
 
     #[test]
-    fn stale_copies_are_the_libraries_of_that_version_in_any_registry() {
-        let home = std::env::temp_dir().join(format!("xtask-stale-{}", std::process::id()));
-        let src = home.join("registry").join("src");
-        for dir in [
-            "local-1/hipfile-core-0.1.0",
-            "local-2/hipfile-0.1.0",
-            "local-2/hipfile-core-0.2.0",
-            "index.crates.io-1/serde-0.1.0",
+    fn packaging_gets_a_home_of_its_own_and_leaves_the_users_alone() {
+        let root = std::env::temp_dir().join(format!("xtask-home-{}", std::process::id()));
+        let shared = root.join("cargo-home");
+        let mine = root.join("target").join("package-home");
+        let extracted = shared.join("registry/src/local-1/hipfile-core-0.1.0");
+        for d in [
+            &extracted,
+            &shared.join("registry/index/x"),
+            &shared.join("registry/cache/y"),
         ] {
-            std::fs::create_dir_all(src.join(dir)).unwrap();
+            std::fs::create_dir_all(d).unwrap();
         }
-        let mut found = stale_copies(&home, "0.1.0");
-        found.sort();
+        std::fs::write(shared.join("config.toml"), "[net]\nretry = 3\n").unwrap();
+        // A run before left its sources.
+        std::fs::create_dir_all(mine.join("registry/src/old")).unwrap();
+        let home = private_home(&shared, &mine).unwrap();
+        assert_eq!(home, mine);
+        assert!(extracted.is_dir(), "the user's cargo home is untouched");
+        assert!(!mine.join("registry/src").exists(), "sources start afresh");
+        assert!(mine.join("registry/index/x").is_dir());
+        assert!(mine.join("registry/cache/y").is_dir());
         assert_eq!(
-            found,
-            [
-                src.join("local-1/hipfile-core-0.1.0"),
-                src.join("local-2/hipfile-0.1.0")
-            ]
+            std::fs::read_to_string(mine.join("config.toml")).unwrap(),
+            "[net]\nretry = 3\n"
         );
-        std::fs::remove_dir_all(&home).unwrap();
-        assert!(
-            stale_copies(&home, "0.1.0").is_empty(),
-            "no cargo home, nothing"
-        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
