@@ -18,6 +18,7 @@
  * NVIDIA's library: LD_LIBRARY_PATH=/usr/local/cuda/lib64 ./memtypes DIR with a build whose
  * rpath names CUDA's directory instead of DIR.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <cufile.h>
 #include <errno.h>
 #include <fcntl.h>
