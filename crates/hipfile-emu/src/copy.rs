@@ -110,12 +110,18 @@ pub unsafe extern "C" fn hipMemcpy(
     if let Err(e) = check_async_copy(dst as usize, src as usize, size, kind, None) {
         return crate::error::record(e);
     }
+    // A deferred copy runs later, when its memory may have been released (hipFree here does
+    // not wait for the streams): it is checked again then as the copy it was found to be
+    // (device to device, host to device), whatever kind the caller named, so that memory
+    // no longer in the table is refused rather than taken for the caller's host memory.
+    const HOST_TO_DEVICE: c_int = 1;
+    const DEVICE_TO_DEVICE: c_int = 3;
     if size > 0 && device_range(dst as usize, size).is_some() {
         if device_range(src as usize, size).is_some() {
             let (dst, src) = (SendPtr(dst), SendPtr(src.cast_mut()));
             return defer(Box::new(move || {
-                // SAFETY: both sides are device memory, checked again under the gate.
-                unsafe { copy(dst.get(), src.get(), size, kind, None) }
+                // SAFETY: both sides must still be device memory, checked under the gate.
+                unsafe { copy(dst.get(), src.get(), size, DEVICE_TO_DEVICE, None) }
             }));
         }
         if lookup(src as usize).is_none() {
@@ -123,9 +129,17 @@ pub unsafe extern "C" fn hipMemcpy(
             let staged = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size) }.to_vec();
             let dst = SendPtr(dst);
             return defer(Box::new(move || {
-                // SAFETY: `staged` is this job's own buffer; the device side is checked
-                // again under the gate.
-                unsafe { copy(dst.get(), staged.as_ptr().cast(), staged.len(), kind, None) }
+                // SAFETY: `staged` is this job's own buffer; the destination must still be
+                // device memory, checked under the gate.
+                unsafe {
+                    copy(
+                        dst.get(),
+                        staged.as_ptr().cast(),
+                        staged.len(),
+                        HOST_TO_DEVICE,
+                        None,
+                    )
+                }
             }));
         }
     }
@@ -579,6 +593,32 @@ mod tests {
         assert!(seen[4000..].iter().all(|&b| b == 0x44));
         free(d);
         free(back);
+    }
+
+    #[test]
+    fn a_deferred_copy_into_memory_freed_meanwhile_fails_and_writes_nothing() {
+        let host = vec![7u8; 4096];
+        for kind in [1, 4] {
+            let d = device_alloc(4096);
+            let release = hold(null_mut());
+            // SAFETY: `host` is readable; `d` is this test's allocation, freed below while
+            // the copy waits.
+            unsafe {
+                assert_eq!(
+                    hipMemcpy(d.cast(), host.as_ptr().cast(), 4096, kind),
+                    SUCCESS
+                );
+            }
+            free(d);
+            drop(release);
+            // The copy found its destination gone: it failed, and says so at the
+            // synchronisation, whatever kind it was given.
+            assert_eq!(
+                hipStreamSynchronize(null_mut()),
+                INVALID_VALUE,
+                "kind {kind}"
+            );
+        }
     }
 
     #[test]

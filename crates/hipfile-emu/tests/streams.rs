@@ -13,7 +13,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -178,9 +178,10 @@ struct Probe {
     tx: Mutex<Sender<(u32, ThreadId)>>,
 }
 
-/// A host function's data: the probe and a tag.
+/// A host function's data: the probe (shared with the test, so that nothing is leaked
+/// once both are done) and a tag.
 struct Call {
-    probe: &'static Probe,
+    probe: Arc<Probe>,
     tag: u32,
 }
 
@@ -191,15 +192,16 @@ unsafe extern "C" fn report(data: *mut c_void) {
     let _ = tx.send((call.tag, std::thread::current().id()));
 }
 
-fn probe() -> (&'static Probe, mpsc::Receiver<(u32, ThreadId)>) {
+fn probe() -> (Arc<Probe>, mpsc::Receiver<(u32, ThreadId)>) {
     let (tx, rx) = mpsc::channel();
-    (Box::leak(Box::new(Probe { tx: Mutex::new(tx) })), rx)
+    (Arc::new(Probe { tx: Mutex::new(tx) }), rx)
 }
 
 /// Queues on `s` a host function that reports `tag` to `probe`.
-fn launch(s: Stream, probe: &'static Probe, tag: u32) {
+fn launch(s: Stream, probe: &Arc<Probe>, tag: u32) {
+    let probe = Arc::clone(probe);
     let data = Box::into_raw(Box::new(Call { probe, tag }));
-    // SAFETY: `report` takes the leaked `Call` once; the probe is static.
+    // SAFETY: `report` takes the leaked `Call` once, and with it its share of the probe.
     let r = unsafe { (api().launch_host_func)(s, Some(report), data.cast()) };
     assert_eq!(r, SUCCESS);
 }
@@ -234,7 +236,7 @@ fn release(word: &Pinned) {
 fn a_host_function_runs_on_another_thread_than_its_caller() {
     let (probe, rx) = probe();
     for s in [new_stream(), null_mut()] {
-        launch(s, probe, 7);
+        launch(s, &probe, 7);
         let (tag, thread) = rx.recv_timeout(GUARD).unwrap();
         assert_eq!(tag, 7);
         assert_ne!(thread, std::thread::current().id());
@@ -311,7 +313,7 @@ fn host_functions_keep_stream_order() {
     let s = new_stream();
     wait_for_word(s, &word);
     for tag in 0..20 {
-        launch(s, probe, tag);
+        launch(s, &probe, tag);
     }
     assert_eq!(rx.try_recv().err(), Some(mpsc::TryRecvError::Empty));
     release(&word);
@@ -356,7 +358,7 @@ fn destroying_a_stream_keeps_its_queued_work() {
     // SAFETY: both ranges are this runtime's allocations, alive until the work is seen done.
     let r = unsafe { (api().memcpy_async)(dst.ptr(), src, 4096, D2H, s) };
     assert_eq!(r, SUCCESS);
-    launch(s, probe, 1);
+    launch(s, &probe, 1);
     destroy(s);
     assert_eq!(query(s), 400, "the handle ends at once");
     release(&word);
@@ -383,7 +385,7 @@ fn a_stream_waits_for_an_event_of_another() {
         assert_eq!((api().stream_wait_event)(b, e, 0), SUCCESS);
         assert_eq!((api().stream_wait_event)(b, e, 1), INVALID_VALUE);
     }
-    launch(b, probe, 2);
+    launch(b, &probe, 2);
     assert_eq!(query(b), NOT_READY);
     release(&word);
     assert_eq!(rx.recv_timeout(GUARD).map(|(tag, _)| tag), Ok(2));
