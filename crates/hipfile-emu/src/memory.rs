@@ -237,6 +237,15 @@ fn release(
     owned: bool,
     missing: i32,
 ) -> Result<(), i32> {
+    if owned {
+        // As HIP's `hipFree`/`hipHostFree`, which synchronise the device: the null stream's
+        // work queued before the release is done first (a deferred `hipMemcpy` into the
+        // memory, say), so that none of it lands in a later allocation at the same address.
+        // Its errors are left for its next synchronisation; from the null stream's own host
+        // function, where waiting would never end, nothing is waited for.
+        let null = crate::queue::null_queue();
+        let _ = null.wait_for(null.ticket());
+    }
     let _gate = release_gate();
     let entry = {
         let mut table = table();

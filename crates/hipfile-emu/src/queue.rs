@@ -240,6 +240,15 @@ impl Queue {
     }
 }
 
+/// The null stream's queue, here rather than with the other streams so that the release of
+/// memory ([`crate::memory`]), below the streams, can wait for it.
+static NULL_QUEUE: std::sync::LazyLock<Arc<Queue>> = std::sync::LazyLock::new(Arc::default);
+
+/// The null stream's queue.
+pub fn null_queue() -> Arc<Queue> {
+    Arc::clone(&NULL_QUEUE)
+}
+
 /// An address carried into a queued operation.
 ///
 /// Raw pointers are not `Send`; an operation that runs on the worker carries the caller's

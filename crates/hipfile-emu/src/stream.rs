@@ -55,11 +55,12 @@
 use crate::device::current_device;
 use crate::error::{INVALID_HANDLE, INVALID_VALUE, NOT_READY, SUCCESS};
 use crate::memory::{known_range, transfer_gate};
+pub use crate::queue::null_queue;
 use crate::queue::{Job, Queue, SendPtr, code_of_submission};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// `hipStream_t`: an opaque handle; null is the default stream.
@@ -104,9 +105,6 @@ static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(1);
 static STREAMS: Mutex<BTreeMap<usize, Stream>> = Mutex::new(BTreeMap::new());
 /// Every live event, by handle.
 static EVENTS: Mutex<BTreeMap<usize, Event>> = Mutex::new(BTreeMap::new());
-/// The null stream's queue.
-static NULL_QUEUE: LazyLock<Arc<Queue>> = LazyLock::new(Arc::default);
-
 fn streams() -> MutexGuard<'static, BTreeMap<usize, Stream>> {
     STREAMS.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -118,11 +116,6 @@ fn events() -> MutexGuard<'static, BTreeMap<usize, Event>> {
 /// A new handle value.
 fn new_handle() -> usize {
     NEXT_HANDLE.fetch_add(1, Ordering::Relaxed).wrapping_mul(16)
-}
-
-/// The null stream's queue.
-pub fn null_queue() -> Arc<Queue> {
-    Arc::clone(&NULL_QUEUE)
 }
 
 /// The device (`None` for the null stream) and the queue of `stream`.

@@ -155,6 +155,7 @@ struct Api {
     emu_live: unsafe extern "C" fn() -> u64,
     emu_copy_bytes: unsafe extern "C" fn(c_int, *mut u64, *mut u64) -> i32,
     stream_synchronize: unsafe extern "C" fn(*mut c_void) -> i32,
+    emu_null_users: unsafe extern "C" fn() -> u64,
 }
 
 /// Where cargo put the library. The test binary is `target/<profile>/deps/dlopen-<hash>`;
@@ -216,6 +217,7 @@ fn api() -> &'static Api {
             emu_live: sym!("hipfileEmuLiveAllocations"),
             emu_copy_bytes: sym!("hipfileEmuDeviceCopyBytes"),
             stream_synchronize: sym!("hipStreamSynchronize"),
+            emu_null_users: sym!("hipfileEmuNullStreamUsers"),
             _lib: lib,
         }
     })
@@ -454,6 +456,7 @@ fn run_child(name: &str, vars: &[(&str, &str)]) {
         "HIPFILE_EMU_ROCM_VERSION",
         "HIPFILE_EMU_DEVICES",
         "HIPFILE_EMU_FAULT",
+        "HIPFILE_EMU_NULL_STREAM_DELAY",
     ] {
         command.env_remove(var);
     }
@@ -623,6 +626,43 @@ fn rocm5_child_process() {
     // SAFETY: a plain value.
     assert_eq!(unsafe { (api.set_device)(3) }, INVALID_DEVICE);
     api.free(d);
+}
+
+#[test]
+fn freeing_memory_waits_for_the_null_streams_earlier_work() {
+    run_child(
+        "free_waits_child_process",
+        &[("HIPFILE_EMU_NULL_STREAM_DELAY", "200ms")],
+    );
+}
+
+/// A copy from pageable memory into device memory waits on the null stream's worker; the
+/// memory is freed meanwhile. As HIP's `hipFree`, which synchronises the device, the free
+/// waits for the copy, so that it never lands in a later allocation at the same address. In
+/// a process of its own, so that no other test holds the null stream.
+#[test]
+#[ignore = "run by freeing_memory_waits_for_the_null_streams_earlier_work in a child process"]
+fn free_waits_child_process() {
+    if !is_child_for("free_waits_child_process") {
+        return;
+    }
+    let api = api();
+    let host = vec![7u8; 4096];
+    for kind in [H2D, 4] {
+        let d = api.malloc(4096);
+        // SAFETY: `host` is readable for 4096 bytes; `d` is this test's allocation.
+        let r = unsafe { (api.memcpy)(d, host.as_ptr().cast(), 4096, kind) };
+        assert_eq!(r, SUCCESS);
+        // SAFETY: plain call.
+        let waiting = unsafe { (api.emu_null_users)() };
+        assert!(waiting > 0, "the copy waits");
+        api.free(d);
+        // SAFETY: plain call.
+        let users = unsafe { (api.emu_null_users)() };
+        assert_eq!(users, 0, "kind {kind}: the free waited");
+        // SAFETY: the null stream is always valid.
+        assert_eq!(unsafe { (api.stream_synchronize)(null_mut()) }, SUCCESS);
+    }
 }
 
 #[test]
