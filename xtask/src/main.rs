@@ -25,6 +25,9 @@
 //!   (`package.rs`), each built from its own tarball, after checking that they are exactly
 //!   the workspace's publishable crates. It needs crates.io for the external dependencies.
 //!
+//! - `sanitize [address|thread|all]`: the tests under AddressSanitizer (with LeakSanitizer)
+//!   and ThreadSanitizer, with rustup's nightly toolchain (`sanitize.rs`); not part of `ci`.
+//!
 //! It has one dependency (serde_json, to read `cargo metadata`) and runs `cargo`, and for the
 //! distribution checks and NVIDIA's header `cc`, `pkg-config` and `python3` (with pip, which
 //! needs PyPI).
@@ -38,13 +41,14 @@ mod emulated;
 mod layers;
 mod package;
 mod python;
+mod sanitize;
 
 use std::process::{Command, ExitCode};
 
 const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | \
                      cargo xtask dist [--out DIR] [--hip-soname SONAME] | \
                      cargo xtask dist-check | cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
-                     cargo xtask package";
+                     cargo xtask package | cargo xtask sanitize [address|thread|all]";
 
 /// The examples of the `hipfile` crate (`crates/hipfile/examples/`), which `ci` runs on the
 /// emulated runtime.
@@ -79,6 +83,14 @@ fn main() -> ExitCode {
         ["dist-check"] => dist_check(),
         ["layers"] => layers_check(),
         ["package"] => package_check(),
+        ["sanitize", rest @ ..] => sanitize::parse(rest).and_then(|which| {
+            let metadata = layers::workspace_metadata()?;
+            let target = metadata["target_directory"]
+                .as_str()
+                .ok_or("cargo metadata names no target directory")?
+                .to_owned();
+            sanitize::run(&which, &target)
+        }),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             Ok(())
