@@ -1,7 +1,8 @@
 //! NVIDIA's own headers, for the tests that compare `libcufile.so.0`'s declarations with
 //! them (`crates/hipfile-cufile/tests/layout.rs` and `tests/nvidia.rs`): cuFile's `cufile.h`
 //! as two releases ship it, and CUDA's `cuda.h`/`cuda_runtime.h`, which NVIDIA's header and
-//! its samples include. `ci` takes each from NVIDIA's PyPI packages ([`PACKAGES`], pinned),
+//! its samples include; and NVML's `nvml.h`, against which `crates/hipfile-sys/tests/nvml.rs`
+//! builds its stand-in NVML. `ci` takes each from NVIDIA's PyPI packages ([`PACKAGES`], pinned),
 //! which ship them, into `<target>/nvidia-headers/<name>/include`, where the tests look. Only
 //! the headers are kept; nothing of them is committed or linked. A failure to fetch them is
 //! a failure of `ci`, which would otherwise fail on the tests' missing capability anyway.
@@ -22,7 +23,8 @@ pub struct Headers {
 /// runtime wheel has `cuda.h` and `cuda_runtime.h`; the `crt/` headers those include come
 /// in the `crt` wheel since CUDA 13). Later cuFile releases grew the statistics structs
 /// (1.19 added `readv`/`writev` counters at the end of `CUfileStatsLevel1_t`, moving
-/// everything of levels 2 and 3); see docs/DECISIONS.md, "cuFile's ABI".
+/// everything of levels 2 and 3); see docs/DECISIONS.md, "cuFile's ABI". NVML's header of
+/// CUDA 13.0 declares the calls `hipfile-sys` makes to `libnvidia-ml.so.1`.
 pub const PACKAGES: &[Headers] = &[
     Headers {
         name: "cufile-1.15",
@@ -38,6 +40,11 @@ pub const PACKAGES: &[Headers] = &[
         name: "cuda-13.0",
         requirements: &["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"],
         marker: "crt/host_config.h",
+    },
+    Headers {
+        name: "nvml-13.0",
+        requirements: &["nvidia-nvml-dev==13.0.87"],
+        marker: "nvml.h",
     },
 ];
 

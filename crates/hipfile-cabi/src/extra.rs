@@ -69,25 +69,31 @@ pub fn stats_reset() -> hipFileError_t {
     })
 }
 
-/// cuFile's `cuFileGetBARSizeInKB(gpu)`: the BAR1 size of a device, in KiB. Neither runtime
-/// hipfile loads says it (CUDA's runtime has no device attribute for it, only NVML does;
-/// HIP has none), so for a device that exists the answer is `hipFilePlatformNotSupported`.
+/// cuFile's `cuFileGetBARSizeInKB(gpu)`: the BAR1 size of a device in KiB, where the
+/// runtime can tell it (`Driver::bar1_size`: CUDA's, through NVIDIA's NVML; HIP's cannot).
 ///
 /// # Errors
 ///
 /// `hipFileDriverNotInitialized` while the driver is closed; `hipFileInvalidValue` for a
-/// device index the runtime does not have; `hipFilePlatformNotSupported` otherwise.
+/// device index the runtime does not have; `hipFilePlatformNotSupported` where the size
+/// cannot be told; the runtime's failure otherwise.
 pub fn bar_size_kib(gpu: c_int) -> Result<u64, hipFileError_t> {
     boundary(Err(INTERNAL), || {
         let driver = open_driver(&state::lock())?;
-        let count = driver
-            .device_count()
-            .map_err(|_| hipFileError_t::code(hipFileInvalidValue))?;
-        if !(0..count).contains(&gpu) {
-            return Err(hipFileError_t::code(hipFileInvalidValue));
-        }
-        Err(hipFileError_t::code(hipFilePlatformNotSupported))
+        bar_size_of(&driver, gpu)
     })
+}
+
+/// `driver`'s answer for `gpu`, in KiB (rounded down), or its status.
+fn bar_size_of(driver: &Driver, gpu: c_int) -> Result<u64, hipFileError_t> {
+    match driver.bar1_size(gpu) {
+        Ok(bytes) => Ok(bytes / KIB),
+        Err(facade::Error::InvalidValue { .. }) => Err(hipFileError_t::code(hipFileInvalidValue)),
+        Err(facade::Error::Runtime(r)) if r.is_unsupported() => {
+            Err(hipFileError_t::code(hipFilePlatformNotSupported))
+        }
+        Err(other) => Err(crate::codes::status(&other)),
+    }
 }
 
 /// Which of cuFile's slab arrays.
@@ -376,6 +382,40 @@ mod tests {
             s.builder().build_with(lookup).0.fallback.staging_memory,
             64 << 10
         );
+    }
+
+    #[test]
+    fn the_bar_size_is_in_kib_and_a_size_not_told_is_platform_not_supported() {
+        use hipfile_testkit::HostMemRuntime;
+        use std::sync::Arc;
+        let over = |runtime: HostMemRuntime| {
+            let config = facade::ConfigBuilder::new().build_with(|_| None).0;
+            Driver::with_runtime(config, Arc::new(runtime), facade::RuntimeReport::default())
+        };
+        let code = |r: Result<u64, hipFileError_t>| r.map_err(|e| e.err);
+        // An H200's BAR1, 256 GiB, as `nvidia-smi` shows it: 262144 MiB.
+        let h200 = over(
+            HostMemRuntime::builder()
+                .devices(2)
+                .bar1_size(256 << 30)
+                .build(),
+        );
+        assert_eq!(code(bar_size_of(&h200, 0)), Ok(256 << 20));
+        assert_eq!(code(bar_size_of(&h200, 1)), Ok(256 << 20));
+        assert_eq!(code(bar_size_of(&h200, 2)), Err(hipFileInvalidValue));
+        assert_eq!(code(bar_size_of(&h200, -1)), Err(hipFileInvalidValue));
+        let odd = over(
+            HostMemRuntime::builder()
+                .bar1_size((1 << 20) + 1023)
+                .build(),
+        );
+        assert_eq!(code(bar_size_of(&odd, 0)), Ok(1024));
+        let untold = over(HostMemRuntime::new());
+        assert_eq!(
+            code(bar_size_of(&untold, 0)),
+            Err(hipFilePlatformNotSupported)
+        );
+        assert_eq!(code(bar_size_of(&untold, 1)), Err(hipFileInvalidValue));
     }
 
     #[test]

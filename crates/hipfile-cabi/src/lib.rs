@@ -59,6 +59,8 @@ pub use facade::Op;
 /// Where cuFile's configuration file is (`CUFILE_ENV_PATH_JSON`, else `/etc/cufile.json`),
 /// for `libcufile.so.0`, which alone reads it; and whether the variable named it.
 pub use facade::core::config::cufile_json_path;
+/// Messages on stderr, each written whole (one `write(2)` per line).
+pub use facade::core::diag;
 /// The most one read or write call moves (the kernel's `MAX_RW_COUNT`, `0x7ffff000`).
 pub use facade::core::request::MAX_IO_SIZE;
 pub use ordered::*;

@@ -96,7 +96,7 @@ fn report_open_failure(error: &Error) {
     let text = error.to_string();
     let mut reported = REPORTED.lock().unwrap_or_else(PoisonError::into_inner);
     if !reported.contains(&text) {
-        eprintln!("hipfile: error: {text}");
+        facade::core::diag::line(&format!("hipfile: error: {text}"));
         reported.push(text);
     }
 }
@@ -148,12 +148,12 @@ impl State {
     /// once as they do then, and opening the driver again gives this process its own. The
     /// settings of the parameter calls stay.
     fn forget_parent(&mut self, this: u32) {
-        eprintln!(
+        facade::core::diag::line(&format!(
             "hipfile: this process ({this}) was made by fork() from process {}, which had the \
              library open: its driver, registrations and requests do not carry over; open the \
              driver again in this process",
             self.pid
-        );
+        ));
         std::mem::forget(self.driver.take());
         std::mem::forget(std::mem::take(&mut self.files));
         std::mem::forget(std::mem::take(&mut self.buffers));

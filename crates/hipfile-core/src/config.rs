@@ -842,7 +842,7 @@ pub fn warn_once(warning: &ConfigWarning) -> bool {
         .get_or_insert_with(HashSet::new)
         .insert(warning.clone());
     if first {
-        eprintln!("hipfile: warning: {warning}");
+        crate::diag::line(&format!("hipfile: warning: {warning}"));
     }
     first
 }

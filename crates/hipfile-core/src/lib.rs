@@ -13,6 +13,7 @@ pub mod backend;
 pub mod buffer;
 pub mod code;
 pub mod config;
+pub mod diag;
 pub mod error;
 pub mod pinned;
 pub mod reason;

@@ -29,6 +29,9 @@
 //! have done theirs: a host function tells hipfile that the stream got there, the wait holds
 //! the stream, and hipfile stores the value when the data is in place.
 //!
+//! A device's BAR1 size ([`GpuRuntime::bar1_size`]) is optional too: CUDA's runtime tells it
+//! through NVIDIA's NVML, and HIP cannot (docs/DECISIONS.md, "cuFile's ABI").
+//!
 //! # Safety
 //!
 //! The methods that write or read memory through raw addresses are `unsafe fn`: the caller
@@ -96,13 +99,28 @@ impl RuntimeError {
     /// The error of an optional capability the runtime lacks: code 801, which is
     /// `hipErrorNotSupported` and `cudaErrorNotSupported` alike.
     pub fn unsupported(call: &'static str) -> RuntimeError {
+        RuntimeError::unsupported_because(call, "not supported by this runtime")
+    }
+
+    /// An optional capability the runtime cannot offer here, and why (code 801).
+    pub fn unsupported_because(call: &'static str, why: impl Into<String>) -> RuntimeError {
         RuntimeError {
             call,
-            code: 801,
-            message: "not supported by this runtime".to_owned(),
+            code: UNSUPPORTED,
+            message: why.into(),
         }
     }
+
+    /// Whether this is the runtime saying it cannot do or tell what was asked (code 801,
+    /// from [`unsupported`](Self::unsupported) or the runtime's own `NotSupported`), rather
+    /// than a failure.
+    pub fn is_unsupported(&self) -> bool {
+        self.code == UNSUPPORTED
+    }
 }
+
+/// `hipErrorNotSupported`, `cudaErrorNotSupported`.
+const UNSUPPORTED: i32 = 801;
 
 /// A host function queued on a stream by [`GpuRuntime::launch_host_func`].
 pub type HostFunc = Box<dyn FnOnce() + Send + 'static>;
@@ -362,6 +380,20 @@ pub unsafe trait GpuRuntime: Send + Sync {
     fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
         let _ = event;
         Err(RuntimeError::unsupported("event_query"))
+    }
+
+    /// The size of `device`'s BAR1 in bytes: the PCIe window through which the CPU and other
+    /// devices (an NVMe drive, a NIC) reach its memory, which bounds how much of it can be
+    /// mapped for them at once. cuFile reports it (`cuFileGetBARSizeInKB`). The default
+    /// answers [`RuntimeError::unsupported`]: a runtime that cannot tell.
+    ///
+    /// An implementation answers an error for which [`RuntimeError::is_unsupported`] holds,
+    /// with the reason in its message, wherever the size cannot be told (a library missing,
+    /// a device that does not report it), and another error only for a failure of the
+    /// runtime itself (an invalid device).
+    fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
+        let _ = device;
+        Err(RuntimeError::unsupported("bar1_size"))
     }
 
     /// `hipAmdFileRead`: reads `size` bytes at `offset` of the `O_DIRECT` descriptor `fd`

@@ -4,7 +4,8 @@
 //! keys that map onto hipfile's settings become the values of the parameter calls that set
 //! the same (`hipfile_cabi::FileValue`), checked as those calls check them, and lie below
 //! the `HIPFILE_*` environment and below the parameter calls (docs/DECISIONS.md,
-//! "`cufile.json`", has the table). Keys that do not apply are named in one warning.
+//! "`cufile.json`", has the table). Keys that do not apply are counted, and the first few
+//! named, in one short warning.
 //!
 //! The file is JSON with NVIDIA's two extensions, `//` and `/* */` comments (NVIDIA's own
 //! default file has them), and no others (a trailing comma is an error, as in NVIDIA's
@@ -46,11 +47,11 @@ fn read() -> FileSource {
             } else {
                 "cuFile's configuration file"
             };
-            eprintln!(
+            hipfile_cabi::diag::line(&format!(
                 "hipfile: warning: {by} {}, which cannot be read ({e}); using hipfile's \
                  settings (the HIPFILE_* environment and the defaults)",
                 path.display()
-            );
+            ));
             return FileSource::Absent;
         }
     };
@@ -68,25 +69,42 @@ fn read() -> FileSource {
     match parsed {
         Ok(Parsed { entries, ignored }) => {
             if !ignored.is_empty() {
-                eprintln!(
-                    "hipfile: warning: {}: these keys do not apply to hipfile and are \
-                     ignored: {}",
-                    path.display(),
-                    ignored.join(", ")
-                );
+                hipfile_cabi::diag::line(&ignored_warning(&path, &ignored));
             }
             FileSource::Entries(entries)
         }
         Err(e) => {
             let why = e.describe(&path);
-            eprintln!(
+            hipfile_cabi::diag::line(&format!(
                 "hipfile: error: {why}. Fix the file (cuFile's files are JSON with // and /* */ \
                  comments), or name another with CUFILE_ENV_PATH_JSON; until then \
                  cuFileDriverOpen fails (-EINVAL), as NVIDIA's library does"
-            );
+            ));
             FileSource::Invalid(why)
         }
     }
+}
+
+/// How many ignored keys the warning names; the others are counted.
+const NAMED_KEYS: usize = 3;
+
+/// The one line that says which keys of the file at `path` do not apply: how many, and the
+/// first [`NAMED_KEYS`] of them by name (values are left out: NVIDIA's default file alone
+/// has over a dozen such keys, some with long arrays, and a line per process must stay short
+/// enough to read when many processes print it).
+fn ignored_warning(path: &Path, ignored: &[String]) -> String {
+    let (count, verb) = match ignored.len() {
+        1 => ("1 key".to_string(), "does not apply to hipfile and is"),
+        n => (format!("{n} keys"), "do not apply to hipfile and are"),
+    };
+    let mut names = ignored[..ignored.len().min(NAMED_KEYS)].join(", ");
+    if ignored.len() > NAMED_KEYS {
+        names.push_str(&format!(" and {} more", ignored.len() - NAMED_KEYS));
+    }
+    format!(
+        "hipfile: warning: {}: {count} {verb} ignored: {names}",
+        path.display()
+    )
 }
 
 /// What was wrong with a file, and where.
@@ -108,12 +126,12 @@ impl FileError {
     }
 }
 
-/// The file's values, and the keys (with their values) that do not apply.
+/// The file's values, and the keys that do not apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parsed {
     /// The values of the keys that map onto parameters, in the file's order.
     pub entries: Vec<FileEntry>,
-    /// `key (value)` of each key that does not apply.
+    /// The dotted name of each key that does not apply, in the file's order.
     pub ignored: Vec<String>,
 }
 
@@ -380,7 +398,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, FileError> {
             "properties.io_batchsize" if v.as_u64() == Some(128) => {}
             "properties.allow_system_memory" | "properties.prefer_iouring"
                 if v.as_bool() == Some(false) => {}
-            _ => ignored.push(format!("{key} ({})", shown(v))),
+            _ => ignored.push(key),
         }
     }
     match posix {
@@ -461,7 +479,42 @@ mod tests {
                 &FileValue::Text(0, CString::new("INFO").unwrap()),
             ]
         );
-        assert_eq!(p.ignored, ["properties.rdma_dev_addr_list ([])"]);
+        assert_eq!(p.ignored, ["properties.rdma_dev_addr_list"]);
+    }
+
+    #[test]
+    fn the_warning_counts_the_ignored_keys_and_names_the_first_few_without_values() {
+        let p = parse(
+            br#"{ "properties": { "gds_rdma_write_support": true, "io_priority": "default",
+                  "rdma_dev_addr_list": [ "10.0.0.1" ], "io_batchsize": 64,
+                  "max_direct_io_size_kb": 8192 },
+                  "fs": { "generic": { "posix_unaligned_writes": false },
+                          "weka": { "rdma_write_support": false } },
+                  "denylist": { "mounts": [ "/mnt/secret" ] } }"#,
+        )
+        .unwrap();
+        let line = ignored_warning(Path::new("/etc/cufile.json"), &p.ignored);
+        assert_eq!(
+            line,
+            "hipfile: warning: /etc/cufile.json: 7 keys do not apply to hipfile and are \
+             ignored: properties.gds_rdma_write_support, properties.io_priority, \
+             properties.rdma_dev_addr_list and 4 more"
+        );
+        for value in ["true", "default", "10.0.0.1", "64", "false", "secret", "("] {
+            assert!(!line.contains(value), "{value}: {line}");
+        }
+        assert!(!line.contains('\n'), "{line}");
+        let one = ignored_warning(Path::new("f.json"), &["fs.weka.rdma_write_support".into()]);
+        assert_eq!(
+            one,
+            "hipfile: warning: f.json: 1 key does not apply to hipfile and is ignored: \
+             fs.weka.rdma_write_support"
+        );
+        let three: Vec<String> = ["a", "b", "c"].map(String::from).into();
+        assert!(
+            ignored_warning(Path::new("f"), &three)
+                .ends_with("3 keys do not apply to hipfile and are ignored: a, b, c"),
+        );
     }
 
     #[test]

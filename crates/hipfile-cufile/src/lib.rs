@@ -592,14 +592,16 @@ pub extern "C" fn cuFileStatsReset() -> CUfileError_t {
 }
 
 /// `CUfileError_t cuFileGetBARSizeInKB(int gpuIndex, size_t *barSize)` — the BAR1 size of a
-/// device in KiB, where the runtime can tell it (`hipfile_cabi::bar_size_kib`: neither CUDA's
-/// runtime nor HIP's can).
+/// device in KiB, where the runtime can tell it (`hipfile_cabi::bar_size_kib`): on NVIDIA
+/// GPUs from NVML (`libnvidia-ml.so.1`, which comes with the driver), the device found by
+/// its PCI bus id; HIP's runtime cannot tell it.
 ///
 /// # Errors
 ///
 /// `CU_FILE_INVALID_VALUE` for NULL or a device the runtime does not have;
 /// `CU_FILE_DRIVER_NOT_INITIALIZED` while the driver is closed;
-/// `CU_FILE_PLATFORM_NOT_SUPPORTED` where the runtime cannot tell the size.
+/// `CU_FILE_PLATFORM_NOT_SUPPORTED` where the size cannot be told (an AMD GPU, no NVML,
+/// a device NVML does not report it for), leaving `*barSize` as it was.
 ///
 /// # Safety
 ///

@@ -4,7 +4,8 @@
 //! so the fastpath declines and the fallback serves. Allocation ranges come from the driver
 //! API (`cuMemGetAddressRange_v2`), whose `CUresult` is a code space of its own: a failure
 //! keeps its number in [`RuntimeError::code`] under the driver call's name, with the driver's
-//! text and the `CUresult` name in the message.
+//! text and the `CUresult` name in the message. A device's BAR1 size comes from NVIDIA's
+//! NVML, loaded when first asked for (`bar1.rs`).
 //!
 //! # Safety
 //!
@@ -20,14 +21,15 @@ use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
-    CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, cu_stream_value,
-    cudaEvent_t, cudaStream_t, decode_cuda_memory_type, host_malloc_flags, memcpy_kind,
-    stream_flags,
+    CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, Nvml,
+    cu_stream_value, cudaEvent_t, cudaStream_t, decode_cuda_memory_type, host_malloc_flags,
+    memcpy_kind, stream_flags,
 };
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::path::Path;
+use std::sync::OnceLock;
 
 thread_local! {
     /// The `cudaFree` of the runtime whose context [`CudaRuntime::thread_init`] last made
@@ -47,6 +49,8 @@ pub struct CudaRuntime {
     sync: SyncStreams,
     /// Large pinned allocations, mapped by hipfile and registered (`pinned.rs`).
     regions: Regions,
+    /// NVML, loaded when a BAR1 size is first asked for (`bar1.rs`).
+    nvml: OnceLock<Result<Nvml, LoadError>>,
 }
 
 impl std::fmt::Debug for CudaRuntime {
@@ -88,6 +92,7 @@ impl CudaRuntime {
             version,
             sync: SyncStreams::default(),
             regions: Regions::default(),
+            nvml: OnceLock::new(),
         }
     }
 
@@ -259,6 +264,25 @@ unsafe impl GpuRuntime for CudaRuntime {
 
     fn has_amd_file_io(&self) -> bool {
         false
+    }
+
+    /// From NVML (`libnvidia-ml.so.1`, loaded on the first call), through the device's PCI
+    /// bus id (`bar1.rs`).
+    fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
+        crate::bar1::bar1_size(
+            device,
+            |d| {
+                self.cuda
+                    .device_pci_bus_id(d)
+                    .map_err(|e| self.error("cudaDeviceGetPCIBusId", e))
+            },
+            || {
+                self.nvml
+                    .get_or_init(Nvml::load)
+                    .as_ref()
+                    .map_err(|e| e.to_string())
+            },
+        )
     }
 
     fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {

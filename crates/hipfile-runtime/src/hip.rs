@@ -229,6 +229,15 @@ unsafe impl GpuRuntime for HipRuntime {
         self.hip.has_amd_file_io()
     }
 
+    /// HIP cannot tell it (docs/DECISIONS.md, "cuFile's ABI"): it has no call or device
+    /// attribute for a BAR size (`hipDeviceAttributeIsLargeBar` is a yes or no).
+    fn bar1_size(&self, _device: i32) -> Result<u64, RuntimeError> {
+        Err(RuntimeError::unsupported_because(
+            "bar1_size",
+            "the HIP runtime tells no BAR size: it has no call or device attribute for one",
+        ))
+    }
+
     fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {
         // SAFETY: the memory is owned by the caller, who frees it through `free_device`.
         let p = unsafe { self.hip.malloc(len) }.map_err(|e| self.error("hipMalloc", e))?;

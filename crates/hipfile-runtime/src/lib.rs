@@ -11,8 +11,10 @@
 //! ([`load_runtime`]: `HIP_PLATFORM`, HIP before CUDA, a runtime with a device before one
 //! without), with what it offers ([`inspect_runtime`], [`RuntimeReport`]); and how pinned
 //! memory is made (from 2 MiB up, a mapping of hipfile's own, faulted in on several threads
-//! and registered, which is several times quicker than the runtime's allocation). It depends on
-//! `hipfile-core` and `hipfile-sys`; only the facade and tools depend on it.
+//! and registered, which is several times quicker than the runtime's allocation). A CUDA
+//! device's BAR1 size comes from NVIDIA's NVML, loaded when first asked for, through the
+//! device's PCI bus id (`bar1.rs`); HIP cannot tell one. It depends on `hipfile-core` and
+//! `hipfile-sys`; only the facade and tools depend on it.
 //!
 //! # Safety
 //!
@@ -23,6 +25,7 @@
 
 #![deny(unsafe_code)]
 
+mod bar1;
 mod choose;
 mod cuda;
 mod hip;

@@ -1,6 +1,8 @@
 //! Raw FFI to the GPU runtimes, loaded at run time with `libloading`: AMD's HIP runtime
 //! (`libamdhip64`) in [`hip`], and for NVIDIA machines the CUDA runtime and driver
-//! (`libcudart.so.13/.12`, `libcuda.so.1`) in [`cuda`], which is all HIP is on that platform.
+//! (`libcudart.so.13/.12`, `libcuda.so.1`) in [`cuda`], which is all HIP is on that platform,
+//! and NVIDIA's management library (`libnvidia-ml.so.1`) in [`nvml`], for the one thing only it
+//! tells (a device's BAR1 size).
 //!
 //! Both runtimes are laid out alike: `mod.rs` holds the function-pointer tables ([`HipFns`];
 //! [`CudartFns`], [`CudaDriverFns`]) and the loaded library with thin wrappers that turn status
@@ -23,6 +25,7 @@
 pub mod cuda;
 pub mod hip;
 pub mod loader;
+pub mod nvml;
 
 pub use cuda::{
     CUDA_DRIVER_LIBRARY, CUDART_SONAMES, CUdeviceptr, CUresult, CuError, Cuda, CudaDriverFns,
@@ -38,3 +41,7 @@ pub use hip::{
     proc_address_status, stream_flags, stream_wait_value,
 };
 pub use loader::{Candidate, CandidateOrigin, LibraryKind, LoadAttempt, LoadError, LoadFailure};
+pub use nvml::{
+    NVML_LIBRARY, Nvml, NvmlDevice, NvmlFns, NvmlReturn, NvmlSession, nvmlBAR1Memory_t,
+    nvmlDevice_t, nvmlReturn_t,
+};

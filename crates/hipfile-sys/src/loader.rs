@@ -134,6 +134,9 @@ pub enum LibraryKind {
     CudaRuntime,
     /// NVIDIA's CUDA driver library, `libcuda.so.1`, loaded after the CUDA runtime.
     CudaDriver,
+    /// NVIDIA's management library, NVML (`libnvidia-ml.so.1`), loaded when a question only
+    /// it answers is asked.
+    Nvml,
 }
 
 impl LibraryKind {
@@ -143,6 +146,7 @@ impl LibraryKind {
             LibraryKind::HipRuntime => "HIP runtime",
             LibraryKind::CudaRuntime => "CUDA runtime",
             LibraryKind::CudaDriver => "CUDA driver library",
+            LibraryKind::Nvml => "NVIDIA management library (NVML)",
         }
     }
 
@@ -152,6 +156,7 @@ impl LibraryKind {
             LibraryKind::HipRuntime => "libamdhip64",
             LibraryKind::CudaRuntime => "libcudart",
             LibraryKind::CudaDriver => "libcuda",
+            LibraryKind::Nvml => "libnvidia-ml",
         }
     }
 
@@ -161,6 +166,7 @@ impl LibraryKind {
             LibraryKind::HipRuntime => "a HIP runtime",
             LibraryKind::CudaRuntime => "a CUDA runtime",
             LibraryKind::CudaDriver => "the CUDA driver library",
+            LibraryKind::Nvml => "NVML",
         }
     }
 
@@ -187,6 +193,15 @@ impl LibraryKind {
             (LibraryKind::HipRuntime, false) => {
                 "hint: set HIPFILE_HIP_LIBRARY to the path of the HIP runtime (libamdhip64.so), \
                  or install ROCm (AMD's packages into /opt/rocm, or Debian's libamdhip64-5)"
+            }
+            (LibraryKind::Nvml, true) => {
+                "hint: make the explicit path name NVML (libnvidia-ml.so.1, which comes with the \
+                 NVIDIA driver)"
+            }
+            (LibraryKind::Nvml, false) => {
+                "hint: libnvidia-ml.so.1 comes with the NVIDIA driver, not with the CUDA \
+                 toolkit: install the driver (in a container, run it with the NVIDIA container \
+                 runtime, which mounts the driver's libraries)"
             }
             (LibraryKind::CudaDriver, _) => {
                 "hint: libcuda.so.1 comes with the NVIDIA driver, not with the CUDA toolkit: \

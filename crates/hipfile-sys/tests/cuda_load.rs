@@ -249,3 +249,53 @@ fn real_runtime_describes_memory() {
     }
     assert!(flag.load(std::sync::atomic::Ordering::SeqCst));
 }
+
+#[test]
+fn real_runtime_names_each_device_by_pci_bus_id_and_nvml_knows_it() {
+    let Some(cuda) = require_cuda("real_runtime_names_each_device_by_pci_bus_id_and_nvml_knows_it")
+    else {
+        return;
+    };
+    let devices = match cuda.device_count() {
+        Ok(n) if n > 0 => n,
+        other => {
+            eprintln!("SKIP: no device ({other:?})");
+            return;
+        }
+    };
+    assert!(
+        cuda.fns().cudaDeviceGetPCIBusId.is_some(),
+        "every CUDA 12 and 13 runtime has cudaDeviceGetPCIBusId"
+    );
+    assert_eq!(
+        cuda.device_pci_bus_id(devices),
+        Err(CudaError::INVALID_DEVICE)
+    );
+    let nvml = hipfile_sys::Nvml::load().expect("an NVIDIA driver has libnvidia-ml.so.1");
+    let session = nvml.init().expect("nvmlInit_v2");
+    for device in 0..devices {
+        let bus = cuda
+            .device_pci_bus_id(device)
+            .expect("cudaDeviceGetPCIBusId");
+        // `domain:bus:device.function`, in hexadecimal.
+        let parts: Vec<&str> = bus.split([':', '.']).collect();
+        assert_eq!(parts.len(), 4, "{bus}");
+        assert!(
+            parts
+                .iter()
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit())),
+            "{bus}"
+        );
+        let c_bus = std::ffi::CString::new(bus.clone()).unwrap();
+        let handle = session
+            .device_by_pci_bus_id(&c_bus)
+            .expect("NVML knows CUDA's device");
+        match session.bar1_memory_info(handle) {
+            Ok(bar1) => {
+                eprintln!("device {device} ({bus}): BAR1 {} MiB", bar1.bar1Total >> 20);
+                assert!(bar1.bar1Total > 0);
+            }
+            Err(e) => eprintln!("device {device} ({bus}): BAR1 not reported: {e}"),
+        }
+    }
+}

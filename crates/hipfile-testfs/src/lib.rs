@@ -1,8 +1,8 @@
 //! Test fixtures for real filesystems on loop devices: sparse image files attached with
 //! `losetup`, formatted with `mkfs.ext4` or `mkfs.xfs` and mounted in a fresh temporary
-//! directory; tmpfs mounts; FIFOs; the process's memory mappings ([`maps`]); and the
-//! capability checks (root, loop devices, commands) that let a test say it skipped instead
-//! of failing where the machine cannot run it.
+//! directory; tmpfs mounts; FIFOs; the process's memory mappings ([`maps`]); a stand-in for
+//! NVIDIA's NVML ([`nvml`]); and the capability checks (root, loop devices, commands) that
+//! let a test say it skipped instead of failing where the machine cannot run it.
 //!
 //! It is a dev-dependency only and never a dependency of library code: it shells out to
 //! `losetup`, `mkfs.*`, `mount` and `umount`, panics when a command that should work fails
@@ -22,6 +22,7 @@ mod cmd;
 mod loopdev;
 pub mod maps;
 mod mount;
+pub mod nvml;
 mod temp;
 
 use std::fmt;

@@ -12,7 +12,8 @@
 //! `EINVAL`); built with [`Builder::amd_file_io`]`(false)` they answer
 //! `FileIoError::Unavailable`.
 //!
-//! It has [`Builder::devices`] devices (1 by default) and a current device per thread, shared
+//! It has [`Builder::devices`] devices (1 by default), each with the BAR1 size of
+//! [`Builder::bar1_size`] (none by default), and a current device per thread, shared
 //! by every runtime of the process as a real runtime's is. Device memory and streams belong to
 //! the device current when they were made, and a copy on a stream of another device than its
 //! memory's fails the test (a real runtime would route it through peer access, slowly).
@@ -132,6 +133,7 @@ pub struct Builder {
     devices: i32,
     defer: bool,
     amd_file_io: bool,
+    bar1_size: Option<u64>,
     faults: Vec<Fault>,
 }
 
@@ -159,6 +161,13 @@ impl Builder {
         self
     }
 
+    /// Every device's BAR1 is `bytes` (by default the runtime cannot tell one, as HIP's
+    /// cannot).
+    pub fn bar1_size(mut self, bytes: u64) -> Builder {
+        self.bar1_size = Some(bytes);
+        self
+    }
+
     /// Injects `fault` from the first call on.
     pub fn fault(mut self, fault: Fault) -> Builder {
         self.faults.push(fault);
@@ -183,6 +192,7 @@ impl Builder {
             devices: self.devices,
             defer: self.defer,
             amd_file_io: self.amd_file_io,
+            bar1_size: self.bar1_size,
             queues: Mutex::default(),
         }
     }
@@ -205,6 +215,7 @@ pub struct HostMemRuntime {
     devices: i32,
     defer: bool,
     amd_file_io: bool,
+    bar1_size: Option<u64>,
     queues: Mutex<Queues>,
 }
 
@@ -226,6 +237,7 @@ impl HostMemRuntime {
             devices: 1,
             defer: false,
             amd_file_io: true,
+            bar1_size: None,
             faults: Vec::new(),
         }
     }
@@ -476,6 +488,15 @@ unsafe impl GpuRuntime for HostMemRuntime {
 
     fn has_amd_file_io(&self) -> bool {
         self.amd_file_io
+    }
+
+    fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
+        if !(0..self.devices).contains(&device) {
+            return Err(rt_error("bar1_size", 101, "invalid device ordinal"));
+        }
+        self.bar1_size.ok_or_else(|| {
+            RuntimeError::unsupported_because("bar1_size", "this runtime was built without a BAR1")
+        })
     }
 
     fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {

@@ -156,6 +156,9 @@ unsafe impl GpuRuntime for Injected {
     fn has_amd_file_io(&self) -> bool {
         self.inner.has_amd_file_io()
     }
+    fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
+        self.inner.bar1_size(device)
+    }
     fn alloc_device(&self, len: usize) -> Result<DevicePtr, RuntimeError> {
         self.enter(Call::AllocDevice, Site::default())?;
         self.inner.alloc_device(len)

@@ -445,7 +445,10 @@ impl Drop for Memory {
         #[allow(unsafe_code)]
         let freed = unsafe { self.driver.gpu().free_device(self.ptr) };
         if let Err(e) = freed {
-            eprintln!("hipfile: warning: freeing device buffer {}: {e}", self.ptr);
+            hipfile_core::diag::line(&format!(
+                "hipfile: warning: freeing device buffer {}: {e}",
+                self.ptr
+            ));
         }
     }
 }
@@ -507,7 +510,9 @@ impl std::ops::DerefMut for PinnedHostBuffer {
 impl Drop for PinnedHostBuffer {
     fn drop(&mut self) {
         if let Err(e) = self.memory.release() {
-            eprintln!("hipfile: warning: freeing a pinned host buffer: {e}");
+            hipfile_core::diag::line(&format!(
+                "hipfile: warning: freeing a pinned host buffer: {e}"
+            ));
         }
     }
 }

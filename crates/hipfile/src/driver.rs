@@ -325,6 +325,37 @@ impl Driver {
         self.gpu().device_count().map_err(Error::Runtime)
     }
 
+    /// The size in bytes of `device`'s BAR1, where the runtime can tell it: the PCIe window
+    /// through which the CPU and other devices (an NVMe drive, a NIC) reach the device's
+    /// memory, which bounds how much of it can be mapped for them at once (what cuFile's
+    /// `cuFileGetBARSizeInKB` reports). On NVIDIA GPUs it comes from NVIDIA's NVML
+    /// (`libnvidia-ml.so.1`, installed with the driver), loaded on the first call, which
+    /// finds the device by its PCI bus id; AMD's HIP runtime has no way to tell it
+    /// (docs/DECISIONS.md, "cuFile's ABI").
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a device the runtime does not have (or when it sees
+    /// none); [`Error::Runtime`] where the size cannot be told, with
+    /// [`RuntimeError::is_unsupported`](hipfile_core::RuntimeError::is_unsupported) and the
+    /// reason in its message (no NVML, a device that does not report it, a HIP runtime), or
+    /// when the runtime fails.
+    pub fn bar1_size(&self, device: i32) -> Result<u64, Error> {
+        let invalid = |why: String| Error::InvalidValue {
+            op: None,
+            what: format!("device {device}: {why}"),
+        };
+        let count = self
+            .device_count()
+            .map_err(|e| invalid(format!("the runtime sees no device ({e})")))?;
+        if !(0..count).contains(&device) {
+            return Err(invalid(format!(
+                "the runtime has {count} device(s), numbered from 0"
+            )));
+        }
+        self.gpu().bar1_size(device).map_err(Error::Runtime)
+    }
+
     /// Records the registration of the buffer `owner` at `ptr`, with the facts
     /// [`check_buffer`](hipfile_core::buffer::check_buffer) gave for it.
     ///

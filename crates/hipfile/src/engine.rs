@@ -412,7 +412,9 @@ impl Slot {
         if let Some(w) = waker
             && std::panic::catch_unwind(AssertUnwindSafe(|| w.wake())).is_err()
         {
-            eprintln!("hipfile: warning: a waker panicked when its request ended; ignored");
+            hipfile_core::diag::line(
+                "hipfile: warning: a waker panicked when its request ended; ignored",
+            );
         }
         if let Some(l) = listener {
             // The listeners are the facade's own (a batch's), which do not panic; a panic

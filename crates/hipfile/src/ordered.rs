@@ -319,7 +319,7 @@ impl Drop for Stream {
         let gpu = self.driver.gpu();
         let _ = gpu.stream_synchronize(self.handle);
         if let Err(e) = gpu.stream_destroy(self.handle) {
-            eprintln!("hipfile: warning: destroying a stream: {e}");
+            hipfile_core::diag::line(&format!("hipfile: warning: destroying a stream: {e}"));
         }
     }
 }

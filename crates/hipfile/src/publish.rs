@@ -523,11 +523,11 @@ impl Writer {
             }
             Err(e) => {
                 self.broken = true;
-                eprintln!(
+                hipfile_core::diag::line(&format!(
                     "hipfile: cannot publish statistics: {e}; `hipfile stats {}` will not see \
                      them",
                     self.pid
-                );
+                ));
             }
         }
         result

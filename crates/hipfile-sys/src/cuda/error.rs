@@ -85,6 +85,8 @@ macro_rules! status_code {
     };
 }
 
+pub(crate) use status_code;
+
 /// A CUDA runtime status code (`cudaError_t`), as returned by every `cuda*` call.
 ///
 /// `#[repr(transparent)]` over `i32` (the C type is a 4-byte enum), so it is the return type

@@ -147,6 +147,9 @@ pub type PFN_cuStreamValue64 = unsafe extern "C" fn(
     value: u64,
     flags: c_uint,
 ) -> CUresult;
+/// `cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)`.
+pub type PFN_cudaDeviceGetPCIBusId =
+    unsafe extern "C" fn(bus_id: *mut c_char, len: c_int, device: c_int) -> cudaError_t;
 /// `CUresult cuGetErrorString(CUresult error, const char** pStr)`.
 pub type PFN_cuGetErrorString =
     unsafe extern "C" fn(error: CUresult, text: *mut *const c_char) -> CUresult;
@@ -213,6 +216,8 @@ pub struct CudartFns {
     pub cudaEventQuery: Option<PFN_cudaEventQuery>,
     /// `cudaHostGetDevicePointer`.
     pub cudaHostGetDevicePointer: Option<PFN_cudaHostGetDevicePointer>,
+    /// `cudaDeviceGetPCIBusId`.
+    pub cudaDeviceGetPCIBusId: Option<PFN_cudaDeviceGetPCIBusId>,
 }
 
 impl fmt::Debug for CudartFns {
@@ -317,6 +322,7 @@ fn open_cudart(candidate: &Candidate) -> Result<(Library, CudartFns), LoadFailur
         cudaStreamQuery: optional!(library, cudaStreamQuery),
         cudaEventQuery: optional!(library, cudaEventQuery),
         cudaHostGetDevicePointer: optional!(library, cudaHostGetDevicePointer),
+        cudaDeviceGetPCIBusId: optional!(library, cudaDeviceGetPCIBusId),
     };
     Ok((library, fns))
 }
@@ -336,6 +342,9 @@ fn open_driver(path: &Path) -> Result<(Library, CudaDriverFns), LoadFailure> {
     };
     Ok((library, fns))
 }
+
+/// The room given to `cudaDeviceGetPCIBusId` (NVML's `NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE`).
+const PCI_BUS_ID_LEN: usize = 32;
 
 /// A query's answer: success is ready, `cudaErrorNotReady` is not, anything else an error.
 fn ready(status: CudaError) -> Result<bool, CudaError> {
@@ -566,6 +575,28 @@ impl Cuda {
     pub fn init_context(&self) -> Result<(), CudaError> {
         // SAFETY: freeing a null pointer is defined to do nothing to memory.
         unsafe { (self.fns.cudaFree)(ptr::null_mut()) }.result()
+    }
+
+    /// `cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)` — the PCI bus
+    /// id of `device` (a CUDA ordinal), `domain:bus:device.function` in hexadecimal
+    /// (`0000:41:00.0`): what names the device to NVML and in sysfs, where CUDA's ordinals
+    /// (`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`) mean nothing.
+    ///
+    /// # Errors
+    ///
+    /// `cudaErrorNotSupported` when the runtime lacks the call, otherwise the runtime's
+    /// error (`cudaErrorInvalidDevice` for a bad ordinal).
+    pub fn device_pci_bus_id(&self, device: i32) -> Result<String, CudaError> {
+        let Some(get) = self.fns.cudaDeviceGetPCIBusId else {
+            return Err(CudaError::NOT_SUPPORTED);
+        };
+        // The header asks for 13 bytes; a 32-bit domain takes 17. The last byte stays 0.
+        let mut text = [0 as c_char; PCI_BUS_ID_LEN + 1];
+        // SAFETY: the runtime writes at most `len` bytes, `PCI_BUS_ID_LEN`, into `text`,
+        // whose last byte it never reaches.
+        unsafe { get(text.as_mut_ptr(), PCI_BUS_ID_LEN as c_int, device) }.result()?;
+        // SAFETY: `text` ends with a 0 the runtime did not touch.
+        Ok(unsafe { c_string(text.as_ptr()) })
     }
 
     /// `cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes,
