@@ -246,6 +246,58 @@ const KEYS: &[(&str, Kind)] = &[
     ("logging.dir", Kind::Text(2)),
 ];
 
+/// NVIDIA's defaults for the keys that tune hipfile's engine, as the `/etc/cufile.json`
+/// CUDA 13 installs holds them: such a value says only that the file was not changed, and
+/// leaves hipfile's own setting, tuned for hipfile, where it is. NVIDIA's values are tuned
+/// for its library: taken as settings they gave hipfile 4 I/O threads, 16 MiB tasks, an
+/// 8 MiB small-request threshold and a 1 GiB staging pool, and halved its throughput.
+const NVIDIA_DEFAULTS: &[(&str, DefaultValue)] = &[
+    ("execution.max_io_threads", DefaultValue::Number(4)),
+    ("execution.parallel_io", DefaultValue::Flag(true)),
+    (
+        "execution.min_io_threshold_size_kb",
+        DefaultValue::Number(8192),
+    ),
+    ("execution.max_request_parallelism", DefaultValue::Number(4)),
+    (
+        "properties.max_direct_io_size_kb",
+        DefaultValue::Number(16384),
+    ),
+    (
+        "properties.max_device_cache_size_kb",
+        DefaultValue::Number(131_072),
+    ),
+    (
+        "properties.max_device_pinned_mem_size_kb",
+        DefaultValue::Number(33_554_432),
+    ),
+    (
+        "properties.posix_pool_slab_size_kb",
+        DefaultValue::Slabs(&[(4, 128), (1024, 64), (16384, 64)]),
+    ),
+];
+
+/// A value of [`NVIDIA_DEFAULTS`].
+#[derive(Clone, Copy)]
+enum DefaultValue {
+    Number(u64),
+    Flag(bool),
+    Slabs(&'static [(u64, u64)]),
+}
+
+/// Whether `entry` holds NVIDIA's default for its key ([`NVIDIA_DEFAULTS`]).
+fn is_nvidias_default(entry: &FileEntry) -> bool {
+    NVIDIA_DEFAULTS
+        .iter()
+        .filter(|(key, _)| *key == entry.key)
+        .any(|(_, default)| match (default, &entry.value) {
+            (DefaultValue::Number(d), FileValue::Size(_, v)) => d == v,
+            (DefaultValue::Flag(d), FileValue::Bool(_, v)) => d == v,
+            (DefaultValue::Slabs(d), FileValue::Slabs(_, v)) => *d == v.as_slice(),
+            _ => false,
+        })
+}
+
 /// The line of the first `"name"` in `text` (the key's last part), for messages about a
 /// value.
 fn line_of(text: &str, key: &str) -> Option<usize> {
@@ -420,6 +472,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, FileError> {
             });
         }
     }
+    entries.retain(|e| !is_nvidias_default(e));
     Ok(Parsed { entries, ignored })
 }
 
@@ -446,6 +499,50 @@ fn pairs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NVIDIA's default `/etc/cufile.json` (CUDA 13), in shape: its comments and its values.
+    const NVIDIAS_DEFAULT_FILE: &[u8] = br#"{
+        // the default file as CUDA installs it
+        "logging": { "level": "ERROR" },
+        "profile": { "nvtx": false, "cufile_stats": 0 },
+        "execution": {
+            "max_io_queue_depth": 128, "max_io_threads": 4, "parallel_io": true,
+            "min_io_threshold_size_kb": 8192, "max_request_parallelism": 4
+        },
+        "properties": {
+            "max_direct_io_size_kb": 16384, "max_device_cache_size_kb": 131072,
+            "per_buffer_cache_size_kb": 1024, "max_device_pinned_mem_size_kb": 33554432,
+            "posix_pool_slab_size_kb": [4, 1024, 16384], "posix_pool_slab_count": [128, 64, 64],
+            "use_poll_mode": false, "poll_mode_max_size_kb": 4, "allow_compat_mode": true,
+            /* GPUDirect only */ "use_pci_p2pdma": false, "io_batchsize": 128
+        }
+    }"#;
+
+    #[test]
+    fn nvidias_own_defaults_leave_hipfiles_settings_as_they_are() {
+        // The file CUDA installs holds NVIDIA's defaults, tuned for its own library: taken
+        // as settings they gave hipfile 4 I/O threads, 16 MiB tasks, an 8 MiB small-request
+        // threshold and a staging pool of 1 GiB, and halved its throughput on the H200.
+        let parsed = parse(NVIDIAS_DEFAULT_FILE).unwrap();
+        let tuning = |e: &&FileEntry| {
+            matches!(
+                e.value,
+                FileValue::Size(2..=6 | 8, _) | FileValue::Bool(4, _) | FileValue::Slabs(..)
+            )
+        };
+        let applied: Vec<_> = parsed.entries.iter().filter(tuning).collect();
+        assert!(applied.is_empty(), "{applied:?}");
+        // A value of the user's own applies.
+        let mine = parse(
+            br#"{"execution": {"max_io_threads": 8, "parallel_io": true},
+                              "properties": {"max_direct_io_size_kb": 4096}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            mine.entries.iter().map(|e| &e.value).collect::<Vec<_>>(),
+            [&FileValue::Size(2, 8), &FileValue::Size(5, 4096)]
+        );
+    }
 
     #[test]
     fn comments_become_spaces_and_strings_keep_theirs() {
