@@ -106,7 +106,7 @@ fn report_open_failure(error: &Error) {
 /// configuration file, where a library installed a reader ([`set_config_file_source`]).
 pub(crate) fn lock() -> MutexGuard<'static, State> {
     let mut st = STATE.lock().unwrap_or_else(PoisonError::into_inner);
-    let this = std::process::id();
+    let this = facade::core::process::id();
     if st.pid != this {
         if st.pid != 0 {
             st.forget_parent(this);

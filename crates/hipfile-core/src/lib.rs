@@ -16,6 +16,7 @@ pub mod config;
 pub mod diag;
 pub mod error;
 pub mod pinned;
+pub mod process;
 pub mod reason;
 pub mod request;
 pub mod runtime;

@@ -97,7 +97,7 @@ pub struct BatchEvent {
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # // Runs only with a runtime named (as `cargo xtask ci` does); compiles in any case.
 /// # if std::env::var_os("HIPFILE_HIP_LIBRARY").is_none() { return Ok(()); }
-/// # let path = std::env::temp_dir().join(format!("hipfile-doc-batch-{}", std::process::id()));
+/// # let path = std::env::temp_dir().join(format!("hipfile-doc-batch-{}", hipfile_core::process::id()));
 /// # std::fs::write(&path, vec![9u8; 1 << 20])?;
 /// use hipfile::{BatchIo, BatchStatus};
 /// let driver = hipfile::Driver::open()?;
@@ -169,7 +169,7 @@ impl Driver {
             capacity,
             entries: Vec::new(),
             ended: Arc::default(),
-            pid: std::process::id(),
+            pid: hipfile_core::process::id(),
             _views: PhantomData,
         })
     }
@@ -259,7 +259,7 @@ impl<'a> Batch<'a> {
     /// the one that set the batch up, where none of its requests ends, it waits for nothing.
     pub fn poll(&mut self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<BatchEvent> {
         // A copy of the process made by fork(): no request of this batch ends here.
-        let min = if self.pid == std::process::id() {
+        let min = if self.pid == hipfile_core::process::id() {
             min.min(self.entries.len()).min(max)
         } else {
             0

@@ -66,7 +66,7 @@ impl std::ops::Deref for Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if self.pid == std::process::id() {
+        if self.pid == hipfile_core::process::id() {
             // SAFETY: `parts` is dropped once, here, and `self` is not used afterwards.
             #[allow(unsafe_code)]
             unsafe {
@@ -136,7 +136,10 @@ impl Driver {
     /// tried).
     pub fn open() -> Result<Driver, Error> {
         let mut global = lock(&GLOBAL);
-        if let Some(inner) = global.upgrade().filter(|i| i.pid == std::process::id()) {
+        if let Some(inner) = global
+            .upgrade()
+            .filter(|i| i.pid == hipfile_core::process::id())
+        {
             return Ok(Driver { inner });
         }
         let driver = Driver::open_private(Config::from_env())?;
@@ -155,7 +158,10 @@ impl Driver {
         let config = settings.build_from_env();
         let mut global = lock(&GLOBAL);
         // One opened by the process this one was forked from is not this process's.
-        if let Some(inner) = global.upgrade().filter(|i| i.pid == std::process::id()) {
+        if let Some(inner) = global
+            .upgrade()
+            .filter(|i| i.pid == hipfile_core::process::id())
+        {
             return if inner.config == config {
                 Ok(Driver { inner })
             } else {
@@ -206,7 +212,7 @@ impl Driver {
         let publisher = Publisher::start(&stats);
         Driver {
             inner: Arc::new(Inner {
-                pid: std::process::id(),
+                pid: hipfile_core::process::id(),
                 parts: ManuallyDrop::new(Parts {
                     config,
                     runtime,
@@ -233,7 +239,7 @@ impl Driver {
     ///
     /// [`Error::Forked`] in a process made by `fork()` from the one that opened it.
     pub(crate) fn in_this_process(&self) -> Result<(), Error> {
-        let this = std::process::id();
+        let this = hipfile_core::process::id();
         if self.inner.pid == this {
             Ok(())
         } else {

@@ -197,7 +197,7 @@ impl Engine {
         Arc::new(Slot {
             op,
             work,
-            pid: std::process::id(),
+            pid: hipfile_core::process::id(),
             on_cancel,
             state: Mutex::new(SlotState {
                 phase: IoState::Waiting,
@@ -452,7 +452,7 @@ impl Slot {
     /// Blocks until the request has ended; returns at once in a process made by `fork()`
     /// from the one that serves it, where it would never end.
     pub(crate) fn wait_ended(&self) {
-        if self.pid != std::process::id() {
+        if self.pid != hipfile_core::process::id() {
             return;
         }
         let mut state = lock(&self.state);
@@ -469,7 +469,7 @@ impl Slot {
     /// Blocks until the request has ended, then takes its result (once; later calls get an
     /// internal error, which the public handles never make).
     pub(crate) fn wait_result(&self) -> Result<IoOutcome, Error> {
-        let this = std::process::id();
+        let this = hipfile_core::process::id();
         if self.pid != this {
             return Err(Error::Forked {
                 opened_by: self.pid,
@@ -483,7 +483,7 @@ impl Slot {
     /// The result, if the request has ended and it was not taken yet; otherwise `waker`
     /// is woken when the request ends.
     pub(crate) fn poll_result(&self, waker: &Waker) -> Option<Result<IoOutcome, Error>> {
-        let this = std::process::id();
+        let this = hipfile_core::process::id();
         if self.pid != this {
             return Some(Err(Error::Forked {
                 opened_by: self.pid,
