@@ -273,3 +273,24 @@ fn a_failing_read_fails_the_load() {
         run.stderr
     );
 }
+
+/// A FIFO given as a shard is refused at once, by name, with exit status 1: the command
+/// does not wait for a writer (the run's deadline fails a command that would).
+#[test]
+fn a_fifo_shard_is_refused_without_waiting_for_a_writer() {
+    let dir = temp_dir();
+    let mut shards = generate(dir.path(), 1, 1);
+    let fifo = hipfile_testfs::fifo(dir.path());
+    shards.push(fifo.clone());
+    let run = load(&["--json"], &shards, &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains(&format!(
+            "{}: cannot load a FIFO: a shard must be a regular file or a block device",
+            fifo.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}

@@ -615,3 +615,80 @@ fn on_ext4_the_fastpath_serves_the_aligned_requests() {
     assert!(report.fastpath_bytes > 0, "{report:?}");
     assert_eq!(report.fallback_bytes, 0, "{report:?}");
 }
+
+/// Runs `load` on a thread of its own and gives its result, or, when it has not returned
+/// within [`DEADLINE`], releases it (a writer opens `fifo`, which ends an open blocked on
+/// it) and fails: a load blocked on a FIFO would otherwise hang the test forever. A
+/// deadline, not a timing: the load takes milliseconds.
+fn load_or_hang<T: Send + 'static>(fifo: &Path, load: impl FnOnce() -> T + Send + 'static) -> T {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(load());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(result) => result,
+        Err(_) => {
+            let _writer = std::fs::OpenOptions::new().write(true).open(fifo);
+            panic!(
+                "the load of {} did not return within {DEADLINE:?}: it blocked on the FIFO",
+                fifo.display()
+            );
+        }
+    }
+}
+
+/// A FIFO among the shards is refused at once, by name, before anything is allocated; the
+/// load never waits for a writer that will not come.
+#[test]
+fn a_fifo_shard_is_refused_without_waiting_for_a_writer() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-fifo");
+    let (good, _) = write_shard(dir.path(), "good.safetensors", SHARD_B, 3);
+    let fifo = hipfile_testfs::fifo(dir.path());
+    let paths = vec![good, fifo.clone()];
+    let loading = driver.clone();
+    let result = load_or_hang(&fifo, move || {
+        Loader::new(&loading).load(&paths).map(|ck| ck.len())
+    });
+    let e = result.expect_err("a FIFO is not a shard");
+    let text = e.to_string();
+    assert!(matches!(e, LoadError::FileType { .. }), "{e:?}");
+    assert!(text.contains(&fifo.display().to_string()), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    assert!(text.contains("regular file or a block device"), "{text}");
+}
+
+/// A shard on a block device (a loop device whose bytes are a safetensors file that ends
+/// exactly at the device's end) loads as a file does.
+#[test]
+fn a_shard_on_a_block_device_loads() {
+    let driver = require!(driver());
+    let dev = require!(hipfile_testfs::loop_device(1));
+    let total = 1usize << 20;
+    let mut header =
+        String::from("{\"blk.u8\":{\"dtype\":\"U8\",\"shape\":[LEN],\"data_offsets\":[0,LEN]}}");
+    // The header's length depends on LEN's digits, which depend on the header's length:
+    // a fixed width of 7 digits, and spaces (which the format allows) to a multiple of 8.
+    let len_of = |h: &str| total - 8 - h.len();
+    header = header.replace("LEN", "0000000");
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let n = len_of(&header);
+    let header = header.replace("0000000", &format!("{n:07}"));
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
+    bytes.extend_from_slice(&data);
+    assert_eq!(bytes.len(), total);
+    std::fs::write(dev.path(), &bytes).unwrap();
+    let ck = Loader::new(&driver).load(&[dev.path()]).unwrap();
+    let t = ck.get("blk.u8").unwrap();
+    let mut host = vec![0u8; n];
+    t.view().copy_to_host(&mut host).unwrap();
+    assert!(
+        host == data,
+        "the bytes in device memory differ from the device's"
+    );
+}
