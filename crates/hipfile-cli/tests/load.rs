@@ -294,3 +294,39 @@ fn a_fifo_shard_is_refused_without_waiting_for_a_writer() {
         run.stderr
     );
 }
+
+/// `hipfile load DIR/model.safetensors.index.json` says it read the index and loads the
+/// shards it names, as loading the shards themselves does; a shard the index names that is
+/// gone fails the load, naming it.
+#[test]
+fn the_index_loads_the_shards_it_names() {
+    let dir = temp_dir();
+    let shards = generate(dir.path(), 3, 2);
+    let index = dir.path().join("model.safetensors.index.json");
+    let run = load(&["--json", "--verify"], std::slice::from_ref(&index), &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["shards"], 3, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
+    assert!(
+        run.stderr.contains(&format!(
+            "{} is a checkpoint index: loading the 3 shards it names",
+            index.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    let direct = load(&["--json"], &shards, &[]).one();
+    assert_eq!(direct["tensors"], v["tensors"]);
+    assert_eq!(direct["bytes"], v["bytes"]);
+
+    std::fs::remove_file(&shards[1]).unwrap();
+    let run = load(&[], std::slice::from_ref(&index), &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&shards[1].display().to_string())
+            && run.stderr.contains(&index.display().to_string()),
+        "{}",
+        run.stderr
+    );
+}

@@ -35,6 +35,15 @@ pub enum LoadError {
         /// What it is, in words (`FIFO`, `directory`, ...).
         kind: &'static str,
     },
+    /// A checkpoint's index (`model.safetensors.index.json`) is not one, or does not agree
+    /// with the shards it names: the problem in words.
+    #[error("{}: not a usable checkpoint index: {why}", path.display())]
+    Index {
+        /// The index.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A shard is not a valid safetensors file: the problem in words.
     #[error("{}: not a valid safetensors file: {why}", path.display())]
     Invalid {

@@ -114,17 +114,29 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
     file.read_exact_at(&mut len, 0)
         .map_err(io(path, "cannot read the header's length"))?;
     let n = u64::from_le_bytes(len);
+    // A JSON file (an index under another name, most likely) gives a length from its first
+    // eight characters that makes no sense: say what the file looks like.
+    let looks_like_json = if len[0] == b'{' {
+        "; the file starts with `{`, as JSON does: a checkpoint's index \
+         (model.safetensors.index.json) is read as one when its name ends in .json"
+    } else {
+        ""
+    };
     if n > MAX_HEADER {
         return Err(invalid(
             path,
-            format!("the header's length is {n} bytes, more than the format's {MAX_HEADER}"),
+            format!(
+                "the header's length is {n} bytes, more than the format's {MAX_HEADER}\
+                 {looks_like_json}"
+            ),
         ));
     }
     if n > size - 8 {
         return Err(invalid(
             path,
             format!(
-                "the header's length is {n} bytes but the file has only {} after the length",
+                "the header's length is {n} bytes but the file has only {} after the length\
+                 {looks_like_json}",
                 size - 8
             ),
         ));

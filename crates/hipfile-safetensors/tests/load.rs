@@ -692,3 +692,113 @@ fn a_shard_on_a_block_device_loads() {
         "the bytes in device memory differ from the device's"
     );
 }
+
+/// Writes Hugging Face's index for `shards` (every tensor of each, by file name) beside them.
+fn write_index(dir: &Path, name: &str, shards: &[(&Path, &[Spec])]) -> PathBuf {
+    let mut map = serde_json::Map::new();
+    for (path, specs) in shards {
+        let file = path.file_name().unwrap().to_str().unwrap();
+        for (tensor, ..) in specs.iter() {
+            map.insert((*tensor).to_owned(), file.into());
+        }
+    }
+    let index = serde_json::json!({"metadata": {"total_size": 0}, "weight_map": map});
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(&index).unwrap()).unwrap();
+    path
+}
+
+/// An index (`model.safetensors.index.json`) loads the shards it names, from its own
+/// directory, whatever the current directory; what it says is checked against the shards.
+#[test]
+fn an_index_loads_the_shards_it_names() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index");
+    let (paths, expected, specs) = two_shards(&dir);
+    let index = write_index(
+        dir.path(),
+        "model.safetensors.index.json",
+        &[(&paths[0], SHARD_A), (&paths[1], SHARD_B)],
+    );
+    let ck = Loader::new(&driver).load(&[&index]).unwrap();
+    assert_eq!(ck.len(), specs.len());
+    assert_loaded(&ck, &expected, &specs);
+    let shards: Vec<&Path> = ck.shard_paths().collect();
+    assert_eq!(shards, [paths[0].as_path(), paths[1].as_path()]);
+
+    let read = hipfile_safetensors::Index::read(&index).unwrap();
+    assert_eq!(read.shards(), paths.as_slice());
+    assert_eq!(read.shard_of("b.big"), Some(paths[1].as_path()));
+    assert_eq!(read.len(), specs.len());
+}
+
+/// A shard the index names that is not there is an error naming it and the index; so is
+/// an index that is not one, and one that names a tensor its shard does not hold.
+#[test]
+fn an_index_with_a_missing_shard_or_a_wrong_entry_names_the_problem() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index-bad");
+    let (paths, ..) = two_shards(&dir);
+    let gone = dir.path().join("model-00003-of-00003.safetensors");
+    let index = write_index(
+        dir.path(),
+        "model.safetensors.index.json",
+        &[(&paths[0], SHARD_A), (&gone, SHARD_B)],
+    );
+    let (e, text) = load_error(&driver, std::slice::from_ref(&index));
+    assert!(matches!(e, LoadError::Io { .. }), "{e:?}");
+    assert!(text.contains(&gone.display().to_string()), "{text}");
+    assert!(text.contains(&index.display().to_string()), "{text}");
+    assert!(text.contains("No such file"), "{text}");
+
+    // It names b.big in the first shard, which does not have it.
+    let wrong = dir.path().join("wrong.index.json");
+    std::fs::write(
+        &wrong,
+        r#"{"weight_map": {"a.f64": "model-00001-of-00002.safetensors", "b.big": "model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    let (e, text) = load_error(&driver, std::slice::from_ref(&wrong));
+    assert!(matches!(e, LoadError::Index { .. }), "{e:?}");
+    assert!(text.contains(&wrong.display().to_string()), "{text}");
+    assert!(text.contains("\"b.big\""), "{text}");
+
+    for (name, body, problem) in [
+        (
+            "config.json",
+            r#"{"hidden_size": 4096}"#,
+            "no \"weight_map\"",
+        ),
+        ("broken.index.json", "{\"weight_map\": ", "not valid JSON"),
+        (
+            "outside.index.json",
+            r#"{"weight_map": {"x": "../x.safetensors"}}"#,
+            "inside the index's directory",
+        ),
+        (
+            "number.index.json",
+            r#"{"weight_map": {"x": 3}}"#,
+            "not a file name",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let (e, text) = load_error(&driver, std::slice::from_ref(&path));
+        assert!(matches!(e, LoadError::Index { .. }), "{name}: {e:?}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(problem), "{problem:?} not in {text}");
+    }
+}
+
+/// An index given as a shard under another name is not read as a safetensors header of
+/// absurd length without a word: the error says the file looks like JSON.
+#[test]
+fn json_given_as_a_shard_is_said_to_look_like_json() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index-renamed");
+    let path = dir.path().join("index.safetensors");
+    std::fs::write(&path, r#"{"metadata": {}, "weight_map": {}}"#).unwrap();
+    let (_, text) = load_error(&driver, std::slice::from_ref(&path));
+    assert!(text.contains("JSON"), "{text}");
+    assert!(text.contains(".json"), "{text}");
+}
