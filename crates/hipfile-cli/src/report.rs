@@ -19,6 +19,10 @@ pub enum Blocked {
     NoGpuDevice,
     /// The file can never be read or written at an offset, and registering it is refused.
     UnusableFile(Unusable),
+    /// A character device without file offsets (`lseek` fails with `ESPIPE`: a terminal, a
+    /// pseudo-terminal's master): the library registers it, as it registers every character
+    /// device, but every read or write at an offset fails there with `ESPIPE`.
+    NoFileOffsets,
 }
 
 impl Blocked {
@@ -45,6 +49,7 @@ impl Blocked {
             Blocked::NoGpuRuntime => "no_gpu_runtime",
             Blocked::NoGpuDevice => "no_gpu_device",
             Blocked::UnusableFile(_) => "unusable_file",
+            Blocked::NoFileOffsets => "no_file_offsets",
         }
     }
 
@@ -63,6 +68,11 @@ impl Blocked {
                 .into(),
             // The library's own refusal.
             Blocked::UnusableFile(why) => hipfile::Error::UnusableFile(why).to_string(),
+            Blocked::NoFileOffsets => "it is a character device without file offsets (lseek \
+                                       fails with ESPIPE): the library registers it, but \
+                                       every read or write at an offset fails there with \
+                                       ESPIPE (Illegal seek)"
+                .into(),
         }
     }
 
@@ -296,6 +306,16 @@ impl Report {
                 .filter(|_| blocked.is_none()),
             blocked,
         }
+    }
+
+    /// The report, with `blocked` as what blocks every request if nothing the application
+    /// meets earlier (the runtime, the registration) does.
+    pub fn blocked_at_io(mut self, blocked: Option<Blocked>) -> Report {
+        if self.blocked.is_none() && blocked.is_some() {
+            self.blocked = blocked;
+            self.selected = None;
+        }
+        self
     }
 
     /// The report as one JSON object (no newline).

@@ -268,8 +268,13 @@ pub fn assert_shape(v: &Value) {
     if !blocked.is_null() {
         assert_eq!(keys(blocked), ["code", "message"], "{v}");
         assert!(
-            ["no_gpu_runtime", "no_gpu_device", "unusable_file"]
-                .contains(&blocked["code"].as_str().unwrap()),
+            [
+                "no_gpu_runtime",
+                "no_gpu_device",
+                "unusable_file",
+                "no_file_offsets"
+            ]
+            .contains(&blocked["code"].as_str().unwrap()),
             "{v}"
         );
         assert!(!blocked["message"].as_str().unwrap().is_empty(), "{v}");
