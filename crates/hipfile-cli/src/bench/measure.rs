@@ -199,7 +199,7 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         threads: case.parts.len(),
         cache: args.cache(),
         backend: args.backend,
-        file: args.file.display().to_string(),
+        file: super::testfile::describe(args.file.as_deref()),
         runs,
         devices: device_runs,
         served,
