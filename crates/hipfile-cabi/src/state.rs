@@ -111,8 +111,10 @@ impl State {
             return Ok(d.clone());
         }
         // A driver still held elsewhere (by a request or batch of an earlier open) is shared
-        // as it is: its configuration cannot change under what uses it.
-        let d = match Driver::open_with(self.params.pending.builder()) {
+        // as it is: its configuration cannot change under what uses it. A runtime without
+        // a device opens, as hipFile's `hipFileDriverOpen` always succeeds (Rust's
+        // `Driver::open` refuses it).
+        let d = match Driver::open_allowing_no_device(self.params.pending.builder()) {
             Err(Error::DriverAlreadyOpen) => Driver::open(),
             other => other,
         }

@@ -543,7 +543,7 @@ impl Setup {
         src_fd: &OwnedFd,
         src_size: u64,
     ) -> Result<Setup, String> {
-        let driver = crate::runtime::open_driver(settings)?;
+        let driver = crate::runtime::open_driver(settings, args.runtime)?;
         let src = driver
             .register_file(src_fd)
             .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;

@@ -165,7 +165,7 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
     let failed = |message: String| Failure::msg(EXIT_FAILED, message);
     let settings =
         crate::runtime::settings(args.runtime).map_err(|m| Failure::msg(EXIT_USAGE, m))?;
-    let driver = open_driver(settings).map_err(failed)?;
+    let driver = open_driver(settings, args.runtime).map_err(failed)?;
 
     // The runtime makes the device's context on its first allocation (a tenth of a second
     // on the GPU machine): made now, it is not counted as loading, as the Python loaders'

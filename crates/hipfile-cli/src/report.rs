@@ -15,8 +15,9 @@ pub enum Blocked {
     /// No GPU runtime could be loaded: the driver cannot open.
     NoGpuRuntime,
     /// The runtime sees no GPU device (or could not say): no device memory can be allocated,
-    /// and both backends move data to or from device memory.
-    NoGpuDevice,
+    /// and both backends move data to or from device memory. Which runtime it is decides
+    /// what to do.
+    NoGpuDevice(Platform),
     /// The file can never be read or written at an offset, and registering it is refused.
     UnusableFile(Unusable),
     /// A character device without file offsets (`lseek` fails with `ESPIPE`: a terminal, a
@@ -37,7 +38,7 @@ impl Blocked {
         if runtime.platform == Platform::None {
             Some(Blocked::NoGpuRuntime)
         } else if runtime.devices == 0 {
-            Some(Blocked::NoGpuDevice)
+            Some(Blocked::NoGpuDevice(runtime.platform))
         } else {
             None
         }
@@ -47,7 +48,7 @@ impl Blocked {
     pub fn code(self) -> &'static str {
         match self {
             Blocked::NoGpuRuntime => "no_gpu_runtime",
-            Blocked::NoGpuDevice => "no_gpu_device",
+            Blocked::NoGpuDevice(_) => "no_gpu_device",
             Blocked::UnusableFile(_) => "unusable_file",
             Blocked::NoFileOffsets => "no_file_offsets",
         }
@@ -56,16 +57,18 @@ impl Blocked {
     /// What is wrong and what to do, in words.
     pub fn message(self) -> String {
         match self {
-            Blocked::NoGpuRuntime => "no GPU runtime could be loaded, so the hipfile driver \
-                                      cannot open and no request is served on either backend \
-                                      (the runtime error says what was tried); install the HIP \
-                                      runtime, or name its library with HIPFILE_HIP_LIBRARY"
-                .into(),
-            Blocked::NoGpuDevice => "the GPU runtime reports no usable GPU device, so no \
-                                     request is served on either backend: both move data to or \
-                                     from device memory (the runtime error says what the \
-                                     runtime answered)"
-                .into(),
+            Blocked::NoGpuRuntime => format!(
+                "no GPU runtime could be loaded, so the hipfile driver cannot open and no \
+                 request is served on either backend (the runtime error says what was tried); \
+                 install the HIP runtime, or name its library with HIPFILE_HIP_LIBRARY; {}",
+                crate::runtime::no_gpu_advice(Platform::None)
+            ),
+            Blocked::NoGpuDevice(platform) => format!(
+                "the GPU runtime reports no usable GPU device, so no request is served on \
+                 either backend: both move data to or from device memory (the runtime error \
+                 says what the runtime answered); {}",
+                crate::runtime::no_gpu_advice(platform)
+            ),
             // The library's own refusal.
             Blocked::UnusableFile(why) => hipfile::Error::UnusableFile(why).to_string(),
             Blocked::NoFileOffsets => "it is a character device without file offsets (lseek \
@@ -685,7 +688,11 @@ mod tests {
         let none = ctx(&config, MemoryKind::Device).runtime;
         for (runtime, blocked, code) in [
             (none, Blocked::NoGpuRuntime, "no_gpu_runtime"),
-            (loaded(0), Blocked::NoGpuDevice, "no_gpu_device"),
+            (
+                loaded(0),
+                Blocked::NoGpuDevice(Platform::Nvidia),
+                "no_gpu_device",
+            ),
         ] {
             let ctx = Context {
                 runtime: runtime.clone(),
