@@ -47,7 +47,7 @@ fn apply(change: impl FnOnce(&mut Settings) -> Result<(), hipFileOpError_t>) -> 
         return hipFileError_t::SUCCESS;
     }
     drop(old);
-    match Driver::open_with(st.params.builder(&next)) {
+    match Driver::open_allowing_no_device(st.params.builder(&next)) {
         Ok(d) => {
             st.driver = Some(d);
             st.params.live = next;
@@ -56,8 +56,8 @@ fn apply(change: impl FnOnce(&mut Settings) -> Result<(), hipFileOpError_t>) -> 
         Err(e) => {
             // The runtime loaded a moment ago, so this is all but impossible; put a driver
             // with the old settings back, or, failing that, end the open state cleanly.
-            let back =
-                Driver::open_with(st.params.builder(&st.params.live)).or_else(|_| Driver::open());
+            let back = Driver::open_allowing_no_device(st.params.builder(&st.params.live))
+                .or_else(|_| Driver::open());
             match back {
                 Ok(d) => st.driver = Some(d),
                 Err(_) => {

@@ -175,8 +175,10 @@ impl State {
             return Err(FILE_INVALID);
         }
         // A driver still held elsewhere (by a request or batch of an earlier open) is shared
-        // as it is: its configuration cannot change under what uses it.
-        let d = match Driver::open_with(self.params.builder(&self.params.pending)) {
+        // as it is: its configuration cannot change under what uses it. A runtime without
+        // a device opens, as hipFile's `hipFileDriverOpen` always succeeds (Rust's
+        // `Driver::open` refuses it).
+        let d = match Driver::open_allowing_no_device(self.params.builder(&self.params.pending)) {
             Err(Error::DriverAlreadyOpen) => Driver::open(),
             other => other,
         }

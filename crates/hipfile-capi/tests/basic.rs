@@ -4,7 +4,8 @@
 //! `HIPFILE_HIP_LIBRARY` naming that runtime, and expects exit status 0: the use count,
 //! registrations, a write and a read back with the bytes checked, and every return
 //! convention of the exported functions (basic.c lists them). `tests/c/threads.c` does the
-//! same from many threads at once, `tests/c/batch.c` the batch calls, `tests/c/params.c` the
+//! same from many threads at once, `tests/c/nodevice.c` opens the driver on a runtime without
+//! devices, `tests/c/batch.c` the batch calls, `tests/c/params.c` the
 //! properties, driver setters and parameters, and `tests/c/stats.c` the statistics at levels 3
 //! and 1. `tests/c/hipruntime.c` links the runtime as a HIP application does (`-lamdhip64`) and
 //! runs without `HIPFILE_HIP_LIBRARY`, `ROCM_PATH` naming another copy of the runtime: the
@@ -165,6 +166,18 @@ fn the_library_never_reads_cufiles_configuration_file() {
             ("CUFILE_ENV_PATH_JSON", bad),
             ("HIPFILE_CUFILE_SYSTEM_JSON", bad),
         ],
+        &[],
+    );
+}
+
+/// On a runtime that sees no device, `hipFileDriverOpen` still succeeds, as hipFile's
+/// does (docs/DECISIONS.md, "The C ABI"), although `Driver::open` in Rust refuses it.
+#[test]
+fn c_program_opens_the_driver_on_a_runtime_without_devices() {
+    run_c_program_with(
+        "nodevice",
+        Runtime::Named,
+        &[("HIPFILE_EMU_DEVICES", "0")],
         &[],
     );
 }

@@ -3,7 +3,7 @@
 
 use crate::Failure;
 use crate::options;
-use crate::report::{Context, Report, table};
+use crate::report::{Blocked, Context, Report, table};
 use crate::runtime::RuntimeChoice;
 use clap::Args;
 use hipfile::{BufferFacts, Config, DevicePtr, MemoryKind, Op, Request, RuntimeReport};
@@ -26,8 +26,10 @@ both backends whether they would serve the request described by the options: the
 host staging buffers, score 1). A backend that refuses scores -1 and gives every reason
 that applies. Without a GPU runtime, or with one that reports no usable device, no backend
 would serve anything whatever the scores, nor on a directory or a FIFO, which hipfile
-refuses to register: the selection is then none, with the reason, and the runtime's error
-follows the table.",
+refuses to register, nor on a character device without file offsets (a terminal), where
+every read or write fails with ESPIPE: the selection is then none, with the reason, and the
+runtime's error follows the table. Other character devices are served as pread and pwrite
+serve them there (/dev/null: the fallback), and 'hipfile cp' copies from them.",
     after_long_help = "\
 Numbers are whole numbers of bytes, optionally followed by a suffix that multiplies by a
 power of 1024: K, KB or KiB (1024), M, MB or MiB (1024^2), G, GB or GiB (1024^3), T, TB or
@@ -192,7 +194,17 @@ fn examine(
     let facts = hipfile::probe::file_facts(fd.as_fd()).map_err(|e| format!("cannot probe: {e}"))?;
     let decision = hipfile::explain(config, runtime.amd_file_io, &facts, request, buffer)
         .map_err(|e| e.to_string())?;
-    Ok(Report::new(path, &facts, &decision, runtime))
+    Ok(Report::new(path, &facts, &decision, runtime)
+        .blocked_at_io(lacks_file_offsets(&fd).then_some(Blocked::NoFileOffsets)))
+}
+
+/// Whether `fd` is a character device without file offsets, on which every `pread` and
+/// `pwrite` fails with `ESPIPE`: the kernel takes offsets from a device that does not refuse
+/// `lseek` (a terminal refuses it). `lseek` to the current position changes nothing.
+fn lacks_file_offsets(fd: &OwnedFd) -> bool {
+    let char_device = rustix::fs::fstat(fd)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::CharacterDevice);
+    char_device && rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0)) == Err(Errno::SPIPE)
 }
 
 /// Opens `path` for `op` without creating, truncating or otherwise changing it.

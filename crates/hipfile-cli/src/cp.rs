@@ -17,6 +17,7 @@ use crate::options;
 use crate::runtime::{RuntimeChoice, register_failed};
 use crate::tally::Tally;
 use clap::Args;
+use hipfile::probe::Unusable;
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle};
 use rustix::fs::{FileType, Mode, OFlags, SeekFrom};
 use rustix::io::Errno;
@@ -49,8 +50,10 @@ allow it, and by the fallback (POSIX I/O through host staging buffers) otherwise
 'hipfile check' on SRC and DST to see why. A fastpath request that fails with ENODEV or
 EREMOTEIO is retried once on the fallback, as for any program using hipfile.
 
-SRC is a regular file or a block device, opened read-only, and read to its end whatever
-size it claims (a procfs file claims 0 bytes). The copy is written to a new file in DST's
+SRC is a regular file, a block device or a character device (what the library registers:
+a character device is read as pread reads it there, so /dev/null gives an empty copy),
+opened read-only, and read to its end whatever size it claims (a procfs file claims 0
+bytes); a directory, a FIFO or a socket is refused, as 'hipfile check' says. The copy is written to a new file in DST's
 directory, .NAME.hipfile-cp.PID.N.tmp, flushed to storage, and only then renamed over DST,
 so that DST is at every moment either what it was or the whole copy. DST must be a regular
 file or a new name, and must not be SRC. A new DST gets mode 0644, less the umask; an
@@ -226,7 +229,11 @@ pub fn run(args: &CpArgs) -> Result<u8, Failure> {
 }
 
 /// Opens the source read-only and finds the size it claims, which only sizes the buffer: the
-/// copy reads to the end whatever it is. Only regular files and block devices are copied.
+/// copy reads to the end whatever it is. What the library registers is copied: regular
+/// files, block devices and character devices (read as `pread` reads them there: `/dev/null`
+/// gives 0 bytes, one without file offsets fails with `ESPIPE`, docs/BEHAVIOUR.md §3.5);
+/// what it refuses (a directory, a FIFO, a socket) is refused here, in its words, without
+/// waiting for a FIFO's writer.
 fn open_source(path: &Path) -> Result<(OwnedFd, u64), String> {
     let cannot = |e: Errno| {
         format!(
@@ -252,10 +259,18 @@ fn open_source(path: &Path) -> Result<(OwnedFd, u64), String> {
                 io::Error::from(e)
             )
         })?,
-        _ => {
+        FileType::CharacterDevice => 0,
+        other => {
+            let why = match other {
+                FileType::Directory => Unusable::Directory,
+                FileType::Fifo => Unusable::Fifo,
+                FileType::Socket => Unusable::Socket,
+                _ => Unusable::Symlink,
+            };
             return Err(format!(
-                "cannot copy {}: it is not a regular file or a block device",
-                path.display()
+                "cannot copy {}: {}",
+                path.display(),
+                why.describe()
             ));
         }
     };
@@ -528,7 +543,7 @@ impl Setup {
         src_fd: &OwnedFd,
         src_size: u64,
     ) -> Result<Setup, String> {
-        let driver = crate::runtime::open_driver(settings)?;
+        let driver = crate::runtime::open_driver(settings, args.runtime)?;
         let src = driver
             .register_file(src_fd)
             .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;

@@ -6,7 +6,9 @@ use crate::Failure;
 use crate::options;
 use crate::runtime::{RuntimeChoice, open_driver, runtime_note};
 use clap::{Args, ValueEnum};
-use hipfile_safetensors::{CacheState, Checkpoint, Loader, MAX_REQUEST_SIZE, Progress};
+use hipfile_safetensors::{
+    CacheState, Checkpoint, Index, Loader, MAX_REQUEST_SIZE, Progress, is_index,
+};
 use serde_json::json;
 use std::fs::File;
 use std::io::{self, Write};
@@ -37,8 +39,9 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(200);
     long_about = "\
 Load a safetensors checkpoint into GPU memory
 
-Reads and validates the header of every SHARD (the .safetensors files of one checkpoint),
-refusing a bad file or a tensor name found in two shards before anything is allocated,
+Reads and validates the header of every SHARD (the .safetensors files of one checkpoint, or
+its index, model.safetensors.index.json, which stands for the shards it names), refusing a
+bad file or a tensor name found in two shards before anything is allocated,
 then reads each shard's tensor data into one GPU buffer in large requests, many in flight
 at once, through the fastpath where the file system allows it and the fallback otherwise.
 Prints the tensors and bytes loaded, the time and the bandwidth (GB/s: 10^9 bytes per
@@ -118,7 +121,9 @@ pub struct LoadArgs {
     /// development only)
     #[arg(long, value_name = "RUNTIME", value_enum, default_value_t)]
     pub runtime: RuntimeChoice,
-    /// The checkpoint's .safetensors files
+    /// The checkpoint's .safetensors files; a path ending in .json is the checkpoint's
+    /// index (model.safetensors.index.json), read in place of the shards it names (relative
+    /// to its directory)
     #[arg(value_name = "SHARD", required = true)]
     pub shards: Vec<PathBuf>,
 }
@@ -160,7 +165,7 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
     let failed = |message: String| Failure::msg(EXIT_FAILED, message);
     let settings =
         crate::runtime::settings(args.runtime).map_err(|m| Failure::msg(EXIT_USAGE, m))?;
-    let driver = open_driver(settings).map_err(failed)?;
+    let driver = open_driver(settings, args.runtime).map_err(failed)?;
 
     // The runtime makes the device's context on its first allocation (a tenth of a second
     // on the GPU machine): made now, it is not counted as loading, as the Python loaders'
@@ -169,6 +174,17 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         Some(d) => driver.alloc_on(d, 4096),
         None => driver.alloc(4096),
     });
+    // An index is loaded as the shards it names: say so, as the output counts shards. One
+    // that cannot be read is the load's to report.
+    for index in args.shards.iter().filter(|p| is_index(p)) {
+        if let Ok(read) = Index::read(index) {
+            eprintln!(
+                "hipfile: {} is a checkpoint index: loading the {} shards it names",
+                index.display(),
+                read.shards().len()
+            );
+        }
+    }
     let mut runs = Vec::with_capacity(args.runs);
     let mut checkpoint = None;
     for _ in 0..args.runs {

@@ -15,10 +15,15 @@ pub enum Blocked {
     /// No GPU runtime could be loaded: the driver cannot open.
     NoGpuRuntime,
     /// The runtime sees no GPU device (or could not say): no device memory can be allocated,
-    /// and both backends move data to or from device memory.
-    NoGpuDevice,
+    /// and both backends move data to or from device memory. Which runtime it is decides
+    /// what to do.
+    NoGpuDevice(Platform),
     /// The file can never be read or written at an offset, and registering it is refused.
     UnusableFile(Unusable),
+    /// A character device without file offsets (`lseek` fails with `ESPIPE`: a terminal, a
+    /// pseudo-terminal's master): the library registers it, as it registers every character
+    /// device, but every read or write at an offset fails there with `ESPIPE`.
+    NoFileOffsets,
 }
 
 impl Blocked {
@@ -33,7 +38,7 @@ impl Blocked {
         if runtime.platform == Platform::None {
             Some(Blocked::NoGpuRuntime)
         } else if runtime.devices == 0 {
-            Some(Blocked::NoGpuDevice)
+            Some(Blocked::NoGpuDevice(runtime.platform))
         } else {
             None
         }
@@ -43,26 +48,34 @@ impl Blocked {
     pub fn code(self) -> &'static str {
         match self {
             Blocked::NoGpuRuntime => "no_gpu_runtime",
-            Blocked::NoGpuDevice => "no_gpu_device",
+            Blocked::NoGpuDevice(_) => "no_gpu_device",
             Blocked::UnusableFile(_) => "unusable_file",
+            Blocked::NoFileOffsets => "no_file_offsets",
         }
     }
 
     /// What is wrong and what to do, in words.
     pub fn message(self) -> String {
         match self {
-            Blocked::NoGpuRuntime => "no GPU runtime could be loaded, so the hipfile driver \
-                                      cannot open and no request is served on either backend \
-                                      (the runtime error says what was tried); install the HIP \
-                                      runtime, or name its library with HIPFILE_HIP_LIBRARY"
-                .into(),
-            Blocked::NoGpuDevice => "the GPU runtime reports no usable GPU device, so no \
-                                     request is served on either backend: both move data to or \
-                                     from device memory (the runtime error says what the \
-                                     runtime answered)"
-                .into(),
+            Blocked::NoGpuRuntime => format!(
+                "no GPU runtime could be loaded, so the hipfile driver cannot open and no \
+                 request is served on either backend (the runtime error says what was tried); \
+                 install the HIP runtime, or name its library with HIPFILE_HIP_LIBRARY; {}",
+                crate::runtime::no_gpu_advice(Platform::None)
+            ),
+            Blocked::NoGpuDevice(platform) => format!(
+                "the GPU runtime reports no usable GPU device, so no request is served on \
+                 either backend: both move data to or from device memory (the runtime error \
+                 says what the runtime answered); {}",
+                crate::runtime::no_gpu_advice(platform)
+            ),
             // The library's own refusal.
             Blocked::UnusableFile(why) => hipfile::Error::UnusableFile(why).to_string(),
+            Blocked::NoFileOffsets => "it is a character device without file offsets (lseek \
+                                       fails with ESPIPE): the library registers it, but \
+                                       every read or write at an offset fails there with \
+                                       ESPIPE (Illegal seek)"
+                .into(),
         }
     }
 
@@ -296,6 +309,16 @@ impl Report {
                 .filter(|_| blocked.is_none()),
             blocked,
         }
+    }
+
+    /// The report, with `blocked` as what blocks every request if nothing the application
+    /// meets earlier (the runtime, the registration) does.
+    pub fn blocked_at_io(mut self, blocked: Option<Blocked>) -> Report {
+        if self.blocked.is_none() && blocked.is_some() {
+            self.blocked = blocked;
+            self.selected = None;
+        }
+        self
     }
 
     /// The report as one JSON object (no newline).
@@ -665,7 +688,11 @@ mod tests {
         let none = ctx(&config, MemoryKind::Device).runtime;
         for (runtime, blocked, code) in [
             (none, Blocked::NoGpuRuntime, "no_gpu_runtime"),
-            (loaded(0), Blocked::NoGpuDevice, "no_gpu_device"),
+            (
+                loaded(0),
+                Blocked::NoGpuDevice(Platform::Nvidia),
+                "no_gpu_device",
+            ),
         ] {
             let ctx = Context {
                 runtime: runtime.clone(),

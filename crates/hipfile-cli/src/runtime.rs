@@ -3,7 +3,7 @@
 //! `emulated` names the emulated runtime that is installed beside this program. Also the
 //! driver's opening and the files' registration, with messages that say each thing once.
 
-use hipfile::{ConfigBuilder, Driver, Error};
+use hipfile::{ConfigBuilder, Driver, Error, NoDevice, Platform};
 use std::path::{Path, PathBuf};
 
 /// Which GPU runtime a command loads (`--runtime`).
@@ -70,13 +70,57 @@ fn find_emulated() -> Result<PathBuf, String> {
     ))
 }
 
-/// Opens the driver with `settings`.
+/// Opens the driver with `settings`, made for `choice`.
 ///
 /// # Errors
 ///
-/// The message of [`driver_open_failed`].
-pub fn open_driver(settings: ConfigBuilder) -> Result<Driver, String> {
-    Driver::open_with(settings).map_err(|e| driver_open_failed(&e))
+/// The message of [`driver_open_failed`], with what to do without a GPU
+/// ([`without_a_gpu`]).
+pub fn open_driver(settings: ConfigBuilder, choice: RuntimeChoice) -> Result<Driver, String> {
+    Driver::open_with(settings).map_err(|e| without_a_gpu(&e, choice))
+}
+
+/// What to do on a machine without a GPU, for the tools: `--runtime emulated`.
+const TRY_EMULATED: &str = "on a machine without a GPU, add --runtime emulated to run on \
+                            hipfile's emulated runtime (test and development only)";
+
+/// Why the driver could not be opened, and what to do: for a runtime that sees no device,
+/// which runtime and what it answered, then (the emulated runtime) its device count or
+/// (another) making the GPU visible or, without one, `--runtime emulated`; for no runtime,
+/// the loader's message and, unless the emulated runtime was asked for, `--runtime
+/// emulated`.
+pub fn without_a_gpu(e: &Error, choice: RuntimeChoice) -> String {
+    let no_device = match e {
+        Error::DriverOpen(source) => source.downcast_ref::<NoDevice>(),
+        _ => None,
+    };
+    match (no_device, choice) {
+        (Some(d), _) if d.runtime.platform == Platform::Emulated => {
+            format!("{}; {}", d.what(), d.advice())
+        }
+        (Some(d), _) => format!(
+            "{}; check that the GPU and its driver are visible to this process (the device \
+             nodes, /dev/kfd and /dev/dri for AMD or /dev/nvidia* for NVIDIA, and \
+             HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES); {TRY_EMULATED}",
+            d.what()
+        ),
+        (None, RuntimeChoice::Auto) if matches!(e, Error::DriverOpen(_)) => {
+            format!("{}\n{TRY_EMULATED}", driver_open_failed(e))
+        }
+        (None, _) => driver_open_failed(e),
+    }
+}
+
+/// What to do about `blocked`'s want of a runtime or device, for `hipfile check`: the
+/// emulated runtime's device count, or `--runtime emulated`.
+pub fn no_gpu_advice(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Emulated => {
+            "the emulated runtime has the devices HIPFILE_EMU_DEVICES gives (1 when it is \
+             unset, up to 16): unset it or set it to 1 or more"
+        }
+        _ => TRY_EMULATED,
+    }
 }
 
 /// Why the runtime has no usable device, if it said so when it was loaded, as a note to add

@@ -755,3 +755,119 @@ fn a_queue_depth_needs_an_api_that_keeps_requests_in_flight() {
     assert!(run.stderr.contains("--api"), "{}", run.stderr);
     assert!(!file.exists(), "a refused bench created its file");
 }
+
+/// The arguments of a bench without `--file`, with `extra`.
+fn without_file(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "bench",
+        "--runtime",
+        "emulated",
+        "--size",
+        "8MiB",
+        "--io-size",
+        "1MiB",
+        "--runs",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// What is in `dir`.
+fn entries(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect()
+}
+
+/// Without `--file`, bench writes its test file on the current directory's file system and
+/// leaves nothing there: after a run, after a run that fails, for reads and writes.
+#[test]
+fn without_file_the_test_file_is_temporary_and_leaves_nothing() {
+    let dir = temp_dir();
+    for op in ["read", "write"] {
+        let run = common::hipfile_in(dir.path(), &without_file(&["--json", "--op", op]), &[]);
+        assert_eq!(run.status, 0, "{}", run.stderr);
+        let v = run.one();
+        assert_shape(&v);
+        let here = dir.path().display().to_string();
+        assert_eq!(v["file"], format!("a temporary file in {here}"), "{v}");
+        assert!(
+            run.stderr
+                .contains(&format!("a temporary test file in {here}")),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(
+            entries(dir.path()),
+            Vec::<std::ffi::OsString>::new(),
+            "{op}"
+        );
+    }
+    // A run that fails after the file was written: every fastpath read fails with EIO.
+    let run = common::hipfile_in(
+        dir.path(),
+        &without_file(&["--backend", "fastpath"]),
+        &[("HIPFILE_EMU_FAULT", "read:EIO")],
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(entries(dir.path()), Vec::<std::ffi::OsString>::new());
+    // --overwrite is about a --file.
+    let run = common::hipfile_in(dir.path(), &without_file(&["--overwrite"]), &[]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--file"), "{}", run.stderr);
+}
+
+/// Interrupted (SIGINT, Ctrl-C) while it runs, bench without `--file` leaves no test file.
+#[test]
+fn without_file_an_interrupted_bench_leaves_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = temp_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(without_file(&[
+            "--runs", "1000", "--size", "64MiB", "--cold",
+        ]))
+        .current_dir(dir.path())
+        .env_remove("HIPFILE_EMU_FAULT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it says it is writing the test file, the file is there: interrupt it then.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.by_ref() {
+            let line = line.unwrap_or_default();
+            let writing = line.contains("test file");
+            let _ = tx.send(line);
+            if writing {
+                break;
+            }
+        }
+        for _ in lines {}
+    });
+    let mut said = Vec::new();
+    loop {
+        match rx.recv_timeout(common::DEADLINE) {
+            Ok(line) if line.contains("test file") => break,
+            Ok(line) => said.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("bench never said it was writing its test file ({e}): {said:?}");
+            }
+        }
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    assert_eq!(entries(dir.path()), Vec::<std::ffi::OsString>::new());
+}

@@ -556,8 +556,82 @@ fn a_source_that_is_not_a_file_is_refused() {
     let dir = temp_dir();
     let dst = dir.path().join("dst");
     let run = cp(dir.path(), &dst, &[], &[]);
-    assert_fails(&run, dir.path(), &["not a regular file or a block device"]);
+    assert_fails(&run, dir.path(), &["cannot copy", "it is a directory"]);
     assert!(!dst.exists());
+}
+
+/// `hipfile check SRC` says what `hipfile cp SRC DST` does with a source that is not a
+/// regular file: the library registers a character device and serves it as `pread` does
+/// there (docs/BEHAVIOUR.md §3.5), so `/dev/null` is copied (0 bytes) and check names the
+/// fallback; a directory or a FIFO is refused by both; a character device without file
+/// offsets (a pseudo-terminal's master, `/dev/ptmx`) fails every read with `ESPIPE`, and
+/// check says that nothing would be served.
+#[test]
+fn check_says_what_cp_does_with_devices_and_other_files() {
+    let dir = temp_dir();
+    let fifo = hipfile_testfs::fifo(dir.path());
+    let mut sources = vec![
+        PathBuf::from("/dev/null"),
+        dir.path().to_path_buf(),
+        fifo.clone(),
+    ];
+    let ptmx = Path::new("/dev/ptmx");
+    if std::fs::File::open(ptmx).is_ok() {
+        sources.push(ptmx.to_path_buf());
+    } else {
+        eprintln!("no /dev/ptmx here: a character device without offsets is not tried");
+    }
+    for src in &sources {
+        let check = hipfile(
+            &[
+                OsStr::new("check"),
+                OsStr::new("--json"),
+                OsStr::new("--runtime=emulated"),
+                src.as_os_str(),
+            ],
+            &[],
+        );
+        let v = check.one();
+        let dst = dir.path().join("copy");
+        let copy = cp(src, &dst, &[], &[]);
+        assert!(
+            [0, 1].contains(&check.status) && [0, 1].contains(&copy.status),
+            "{src:?}: check {} {}, cp {} {}",
+            check.status,
+            check.stderr,
+            copy.status,
+            copy.stderr
+        );
+        assert_eq!(
+            check.status == 0,
+            copy.status == 0,
+            "{src:?}: check says {v}, cp exited {}: {}",
+            copy.status,
+            copy.stderr
+        );
+        assert_eq!(v["selected"].is_string(), copy.status == 0, "{src:?}: {v}");
+        if copy.status == 0 {
+            assert_eq!(std::fs::read(&dst).unwrap(), b"", "{src:?}");
+            std::fs::remove_file(&dst).unwrap();
+        } else {
+            assert!(!dst.exists(), "{src:?}");
+        }
+    }
+    // What each is.
+    let (v, _) = common::check_json(Path::new("/dev/null"), &["--runtime=emulated"], &[]);
+    assert_eq!(v["selected"], "fallback", "{v}");
+    let (v, _) = common::check_json(&fifo, &["--runtime=emulated"], &[]);
+    assert_eq!(v["blocked"]["code"], "unusable_file", "{v}");
+    if sources.iter().any(|s| s == ptmx) {
+        let (v, _) = common::check_json(ptmx, &["--runtime=emulated"], &[]);
+        assert_eq!(v["blocked"]["code"], "no_file_offsets", "{v}");
+        assert!(
+            v["blocked"]["message"].as_str().unwrap().contains("ESPIPE"),
+            "{v}"
+        );
+        let run = cp(ptmx, &dir.path().join("copy"), &[], &[]);
+        assert_fails(&run, ptmx, &["Illegal seek"]);
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ use hipfile_testfs::{Ext4Data, MountedFs, require};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// `hipfile checkpoint --out DIR` with a small scale; the shards it wrote.
+/// `hipfile checkpoint --out DIR` with a small scale: the model's four stages (one embedding
+/// each) and `layers` layers in all, split into `shards` files; the shards it wrote.
 fn generate(dir: &Path, shards: usize, layers: usize) -> Vec<PathBuf> {
     let run = hipfile(
         &[
@@ -30,8 +31,17 @@ fn generate(dir: &Path, shards: usize, layers: usize) -> Vec<PathBuf> {
         &[],
     );
     assert_eq!(run.status, 0, "{}", run.stderr);
+    // What it will write is said before it writes.
+    assert!(
+        run.stderr.contains(&format!(
+            "hipfile: writing {shards} shards, {} tensors, ",
+            4 + 8 * layers
+        )),
+        "{}",
+        run.stderr
+    );
     let v = run.one();
-    assert_eq!(v["tensors"], shards * (1 + 8 * layers), "{v}");
+    assert_eq!(v["tensors"], 4 + 8 * layers, "{v}");
     let files: Vec<PathBuf> = v["files"]
         .as_array()
         .unwrap()
@@ -66,11 +76,11 @@ fn file_crcs(shards: &[PathBuf]) -> Vec<(String, u32)> {
 #[test]
 fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
     let dir = temp_dir();
-    let shards = generate(dir.path(), 3, 2);
+    let shards = generate(dir.path(), 3, 6);
     let run = load(&["--verify", "--json"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     let v = run.one();
-    assert_eq!(v["tensors"], 3 * 17, "{v}");
+    assert_eq!(v["tensors"], 4 + 8 * 6, "{v}");
     assert_eq!(v["shards"], 3, "{v}");
     assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
     let expected = file_crcs(&shards);
@@ -108,7 +118,7 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
     // The text form says the same.
     let run = load(&["--verify", "--cache", "cold"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("loaded 51 tensors"), "{}", run.stdout);
+    assert!(run.stdout.contains("loaded 52 tensors"), "{}", run.stdout);
     assert!(run.stdout.contains("(cold, "), "{}", run.stdout);
     assert!(
         run.stdout
@@ -117,7 +127,7 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
         run.stdout
     );
     assert!(
-        run.stdout.contains("verify: 51 of 51 tensors match"),
+        run.stdout.contains("verify: 52 of 52 tensors match"),
         "{}",
         run.stdout
     );
@@ -126,7 +136,7 @@ fn a_generated_checkpoint_loads_and_verifies_with_the_files_crcs() {
 #[test]
 fn runs_load_the_checkpoint_again_in_the_same_process() {
     let dir = temp_dir();
-    let shards = generate(dir.path(), 2, 1);
+    let shards = generate(dir.path(), 2, 2);
     let run = load(&["--json", "--verify", "--runs", "3"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     let v = run.one();
@@ -140,7 +150,7 @@ fn runs_load_the_checkpoint_again_in_the_same_process() {
         assert!(r["gbps"].as_f64().is_some_and(|g| g > 0.0), "{v}");
     }
     // The last load is the one verified, and it holds every tensor.
-    assert_eq!(v["tensors"], 2 * 9, "{v}");
+    assert_eq!(v["tensors"], 4 + 8 * 2, "{v}");
     assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
 
     let run = load(&["--runs", "2"], &shards, &[]);
@@ -156,7 +166,7 @@ fn runs_load_the_checkpoint_again_in_the_same_process() {
 #[test]
 fn the_filter_loads_only_matching_tensors() {
     let dir = temp_dir();
-    let shards = generate(dir.path(), 2, 2);
+    let shards = generate(dir.path(), 2, 4);
     let run = load(
         &["--json", "--verify", "--list", "--filter", "*.mlp.*"],
         &shards,
@@ -190,7 +200,7 @@ fn the_filter_loads_only_matching_tensors() {
 #[test]
 fn a_bad_shard_fails_the_load_naming_it() {
     let dir = temp_dir();
-    let mut shards = generate(dir.path(), 2, 1);
+    let mut shards = generate(dir.path(), 2, 2);
     let bad = dir.path().join("bad.safetensors");
     std::fs::write(&bad, b"\x05\0\0\0\0\0\0\0{oops").unwrap();
     shards.push(bad.clone());
@@ -209,7 +219,7 @@ fn a_bad_shard_fails_the_load_naming_it() {
     );
 
     // A tensor in two shards: both are named.
-    let again = generate(&dir.path().join("again"), 1, 1);
+    let again = generate(&dir.path().join("again"), 1, 2);
     let run = load(&[], &[shards[0].clone(), again[0].clone()], &[]);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert!(run.stderr.contains("is in both"), "{}", run.stderr);
@@ -218,7 +228,7 @@ fn a_bad_shard_fails_the_load_naming_it() {
 #[test]
 fn checkpoint_never_overwrites() {
     let dir = temp_dir();
-    generate(dir.path(), 1, 1);
+    generate(dir.path(), 1, 2);
     let run = hipfile(
         &[
             "checkpoint",
@@ -227,7 +237,7 @@ fn checkpoint_never_overwrites() {
             "--shards",
             "1",
             "--layers",
-            "1",
+            "2",
             "--scale",
             "0.002",
         ],
@@ -243,7 +253,7 @@ fn checkpoint_never_overwrites() {
 #[test]
 fn a_failing_read_fails_the_load() {
     let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
-    let shards = generate(fs.path(), 2, 1);
+    let shards = generate(fs.path(), 2, 2);
     let run = load(&["--json", "--verify"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     let v = run.one();
@@ -272,4 +282,127 @@ fn a_failing_read_fails_the_load() {
         "{}",
         run.stderr
     );
+}
+
+/// A FIFO given as a shard is refused at once, by name, with exit status 1: the command
+/// does not wait for a writer (the run's deadline fails a command that would).
+#[test]
+fn a_fifo_shard_is_refused_without_waiting_for_a_writer() {
+    let dir = temp_dir();
+    let mut shards = generate(dir.path(), 1, 2);
+    let fifo = hipfile_testfs::fifo(dir.path());
+    shards.push(fifo.clone());
+    let run = load(&["--json"], &shards, &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains(&format!(
+            "{}: cannot load a FIFO: a shard must be a regular file or a block device",
+            fifo.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `hipfile load DIR/model.safetensors.index.json` says it read the index and loads the
+/// shards it names, as loading the shards themselves does; a shard the index names that is
+/// gone fails the load, naming it.
+#[test]
+fn the_index_loads_the_shards_it_names() {
+    let dir = temp_dir();
+    let shards = generate(dir.path(), 3, 6);
+    let index = dir.path().join("model.safetensors.index.json");
+    let run = load(&["--json", "--verify"], std::slice::from_ref(&index), &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["shards"], 3, "{v}");
+    assert_eq!(v["mismatches"], Value::Array(vec![]), "{v}");
+    assert!(
+        run.stderr.contains(&format!(
+            "{} is a checkpoint index: loading the 3 shards it names",
+            index.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    let direct = load(&["--json"], &shards, &[]).one();
+    assert_eq!(direct["tensors"], v["tensors"]);
+    assert_eq!(direct["bytes"], v["bytes"]);
+
+    std::fs::remove_file(&shards[1]).unwrap();
+    let run = load(&[], std::slice::from_ref(&index), &[]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&shards[1].display().to_string())
+            && run.stderr.contains(&index.display().to_string()),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `--shards` splits one model into that many files: the same tensors, with the same bytes
+/// (CRC-32s), whatever the number of shards; `--layers` counts the model's layers in all.
+#[test]
+fn shards_split_the_same_model() {
+    let dir = temp_dir();
+    let mut seen: Vec<Value> = Vec::new();
+    for shards in [1, 3, 52] {
+        let files = generate(&dir.path().join(format!("in{shards}")), shards, 6);
+        let run = load(&["--json", "--verify"], &files, &[]);
+        assert_eq!(run.status, 0, "{}", run.stderr);
+        let v = run.one();
+        assert_eq!(v["shards"], shards, "{v}");
+        assert_eq!(v["tensors"], 4 + 8 * 6, "{v}");
+        if let Some(first) = seen.first() {
+            assert_eq!(v["bytes"], first["bytes"], "{v}");
+            assert_eq!(v["crc32"], first["crc32"], "{v}");
+        }
+        seen.push(v);
+    }
+}
+
+/// More shards than the model has tensors is refused (exit 2) before anything is written,
+/// and says how many it has: `--shards 1000 --scale 0.01` wrote 24 GB when each shard was a
+/// model of its own.
+#[test]
+fn more_shards_than_tensors_is_refused_before_writing() {
+    let dir = temp_dir();
+    let out = dir.path().join("ck");
+    let run = hipfile(
+        &[
+            "checkpoint",
+            "--out",
+            out.to_str().unwrap(),
+            "--shards",
+            "1000",
+            "--scale",
+            "0.01",
+        ],
+        &[],
+    );
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("644 tensors") && run.stderr.contains("--shards"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing is written");
+}
+
+/// A checkpoint that does not fit in the target's free space is refused (exit 2) before
+/// anything is written: the message says how much it needs and how much is free.
+#[test]
+fn a_checkpoint_larger_than_the_free_space_is_refused_before_writing() {
+    let fs = require!(hipfile_testfs::MountedFs::tmpfs(16));
+    let out = fs.path().join("ck");
+    let run = hipfile(&["checkpoint", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("9.65 GB") && run.stderr.contains("free"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing is written");
+    assert_eq!(std::fs::read_dir(fs.path()).unwrap().count(), 0);
 }

@@ -112,8 +112,32 @@ fn shows_what_a_process_did_at_level_three() {
     );
 }
 
+/// A copy of the built `hipfile` that any user can run, in a fresh directory of the
+/// system's temporary directory: the checkout (and so `target/`) may be where other users
+/// cannot go, a clone under a mode-700 `/root` for one.
+fn binary_for_anyone(dir: &TempDir) -> std::path::PathBuf {
+    let set_mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set_mode(dir.path(), 0o755);
+    let program = dir.path().join("hipfile");
+    std::fs::copy(env!("CARGO_BIN_EXE_hipfile"), &program).unwrap();
+    set_mode(&program, 0o755);
+    for ancestor in dir.path().ancestors().skip(1) {
+        let mode = std::fs::metadata(ancestor).unwrap().permissions().mode();
+        assert!(
+            mode & 0o001 != 0,
+            "{} (mode {mode:o}) is not traversable by other users: point TMPDIR at a \
+             directory they can reach to run this test",
+            ancestor.display()
+        );
+    }
+    program
+}
+
 /// As root, runs `hipfile stats PID` as `nobody`, which the channel's mode must refuse
-/// (root itself passes every permission check, so only a second user shows it).
+/// (root itself passes every permission check, so only a second user shows it). The reader
+/// is a copy of the binary that `nobody` can reach ([`binary_for_anyone`]).
 fn another_user_is_refused(pid: u32) {
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::process::CommandExt;
@@ -121,13 +145,26 @@ fn another_user_is_refused(pid: u32) {
         eprintln!("skipped: another user's process needs root to run the reader as nobody");
         return;
     }
-    let run = Command::new(env!("CARGO_BIN_EXE_hipfile"))
-        .args(["stats", &pid.to_string()])
-        .uid(65534)
-        .gid(65534)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let dir = TempDir::new("cli-stats-reader");
+    let program = binary_for_anyone(&dir);
+    let mut tries = 0;
+    let run = loop {
+        // A copy made just now can be busy for a moment: another test thread may have forked
+        // while it was open for writing.
+        match Command::new(&program)
+            .args(["stats", &pid.to_string()])
+            .uid(65534)
+            .gid(65534)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(run.stdout.is_empty());

@@ -88,6 +88,73 @@ pub struct NoRuntime {
     pub nvidia: LoadError,
 }
 
+/// A runtime loaded but sees no GPU device (none installed, none visible to the process, or
+/// the runtime refused to start): what `Driver::open` fails with, as the source of its
+/// `Error::DriverOpen`. Its message names the runtime, says what it answered and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NoDevice {
+    /// The runtime, as loaded (`devices` is 0; `error` is what it answered).
+    pub runtime: RuntimeReport,
+}
+
+impl NoDevice {
+    /// The error for `runtime`, which reports no device.
+    pub fn new(runtime: RuntimeReport) -> NoDevice {
+        NoDevice { runtime }
+    }
+
+    /// What to do, in words, for a program whose user chooses the runtime through the
+    /// environment: for the emulated runtime, its device count; for another, making the GPU
+    /// visible or, without one, naming the emulated runtime.
+    pub fn advice(&self) -> &'static str {
+        match self.runtime.platform {
+            Platform::Emulated => {
+                "the emulated runtime has the devices HIPFILE_EMU_DEVICES gives (1 when it \
+                 is unset, up to 16), and none when one of its HIPFILE_EMU_* variables is \
+                 invalid: unset HIPFILE_EMU_DEVICES or set it to 1 or more"
+            }
+            _ => {
+                "check that the GPU and its driver are visible to this process (the \
+                 device nodes, /dev/kfd and /dev/dri for AMD or /dev/nvidia* for NVIDIA, and \
+                 HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES); on a machine without a GPU, \
+                 name hipfile's emulated runtime in HIPFILE_HIP_LIBRARY (`cargo xtask \
+                 emulated` builds it and prints its path; for tests and development only)"
+            }
+        }
+    }
+
+    /// What is missing, in words: which runtime sees no device, and what it answered.
+    pub fn what(&self) -> String {
+        let r = &self.runtime;
+        let name = match r.platform {
+            Platform::Amd => "the HIP runtime",
+            Platform::Emulated => "the emulated runtime",
+            Platform::Nvidia => "the CUDA runtime",
+            Platform::None => "the GPU runtime",
+        };
+        let library = r
+            .library
+            .as_ref()
+            .map(|l| format!(" {}", l.display()))
+            .unwrap_or_default();
+        let said = r
+            .error
+            .as_ref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default();
+        format!("no GPU device: {name}{library} sees none{said}")
+    }
+}
+
+impl std::fmt::Display for NoDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.what(), self.advice())
+    }
+}
+
+impl std::error::Error for NoDevice {}
+
 fn driver_open(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::DriverOpen(Box::new(e))
 }

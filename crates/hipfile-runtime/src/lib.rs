@@ -32,7 +32,7 @@ mod hip;
 mod pinned;
 mod sync_copy;
 
-pub use choose::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use choose::{NoDevice, NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
 
 pub use cuda::CudaRuntime;
 pub use hip::{HipRuntime, RuntimeKind};

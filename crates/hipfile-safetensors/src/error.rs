@@ -25,6 +25,25 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// A shard is neither a regular file nor a block device (a FIFO, a directory, a
+    /// character device, a socket): nothing that can be read at an offset. Refused before
+    /// the file is read, and without waiting for a FIFO's writer.
+    #[error("{}: cannot load a {kind}: a shard must be a regular file or a block device", path.display())]
+    FileType {
+        /// The path given.
+        path: PathBuf,
+        /// What it is, in words (`FIFO`, `directory`, ...).
+        kind: &'static str,
+    },
+    /// A checkpoint's index (`model.safetensors.index.json`) is not one, or does not agree
+    /// with the shards it names: the problem in words.
+    #[error("{}: not a usable checkpoint index: {why}", path.display())]
+    Index {
+        /// The index.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A shard is not a valid safetensors file: the problem in words.
     #[error("{}: not a valid safetensors file: {why}", path.display())]
     Invalid {

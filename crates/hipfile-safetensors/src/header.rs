@@ -3,9 +3,11 @@
 //! Only the header is read into host memory, never the tensor data.
 
 use crate::error::LoadError;
+use rustix::fs::OFlags;
 use safetensors::tensor::{Metadata, TensorInfo};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The safetensors crate's own bound on a header (100 MB), which it keeps private.
@@ -44,16 +46,64 @@ fn invalid(path: &Path, why: String) -> LoadError {
     }
 }
 
+/// Opens `path` for reading, refusing what is not a regular file or a block device before
+/// anything is read from it. The open has `O_NONBLOCK`, so that a FIFO without a writer is
+/// refused at once instead of blocking the open; the flag is cleared again for the file
+/// (the driver reopens a registered file with its descriptor's flags). Returns the file and
+/// its size (a block device's from `lseek`).
+pub fn open_checked(path: &Path) -> Result<(File, u64), LoadError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
+        .open(path)
+        .map_err(io(path, "cannot open"))?;
+    let meta = file.metadata().map_err(io(path, "cannot stat"))?;
+    let kind = meta.file_type();
+    let size = if kind.is_file() {
+        meta.len()
+    } else if kind.is_block_device() {
+        (&file)
+            .seek(SeekFrom::End(0))
+            .map_err(io(path, "cannot find the size of the block device"))?
+    } else {
+        return Err(LoadError::FileType {
+            path: path.to_path_buf(),
+            kind: kind_name(&kind),
+        });
+    };
+    let flags = rustix::fs::fcntl_getfl(&file)
+        .and_then(|f| rustix::fs::fcntl_setfl(&file, f - OFlags::NONBLOCK))
+        .map_err(|e| LoadError::Io {
+            path: path.to_path_buf(),
+            what: "cannot clear O_NONBLOCK".into(),
+            source: e.into(),
+        });
+    flags.map(|()| (file, size))
+}
+
+/// What a file that is neither regular nor a block device is, in words.
+fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "directory"
+    } else if kind.is_fifo() {
+        "FIFO"
+    } else if kind.is_socket() {
+        "socket"
+    } else if kind.is_char_device() {
+        "character device"
+    } else if kind.is_symlink() {
+        "symbolic link"
+    } else {
+        "file of an unknown type"
+    }
+}
+
 /// Opens `path` and validates its header: the length within the file, the JSON as the
 /// safetensors crate reads it (dtypes, shapes against offsets, offsets contiguous from 0,
 /// so no two tensors overlap), and the data section ending exactly at the end of the file.
+/// Only regular files and block devices are read ([`open_checked`]).
 pub fn open(path: &Path) -> Result<Shard, LoadError> {
-    let file = File::open(path).map_err(io(path, "cannot open"))?;
-    let meta = file.metadata().map_err(io(path, "cannot stat"))?;
-    if !meta.is_file() {
-        return Err(invalid(path, "not a regular file".into()));
-    }
-    let size = meta.len();
+    let (file, size) = open_checked(path)?;
     if size < 8 {
         return Err(invalid(
             path,
@@ -64,17 +114,29 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
     file.read_exact_at(&mut len, 0)
         .map_err(io(path, "cannot read the header's length"))?;
     let n = u64::from_le_bytes(len);
+    // A JSON file (an index under another name, most likely) gives a length from its first
+    // eight characters that makes no sense: say what the file looks like.
+    let looks_like_json = if len[0] == b'{' {
+        "; the file starts with `{`, as JSON does: a checkpoint's index \
+         (model.safetensors.index.json) is read as one when its name ends in .json"
+    } else {
+        ""
+    };
     if n > MAX_HEADER {
         return Err(invalid(
             path,
-            format!("the header's length is {n} bytes, more than the format's {MAX_HEADER}"),
+            format!(
+                "the header's length is {n} bytes, more than the format's {MAX_HEADER}\
+                 {looks_like_json}"
+            ),
         ));
     }
     if n > size - 8 {
         return Err(invalid(
             path,
             format!(
-                "the header's length is {n} bytes but the file has only {} after the length",
+                "the header's length is {n} bytes but the file has only {} after the length\
+                 {looks_like_json}",
                 size - 8
             ),
         ));

@@ -48,11 +48,13 @@ mod cache;
 mod error;
 mod glob;
 mod header;
+mod index;
 mod load;
 mod plan;
 
 pub use error::LoadError;
 pub use glob::Glob;
+pub use index::{Index, is_index};
 pub use load::{
     COLD_BELOW, CacheState, Checkpoint, DEFAULT_COLD_IN_FLIGHT, DEFAULT_COLD_REQUEST_SIZE,
     DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress,

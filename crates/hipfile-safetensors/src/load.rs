@@ -4,10 +4,11 @@ use crate::cache;
 use crate::error::LoadError;
 use crate::glob::Glob;
 use crate::header::{self, Shard};
+use crate::index::{Index, is_index};
 use crate::plan::{self, ALIGN, Piece};
 use hipfile::{BackendKind, DeviceBuffer, DeviceSlice, Driver, FileHandle, Io};
 use safetensors::Dtype;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// Bytes per request for a hot checkpoint unless [`Loader::request_size`] says otherwise:
@@ -173,6 +174,12 @@ impl<'a> Loader<'a> {
 
     /// Loads the tensors of `shards` (the files of one checkpoint) into device memory.
     ///
+    /// A path whose name ends in `.json` is read as the checkpoint's index (Hugging Face's
+    /// `model.safetensors.index.json`, see [`Index`]) and stands for the shards it names, in
+    /// the order of their names, relative to its directory; every tensor it names must be
+    /// in the shard it names. Shard numbers ([`Tensor::shard`], `device_per_shard`) count
+    /// the shards after that expansion.
+    ///
     /// Every shard's header is read and validated before any device memory is allocated:
     /// a bad file, or a tensor name found in two shards, fails the load before it reads any
     /// data. Then each shard gets one device buffer (one per device its tensors go to), and
@@ -180,8 +187,9 @@ impl<'a> Loader<'a> {
     ///
     /// # Errors
     ///
-    /// [`LoadError`], naming the shard and the problem. Nothing is returned on error: what
-    /// was allocated is freed.
+    /// [`LoadError`], naming the shard (or the index) and the problem: a shard an index
+    /// names that cannot be opened is [`LoadError::Io`] naming both. Nothing is returned on
+    /// error: what was allocated is freed.
     pub fn load<P: AsRef<Path>>(mut self, shards: &[P]) -> Result<Checkpoint, LoadError> {
         if shards.is_empty() {
             return Err(LoadError::NoShards);
@@ -199,11 +207,26 @@ impl<'a> Loader<'a> {
             ));
         }
 
-        // Every header first: nothing is allocated for a checkpoint with a bad shard.
-        let opened: Vec<Shard> = shards
+        // Every header first: nothing is allocated for a checkpoint with a bad shard. An
+        // index stands for the shards it names, and what it says is checked against them.
+        let (paths, indexes) = expand(shards)?;
+        let opened: Vec<Shard> = paths
             .iter()
-            .map(|p| header::open(p.as_ref()))
+            .map(|(p, from)| {
+                header::open(p).map_err(|e| match (e, from) {
+                    (LoadError::Io { path, what, source }, Some(i)) => LoadError::Io {
+                        what: format!(
+                            "{what} the shard that the index {} names",
+                            indexes[*i].path().display()
+                        ),
+                        path,
+                        source,
+                    },
+                    (e, _) => e,
+                })
+            })
             .collect::<Result<_, _>>()?;
+        check_indexes(&indexes, &opened)?;
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for (i, s) in opened.iter().enumerate() {
             for t in &s.tensors {
@@ -424,6 +447,55 @@ impl<'a> Loader<'a> {
             },
         })
     }
+}
+
+/// A shard to open, and the number of the index that named it, if one did.
+type ToOpen = (PathBuf, Option<usize>);
+
+/// The shards to open, in order: each path given, or, for an index ([`is_index`]), the
+/// shards it names; and the indexes read.
+fn expand<P: AsRef<Path>>(given: &[P]) -> Result<(Vec<ToOpen>, Vec<Index>), LoadError> {
+    let mut paths = Vec::with_capacity(given.len());
+    let mut indexes = Vec::new();
+    for p in given {
+        let p = p.as_ref();
+        if is_index(p) {
+            let index = Index::read(p)?;
+            let i = indexes.len();
+            paths.extend(index.shards().iter().map(|s| (s.clone(), Some(i))));
+            indexes.push(index);
+        } else {
+            paths.push((p.to_path_buf(), None));
+        }
+    }
+    Ok((paths, indexes))
+}
+
+/// Every tensor each index names is in the shard it names it in.
+fn check_indexes(indexes: &[Index], opened: &[Shard]) -> Result<(), LoadError> {
+    if indexes.is_empty() {
+        return Ok(());
+    }
+    let mut names: HashMap<&Path, HashSet<&str>> = HashMap::new();
+    for s in opened {
+        names
+            .entry(s.path.as_path())
+            .or_insert_with(|| s.tensors.iter().map(|t| t.name.as_str()).collect());
+    }
+    for index in indexes {
+        for (tensor, shard) in index.tensors() {
+            if !names.get(shard).is_some_and(|n| n.contains(tensor)) {
+                return Err(LoadError::Index {
+                    path: index.path().to_path_buf(),
+                    why: format!(
+                        "it names the tensor {tensor:?} in {}, which has no such tensor",
+                        shard.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One device buffer per part, on the part's device.

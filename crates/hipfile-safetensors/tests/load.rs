@@ -615,3 +615,190 @@ fn on_ext4_the_fastpath_serves_the_aligned_requests() {
     assert!(report.fastpath_bytes > 0, "{report:?}");
     assert_eq!(report.fallback_bytes, 0, "{report:?}");
 }
+
+/// Runs `load` on a thread of its own and gives its result, or, when it has not returned
+/// within [`DEADLINE`], releases it (a writer opens `fifo`, which ends an open blocked on
+/// it) and fails: a load blocked on a FIFO would otherwise hang the test forever. A
+/// deadline, not a timing: the load takes milliseconds.
+fn load_or_hang<T: Send + 'static>(fifo: &Path, load: impl FnOnce() -> T + Send + 'static) -> T {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(load());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(result) => result,
+        Err(_) => {
+            let _writer = std::fs::OpenOptions::new().write(true).open(fifo);
+            panic!(
+                "the load of {} did not return within {DEADLINE:?}: it blocked on the FIFO",
+                fifo.display()
+            );
+        }
+    }
+}
+
+/// A FIFO among the shards is refused at once, by name, before anything is allocated; the
+/// load never waits for a writer that will not come.
+#[test]
+fn a_fifo_shard_is_refused_without_waiting_for_a_writer() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-fifo");
+    let (good, _) = write_shard(dir.path(), "good.safetensors", SHARD_B, 3);
+    let fifo = hipfile_testfs::fifo(dir.path());
+    let paths = vec![good, fifo.clone()];
+    let loading = driver.clone();
+    let result = load_or_hang(&fifo, move || {
+        Loader::new(&loading).load(&paths).map(|ck| ck.len())
+    });
+    let e = result.expect_err("a FIFO is not a shard");
+    let text = e.to_string();
+    assert!(matches!(e, LoadError::FileType { .. }), "{e:?}");
+    assert!(text.contains(&fifo.display().to_string()), "{text}");
+    assert!(text.contains("FIFO"), "{text}");
+    assert!(text.contains("regular file or a block device"), "{text}");
+}
+
+/// A shard on a block device (a loop device whose bytes are a safetensors file that ends
+/// exactly at the device's end) loads as a file does.
+#[test]
+fn a_shard_on_a_block_device_loads() {
+    let driver = require!(driver());
+    let dev = require!(hipfile_testfs::loop_device(1));
+    let total = 1usize << 20;
+    let mut header =
+        String::from("{\"blk.u8\":{\"dtype\":\"U8\",\"shape\":[LEN],\"data_offsets\":[0,LEN]}}");
+    // The header's length depends on LEN's digits, which depend on the header's length:
+    // a fixed width of 7 digits, and spaces (which the format allows) to a multiple of 8.
+    let len_of = |h: &str| total - 8 - h.len();
+    header = header.replace("LEN", "0000000");
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let n = len_of(&header);
+    let header = header.replace("0000000", &format!("{n:07}"));
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    let data: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
+    bytes.extend_from_slice(&data);
+    assert_eq!(bytes.len(), total);
+    std::fs::write(dev.path(), &bytes).unwrap();
+    let ck = Loader::new(&driver).load(&[dev.path()]).unwrap();
+    let t = ck.get("blk.u8").unwrap();
+    let mut host = vec![0u8; n];
+    t.view().copy_to_host(&mut host).unwrap();
+    assert!(
+        host == data,
+        "the bytes in device memory differ from the device's"
+    );
+}
+
+/// Writes Hugging Face's index for `shards` (every tensor of each, by file name) beside them.
+fn write_index(dir: &Path, name: &str, shards: &[(&Path, &[Spec])]) -> PathBuf {
+    let mut map = serde_json::Map::new();
+    for (path, specs) in shards {
+        let file = path.file_name().unwrap().to_str().unwrap();
+        for (tensor, ..) in specs.iter() {
+            map.insert((*tensor).to_owned(), file.into());
+        }
+    }
+    let index = serde_json::json!({"metadata": {"total_size": 0}, "weight_map": map});
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(&index).unwrap()).unwrap();
+    path
+}
+
+/// An index (`model.safetensors.index.json`) loads the shards it names, from its own
+/// directory, whatever the current directory; what it says is checked against the shards.
+#[test]
+fn an_index_loads_the_shards_it_names() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index");
+    let (paths, expected, specs) = two_shards(&dir);
+    let index = write_index(
+        dir.path(),
+        "model.safetensors.index.json",
+        &[(&paths[0], SHARD_A), (&paths[1], SHARD_B)],
+    );
+    let ck = Loader::new(&driver).load(&[&index]).unwrap();
+    assert_eq!(ck.len(), specs.len());
+    assert_loaded(&ck, &expected, &specs);
+    let shards: Vec<&Path> = ck.shard_paths().collect();
+    assert_eq!(shards, [paths[0].as_path(), paths[1].as_path()]);
+
+    let read = hipfile_safetensors::Index::read(&index).unwrap();
+    assert_eq!(read.shards(), paths.as_slice());
+    assert_eq!(read.shard_of("b.big"), Some(paths[1].as_path()));
+    assert_eq!(read.len(), specs.len());
+}
+
+/// A shard the index names that is not there is an error naming it and the index; so is
+/// an index that is not one, and one that names a tensor its shard does not hold.
+#[test]
+fn an_index_with_a_missing_shard_or_a_wrong_entry_names_the_problem() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index-bad");
+    let (paths, ..) = two_shards(&dir);
+    let gone = dir.path().join("model-00003-of-00003.safetensors");
+    let index = write_index(
+        dir.path(),
+        "model.safetensors.index.json",
+        &[(&paths[0], SHARD_A), (&gone, SHARD_B)],
+    );
+    let (e, text) = load_error(&driver, std::slice::from_ref(&index));
+    assert!(matches!(e, LoadError::Io { .. }), "{e:?}");
+    assert!(text.contains(&gone.display().to_string()), "{text}");
+    assert!(text.contains(&index.display().to_string()), "{text}");
+    assert!(text.contains("No such file"), "{text}");
+
+    // It names b.big in the first shard, which does not have it.
+    let wrong = dir.path().join("wrong.index.json");
+    std::fs::write(
+        &wrong,
+        r#"{"weight_map": {"a.f64": "model-00001-of-00002.safetensors", "b.big": "model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    let (e, text) = load_error(&driver, std::slice::from_ref(&wrong));
+    assert!(matches!(e, LoadError::Index { .. }), "{e:?}");
+    assert!(text.contains(&wrong.display().to_string()), "{text}");
+    assert!(text.contains("\"b.big\""), "{text}");
+
+    for (name, body, problem) in [
+        (
+            "config.json",
+            r#"{"hidden_size": 4096}"#,
+            "no \"weight_map\"",
+        ),
+        ("broken.index.json", "{\"weight_map\": ", "not valid JSON"),
+        (
+            "outside.index.json",
+            r#"{"weight_map": {"x": "../x.safetensors"}}"#,
+            "inside the index's directory",
+        ),
+        (
+            "number.index.json",
+            r#"{"weight_map": {"x": 3}}"#,
+            "not a file name",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let (e, text) = load_error(&driver, std::slice::from_ref(&path));
+        assert!(matches!(e, LoadError::Index { .. }), "{name}: {e:?}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(problem), "{problem:?} not in {text}");
+    }
+}
+
+/// An index given as a shard under another name is not read as a safetensors header of
+/// absurd length without a word: the error says the file looks like JSON.
+#[test]
+fn json_given_as_a_shard_is_said_to_look_like_json() {
+    let driver = require!(driver());
+    let dir = TempDir::new("st-index-renamed");
+    let path = dir.path().join("index.safetensors");
+    std::fs::write(&path, r#"{"metadata": {}, "weight_map": {}}"#).unwrap();
+    let (_, text) = load_error(&driver, std::slice::from_ref(&path));
+    assert!(text.contains("JSON"), "{text}");
+    assert!(text.contains(".json"), "{text}");
+}

@@ -5,6 +5,8 @@
 //! test file of its own and checks the copy. Without a GPU, set `HIPFILE_HIP_LIBRARY` to the
 //! emulated runtime (the path that `cargo xtask emulated` prints).
 
+mod common;
+
 use hipfile::Driver;
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -12,7 +14,11 @@ use std::path::{Path, PathBuf};
 /// The device buffer's size: the most one request moves.
 const CHUNK: usize = 1 << 20;
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    common::main("copy_through_gpu", run_main)
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
     match args.as_slice() {
         [src, dst] => copy(src, dst).map(|n| println!("copied {n} bytes")),

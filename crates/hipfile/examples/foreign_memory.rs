@@ -10,11 +10,17 @@
 //! of its own. Without a GPU, set `HIPFILE_HIP_LIBRARY` to the emulated runtime (the path that
 //! `cargo xtask emulated` prints).
 
+mod common;
+
 use hipfile::{DeviceBuffer, Driver};
 use std::error::Error;
 use std::path::PathBuf;
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    common::main("foreign_memory", run_main)
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let (path, temporary) = match std::env::args_os().nth(1) {
         Some(path) => (PathBuf::from(path), false),
         None => {
@@ -24,6 +30,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             (path, true)
         }
     };
+    // The test file goes however this ends.
+    let _scratch = temporary.then(|| common::Scratch(path.clone()));
     let expected = std::fs::read(&path)?;
     if expected.is_empty() {
         return Err(format!("{} is empty: nothing to read", path.display()).into());
@@ -64,8 +72,5 @@ fn main() -> Result<(), Box<dyn Error>> {
     // SAFETY: `ptr` came from this runtime's `alloc_device`, the buffer that described it is
     // gone and no transfer uses it, and it is not used after this.
     unsafe { driver.gpu().free_device(ptr) }?;
-    if temporary {
-        std::fs::remove_file(&path)?;
-    }
     result
 }

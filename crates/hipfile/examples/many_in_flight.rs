@@ -7,6 +7,8 @@
 //! file of its own. Without a GPU, set `HIPFILE_HIP_LIBRARY` to the emulated runtime (the
 //! path that `cargo xtask emulated` prints).
 
+mod common;
+
 use hipfile::{BatchIo, BatchStatus, DeviceBuffer, Driver, StreamHandle};
 use std::error::Error;
 use std::path::PathBuf;
@@ -14,7 +16,11 @@ use std::path::PathBuf;
 /// Each request's size: small, and not a multiple of the page, so both backends serve some.
 const PIECE: usize = 300_000;
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    common::main("many_in_flight", run_main)
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let (path, temporary) = match std::env::args_os().nth(1) {
         Some(path) => (PathBuf::from(path), false),
         None => {

@@ -5,6 +5,8 @@
 //! test file of its own. Without a GPU, set `HIPFILE_HIP_LIBRARY` to the emulated runtime (the
 //! path that `cargo xtask emulated` prints).
 
+mod common;
+
 use hipfile::{Driver, FileHandle};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -12,7 +14,13 @@ use std::path::PathBuf;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-fn main() -> Result<(), BoxError> {
+fn main() -> std::process::ExitCode {
+    common::main("parallel_read", || {
+        run_main().map_err(|e| -> Box<dyn std::error::Error> { e })
+    })
+}
+
+fn run_main() -> Result<(), BoxError> {
     let mut args = std::env::args_os().skip(1);
     let given = args.next().map(PathBuf::from);
     let threads: u64 = match args.next() {
@@ -34,6 +42,8 @@ fn main() -> Result<(), BoxError> {
             path
         }
     };
+    // The test file goes however this ends.
+    let _scratch = given.is_none().then(|| common::Scratch(path.clone()));
 
     let driver = Driver::open()?;
     let file = std::fs::File::open(&path)?;
@@ -63,9 +73,6 @@ fn main() -> Result<(), BoxError> {
         let (start, n) = result?;
         println!("  {n} bytes from offset {start}");
         total += n;
-    }
-    if given.is_none() {
-        std::fs::remove_file(&path)?;
     }
     if total != len {
         return Err(format!("read {total} bytes of {len}").into());

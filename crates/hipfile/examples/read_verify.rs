@@ -5,11 +5,17 @@
 //! of its own. Without a GPU, set `HIPFILE_HIP_LIBRARY` to the emulated runtime (the path that
 //! `cargo xtask emulated` prints).
 
+mod common;
+
 use hipfile::Driver;
 use std::error::Error;
 use std::path::PathBuf;
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    common::main("read_verify", run_main)
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let (path, temporary) = match std::env::args_os().nth(1) {
         Some(path) => (PathBuf::from(path), false),
         None => {

@@ -12,6 +12,8 @@
 //! emulated runtime's case: set `HIPFILE_HIP_LIBRARY` to the path that `cargo xtask
 //! emulated` prints).
 
+mod common;
+
 use hipfile::{DevicePtr, Driver, PinnedHostBuffer, StreamHandle};
 use std::error::Error;
 use std::os::unix::fs::FileExt;
@@ -27,7 +29,11 @@ struct Setup {
     runs: usize,
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    common::main("stream_then_use", run_main)
+}
+
+fn run_main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args_os().skip(1);
     let number = |v: Option<std::ffi::OsString>, default: usize| -> Result<usize, String> {
         match v {

@@ -16,7 +16,7 @@ use hipfile_core::{
 };
 use hipfile_fallback::{Fallback, StagingConfig};
 use hipfile_fastpath::Fastpath;
-use hipfile_runtime::{RuntimeReport, load_runtime};
+use hipfile_runtime::{NoDevice, RuntimeReport, load_runtime};
 use std::collections::{BTreeMap, HashSet};
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
@@ -133,18 +133,12 @@ impl Driver {
     /// # Errors
     ///
     /// [`Error::DriverOpen`] when no GPU runtime can be loaded (the message lists what was
-    /// tried).
+    /// tried), or when the runtime sees no GPU device: its source is then a [`NoDevice`]
+    /// (`hipfile::NoDevice`), whose message names the runtime, what it answered and what
+    /// to do (on a machine without a GPU, the emulated runtime). Nothing can be allocated
+    /// or read into without a device, so the open fails rather than the first allocation.
     pub fn open() -> Result<Driver, Error> {
-        let mut global = lock(&GLOBAL);
-        if let Some(inner) = global
-            .upgrade()
-            .filter(|i| i.pid == hipfile_core::process::id())
-        {
-            return Ok(Driver { inner });
-        }
-        let driver = Driver::open_private(Config::from_env())?;
-        *global = Arc::downgrade(&driver.inner);
-        Ok(driver)
+        Driver::open_global(None, true)
     }
 
     /// Opens the process-wide driver with programmatic settings, which win over the
@@ -153,32 +147,58 @@ impl Driver {
     /// # Errors
     ///
     /// [`Error::DriverAlreadyOpen`] when it is already open with a different configuration;
-    /// otherwise as [`Driver::open`].
+    /// otherwise as [`Driver::open`] (a runtime without a device included).
     pub fn open_with(settings: ConfigBuilder) -> Result<Driver, Error> {
-        let config = settings.build_from_env();
+        Driver::open_global(Some(settings.build_from_env()), true)
+    }
+
+    /// Opens the process-wide driver as [`open_with`](Driver::open_with) does, also when the
+    /// runtime sees no device, as hipFile's C `hipFileDriverOpen` does (the C libraries open
+    /// their driver this way): every allocation and every request on device memory then
+    /// fails, and [`Driver::runtime`] says why. For programs that must hold a driver
+    /// whatever the machine (to report on it, or to serve host memory with
+    /// [`MemoryTypes::CuFile`](hipfile_core::MemoryTypes)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Driver::open_with`], but never for a missing device.
+    pub fn open_allowing_no_device(settings: ConfigBuilder) -> Result<Driver, Error> {
+        Driver::open_global(Some(settings.build_from_env()), false)
+    }
+
+    /// Opens the process-wide driver with `config` (the environment's when `None`), or
+    /// shares the open one (which must have that configuration when one is given); a new
+    /// one only with a device when `need_device`.
+    fn open_global(config: Option<Config>, need_device: bool) -> Result<Driver, Error> {
         let mut global = lock(&GLOBAL);
         // One opened by the process this one was forked from is not this process's.
         if let Some(inner) = global
             .upgrade()
             .filter(|i| i.pid == hipfile_core::process::id())
         {
-            return if inner.config == config {
-                Ok(Driver { inner })
-            } else {
-                Err(Error::DriverAlreadyOpen)
+            return match config {
+                Some(c) if c != inner.config => Err(Error::DriverAlreadyOpen),
+                _ => Ok(Driver { inner }),
             };
         }
-        let driver = Driver::open_private(config)?;
+        let config = config.unwrap_or_else(Config::from_env);
+        let (runtime, report) = load_runtime(&config)?;
+        if need_device && report.devices == 0 {
+            return Err(Error::DriverOpen(Box::new(NoDevice::new(report))));
+        }
+        let driver = Driver::with_runtime(config, runtime, report);
         *global = Arc::downgrade(&driver.inner);
         Ok(driver)
     }
 
     /// Opens a driver of its own (not the process-wide one) with `config`, loading the
-    /// runtime it names.
+    /// runtime it names. It opens whatever the runtime sees, no device included (as
+    /// [`open_allowing_no_device`](Driver::open_allowing_no_device) does): look at
+    /// [`Driver::runtime`]'s `devices` before allocating.
     ///
     /// # Errors
     ///
-    /// As [`Driver::open`].
+    /// [`Error::DriverOpen`] when no GPU runtime can be loaded.
     pub fn open_private(config: Config) -> Result<Driver, Error> {
         let (runtime, report) = load_runtime(&config)?;
         Ok(Driver::with_runtime(config, runtime, report))

@@ -119,7 +119,9 @@ pub use hipfile_core::{
     Op, PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
-pub use hipfile_runtime::{NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
+pub use hipfile_runtime::{
+    NoDevice, NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime,
+};
 pub use ordered::Stream;
 #[doc(hidden)]
 pub use ordered::StreamParams;

@@ -72,9 +72,9 @@ fn errors(
     f: hipfile::FileIoError,
     p: hipfile::ProbeError,
     u: hipfile::Unusable,
-    n: hipfile::NoRuntime,
+    (n, d): (hipfile::NoRuntime, hipfile::NoDevice),
 ) -> (hipfile::ErrorCode, Option<hipfile::HipFileCode>) {
-    let _ = (b, r, f, p, u, n);
+    let _ = (b, r, f, p, u, n, d);
     (e.code(), None)
 }
 

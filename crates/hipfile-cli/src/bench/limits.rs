@@ -12,8 +12,8 @@ use super::{
 };
 use hipfile::{DeviceBuffer, Driver, Op};
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
 use std::time::Instant;
 
 /// The file-side figures (the raw limits and upstream's serial fallback), measured between
@@ -142,27 +142,29 @@ impl Host {
     }
 }
 
-/// Raw parallel `O_DIRECT` reads of the whole file at `path` in [`RAW_IO`] requests with
+/// Raw parallel `O_DIRECT` reads of the whole of `file` in [`RAW_IO`] requests with
 /// `threads` threads into page-aligned memory; returns the seconds taken. The last request
 /// is rounded up to the page and may come back short at the end of the file. `None` when
-/// the file system does no direct I/O.
+/// the file system does no direct I/O. The file is reopened through its descriptor
+/// (`/proc/self/fd/N`), which works for a test file without a name too.
 pub(super) fn raw_direct_read(
-    path: &Path,
+    file: &File,
     size: u64,
     threads: usize,
 ) -> Result<Option<f64>, String> {
-    let file = match std::fs::OpenOptions::new()
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let direct = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(path)
+        .open(&path)
     {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
             return Ok(None);
         }
-        Err(e) => return Err(format!("cannot open {} with O_DIRECT: {e}", path.display())),
+        Err(e) => return Err(format!("cannot reopen the test file with O_DIRECT: {e}")),
     };
-    raw_io(&file, Op::Read, size, threads, true).map(Some)
+    raw_io(&direct, Op::Read, size, threads, true).map(Some)
 }
 
 impl Case<'_> {
@@ -179,7 +181,7 @@ impl Case<'_> {
     pub(super) fn raw_direct_run(&self, threads: usize) -> Result<Option<f64>, String> {
         let size = self.args.size;
         set_cache(self.file, size, Cache::Cold)?;
-        Ok(raw_direct_read(&self.args.file, size, threads)?.map(|s| gbps(size, s)))
+        Ok(raw_direct_read(self.file, size, threads)?.map(|s| gbps(size, s)))
     }
 
     pub(super) fn limits(

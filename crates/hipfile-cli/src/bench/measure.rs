@@ -67,7 +67,7 @@ pub(super) struct Setup {
 impl Setup {
     /// Opens the driver, checks the devices and allocates, registers and fills the buffers.
     pub(super) fn new(args: &BenchArgs, settings: ConfigBuilder) -> Result<Setup, String> {
-        let driver = crate::runtime::open_driver(settings)?;
+        let driver = crate::runtime::open_driver(settings, args.runtime)?;
         let io = args.io_size.min(args.size);
         let parts = partition(args.size, io, args.threads);
         let runtime_note = crate::runtime::runtime_note(&driver);
@@ -199,7 +199,7 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         threads: case.parts.len(),
         cache: args.cache(),
         backend: args.backend,
-        file: args.file.display().to_string(),
+        file: super::testfile::describe(args.file.as_deref()),
         runs,
         devices: device_runs,
         served,

@@ -73,7 +73,10 @@ the whole file has been moved once. Each run is timed; the median and the spread
 are reported in GB/s (10^9 bytes per second), with the bytes each backend served and the
 peak resident memory of the process during the runs.
 
-An existing --file is never changed without --overwrite. A read benchmark reads a file of
+Without --file, the test file is a temporary file on the current directory's file system
+(so that O_DIRECT and cold reads are those of that file system), with no name: nothing is
+left behind, whether bench ends, fails or is interrupted. An existing --file is never
+changed without --overwrite. A read benchmark reads a file of
 exactly --size bytes as it is, opened read-only. A write benchmark, or a read benchmark of
 a file of another size, would change the file's contents: it is refused (exit status 2)
 unless --overwrite is given. A test file that bench created but could not finish writing
@@ -187,12 +190,13 @@ pub struct BenchArgs {
     /// The order of each thread's requests within its part of the file
     #[arg(long, value_name = "PATTERN", value_enum, default_value_t)]
     pub pattern: Pattern,
-    /// The test file
-    #[arg(long, value_name = "PATH", default_value = "hipfile-bench.dat")]
-    pub file: PathBuf,
+    /// The test file [default: a temporary file on the current directory's file system,
+    /// removed when bench ends]
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
     /// Let bench write its pattern or its write runs over an existing --file (its contents
     /// are lost)
-    #[arg(long)]
+    #[arg(long, requires = "file")]
     pub overwrite: bool,
     /// Timed runs, 1 to 1000
     #[arg(
@@ -408,7 +412,7 @@ pub fn run(args: &BenchArgs) -> Result<u8, Failure> {
     // known to be usable: a bench that cannot run must leave the file system as it was.
     let plan = testfile::plan_file(args).map_err(usage)?;
     let setup = measure::Setup::new(args, settings).map_err(failed)?;
-    let file = testfile::prepare_file(&args.file, args.size, plan).map_err(usage)?;
+    let file = testfile::prepare_file(args.file.as_deref(), args.size, plan).map_err(usage)?;
     let report = measure::measure(args, setup, &file).map_err(failed)?;
     let text = if args.json {
         format!("{}\n", report.to_json())
@@ -576,7 +580,7 @@ mod tests {
             (Op::Read, None, RuntimeChoice::Auto)
         );
         assert!(!d.limits && !d.json && !d.overwrite);
-        assert_eq!(d.file, PathBuf::from("hipfile-bench.dat"));
+        assert_eq!(d.file, None);
         let b = bench(&[
             "--op=write",
             "--size",
@@ -611,7 +615,7 @@ mod tests {
         assert!(b.limits && b.json && b.overwrite);
         assert_eq!(
             (b.file, b.runtime),
-            (PathBuf::from("x.dat"), RuntimeChoice::Emulated)
+            (Some(PathBuf::from("x.dat")), RuntimeChoice::Emulated)
         );
         assert_eq!(bench(&["--hot"]).cache(), Cache::Hot);
         assert_eq!(

@@ -1,7 +1,9 @@
 //! The test file: what becomes of it is decided before anything is written ([`plan_file`]),
 //! then it is opened, created or overwritten with the pattern ([`prepare_file`]); and the
 //! page-cache state each run starts in ([`set_cache`]). An existing file is changed only
-//! with `--overwrite`, and a file this run created but could not finish is removed.
+//! with `--overwrite`, and a file this run created but could not finish is removed. Without
+//! `--file` the test file has no name at all ([`temporary`]): nothing is left behind
+//! however bench ends.
 
 use super::common::{fill_pattern, raw_io};
 use super::{BenchArgs, Cache, PAGE, RAW_IO, WARM_THREADS};
@@ -20,13 +22,32 @@ pub(super) enum FilePlan {
     Read,
     /// `--overwrite`: write the pattern over it when its size differs; the runs may write it.
     Overwrite,
+    /// No `--file`: a temporary file without a name in the current directory, written with
+    /// the pattern.
+    Temporary,
+}
+
+/// What the report calls the test file: `--file`'s path, or the temporary file's directory.
+pub(super) fn describe(file: Option<&Path>) -> String {
+    match file {
+        Some(path) => path.display().to_string(),
+        None => format!("a temporary file in {}", current_dir().display()),
+    }
+}
+
+/// The current directory, absolute where it can be found (for messages).
+fn current_dir() -> std::path::PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| ".".into())
 }
 
 /// Decides what to do with the test file, changing nothing. An existing file is changed only
 /// with `--overwrite`: it may hold data that is not bench's.
 pub(super) fn plan_file(args: &BenchArgs) -> Result<FilePlan, String> {
-    let shown = args.file.display();
-    let meta = match std::fs::metadata(&args.file) {
+    let Some(path) = &args.file else {
+        return Ok(FilePlan::Temporary);
+    };
+    let shown = path.display();
+    let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FilePlan::Create),
         Err(e) => return Err(format!("cannot look at the test file {shown}: {e}")),
@@ -63,9 +84,22 @@ pub(super) fn plan_file(args: &BenchArgs) -> Result<FilePlan, String> {
 
 /// Opens the test file as `plan` says, writing the pattern where it is needed. A file this
 /// call created but could not finish is removed.
-pub(super) fn prepare_file(path: &Path, size: u64, plan: FilePlan) -> Result<File, String> {
+pub(super) fn prepare_file(path: Option<&Path>, size: u64, plan: FilePlan) -> Result<File, String> {
+    let path = match (plan, path) {
+        (FilePlan::Temporary, _) | (_, None) => {
+            let dir = current_dir();
+            let file = temporary(&dir)?;
+            let shown = format!("a temporary test file in {}", dir.display());
+            eprintln!("hipfile: writing {shown} ({size} bytes, removed when bench ends)");
+            write_pattern(&file, &shown, size)?;
+            return Ok(file);
+        }
+        (_, Some(path)) => path,
+    };
     let shown = path.display();
     match plan {
+        // Taken above.
+        FilePlan::Temporary => Err("no test file was named".into()),
         FilePlan::Read => {
             // Read-only: whatever a read benchmark does, the file cannot be written.
             let file =
@@ -90,7 +124,7 @@ pub(super) fn prepare_file(path: &Path, size: u64, plan: FilePlan) -> Result<Fil
                 .open(path)
                 .map_err(|e| format!("cannot create the test file {shown}: {e}"))?;
             eprintln!("hipfile: writing the test file {shown} ({size} bytes)");
-            if let Err(message) = write_pattern(&file, path, size) {
+            if let Err(message) = write_pattern(&file, &format!("the test file {shown}"), size) {
                 return Err(format!("{message}; {}", remove_created(&file, path)));
             }
             Ok(file)
@@ -116,28 +150,63 @@ pub(super) fn prepare_file(path: &Path, size: u64, plan: FilePlan) -> Result<Fil
             eprintln!(
                 "hipfile: --overwrite: writing the pattern over the test file {shown} ({size} bytes)"
             );
-            write_pattern(&file, path, size)
+            write_pattern(&file, &format!("the test file {shown}"), size)
                 .map_err(|message| format!("{message}; {shown} is left incomplete"))?;
             Ok(file)
         }
     }
 }
 
-/// Writes the pattern over the whole of `file` and cuts it to `size`.
-pub(super) fn write_pattern(file: &File, path: &Path, size: u64) -> Result<(), String> {
-    let shown = path.display();
+/// A new file in `dir` without a name, so that nothing is left in `dir` however the process
+/// ends (its blocks are freed when its last descriptor closes, a kill included):
+/// `O_TMPFILE`, or, where the file system lacks it, a new file removed as soon as it is
+/// made.
+pub(super) fn temporary(dir: &Path) -> Result<File, String> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+    let cannot = |e: Errno| {
+        format!(
+            "cannot create a temporary test file in {} (name one with --file): {}",
+            dir.display(),
+            io::Error::from(e)
+        )
+    };
+    let mode = Mode::from_raw_mode(0o600);
+    match rustix::fs::open(dir, OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC, mode) {
+        Ok(fd) => return Ok(File::from(fd)),
+        // No O_TMPFILE on this file system (or kernel): a name, at once removed.
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
+        Err(e) => return Err(cannot(e)),
+    }
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+    for n in 0..100 {
+        let path = dir.join(format!(".hipfile-bench.{}.{n}.tmp", std::process::id()));
+        match rustix::fs::open(&path, flags, mode) {
+            Ok(fd) => {
+                rustix::fs::unlink(&path).map_err(cannot)?;
+                return Ok(File::from(fd));
+            }
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(cannot(e)),
+        }
+    }
+    Err(cannot(Errno::EXIST))
+}
+
+/// Writes the pattern over the whole of `file` (`shown` in messages) and cuts it to `size`.
+pub(super) fn write_pattern(file: &File, shown: &str, size: u64) -> Result<(), String> {
     let mut buf = vec![0u8; usize::try_from(RAW_IO.min(size)).unwrap_or(PAGE)];
     let mut offset = 0u64;
     while offset < size {
         let n = (size - offset).min(buf.len() as u64) as usize;
         fill_pattern(&mut buf[..n], offset);
         file.write_all_at(&buf[..n], offset)
-            .map_err(|e| format!("cannot write the test file {shown} at {offset}: {e}"))?;
+            .map_err(|e| format!("cannot write {shown} at {offset}: {e}"))?;
         offset += n as u64;
     }
     file.set_len(size)
         .and_then(|()| file.sync_data())
-        .map_err(|e| format!("cannot finish the test file {shown}: {e}"))
+        .map_err(|e| format!("cannot finish {shown}: {e}"))
 }
 
 /// Removes the test file this run created at `path` (and only if `path` still names it);
