@@ -250,7 +250,7 @@ const KEYS: &[(&str, Kind)] = &[
 /// CUDA 13 installs holds them: such a value says only that the file was not changed, and
 /// leaves hipfile's own setting, tuned for hipfile, where it is. NVIDIA's values are tuned
 /// for its library: taken as settings they gave hipfile 4 I/O threads, 16 MiB tasks, an
-/// 8 MiB small-request threshold and a 1 GiB staging pool, and halved its throughput.
+/// 8 MiB small-request threshold and a 1 GiB staging pool, and cut its large reads by 40 %.
 const NVIDIA_DEFAULTS: &[(&str, DefaultValue)] = &[
     ("execution.max_io_threads", DefaultValue::Number(4)),
     ("execution.parallel_io", DefaultValue::Flag(true)),
@@ -522,7 +522,7 @@ mod tests {
     fn nvidias_own_defaults_leave_hipfiles_settings_as_they_are() {
         // The file CUDA installs holds NVIDIA's defaults, tuned for its own library: taken
         // as settings they gave hipfile 4 I/O threads, 16 MiB tasks, an 8 MiB small-request
-        // threshold and a staging pool of 1 GiB, and halved its throughput on the H200.
+        // threshold and a staging pool of 1 GiB, and cut its large reads by 40 % on the H200.
         let parsed = parse(NVIDIAS_DEFAULT_FILE).unwrap();
         let tuning = |e: &&FileEntry| {
             matches!(
