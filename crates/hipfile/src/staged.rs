@@ -123,9 +123,35 @@ struct Progress {
     /// Called with the result by whatever ends the request first: the last segment's job,
     /// or the submission when queuing fails.
     report: Mutex<Option<Report>>,
+    /// Whether the submission queued the whole request (`None` while it is queuing): the
+    /// last segment's job may run before the submission has queued the rest of that segment,
+    /// and reports only a request that was queued whole; the submission reports the others.
+    queued_whole: Mutex<Option<bool>>,
+    submission_over: Condvar,
 }
 
 impl Progress {
+    /// The submission is over: `whole` when it queued the whole request.
+    fn submitted(&self, whole: bool) {
+        *lock(&self.queued_whole) = Some(whole);
+        self.submission_over.notify_all();
+    }
+
+    /// Waits until the submission is over (it never waits for a job: see `submit`); whether
+    /// it queued the whole request.
+    fn wait_submitted(&self) -> bool {
+        let mut whole = lock(&self.queued_whole);
+        loop {
+            if let Some(whole) = *whole {
+                return whole;
+            }
+            whole = self
+                .submission_over
+                .wait(whole)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
     fn fail(&self, e: Error) {
         self.stop.store(true, Ordering::Release);
         lock(&self.error).get_or_insert(e);
@@ -211,6 +237,8 @@ impl Staged<'_> {
             size,
             aligned: self.plan.aligned,
             report: Mutex::new(self.report),
+            queued_whole: Mutex::new(None),
+            submission_over: Condvar::new(),
         });
         let queue = driver.engine().queue_handle();
         let gates = driver.gates();
@@ -275,6 +303,10 @@ impl Staged<'_> {
                 }
             }
         }
+        // Nothing between the last segment's queuing and here waits for the engine, so a job
+        // waiting for this (`wait_submitted`) holds its thread only briefly, and the failure
+        // path below tells it before waiting for it to end.
+        progress.submitted(failure.is_none());
         if let Some(e) = failure {
             // Let the stream pass whatever was queued, then release it all.
             for q in &queued {
@@ -561,7 +593,11 @@ impl Segment<'_> {
                     }
                     Err(_) => work.fh.driver().count_failed(work.op, Some(device)),
                 }
-                if let Some(report) = lock(&progress.report).take() {
+                // A request whose submission failed is reported, with that failure, by the
+                // submission.
+                if progress.wait_submitted()
+                    && let Some(report) = lock(&progress.report).take()
+                {
                     report(&outcome);
                 }
                 *lock(&progress.result) = Some(outcome);
