@@ -17,11 +17,12 @@
 //! and at the end of the task the stream is synchronised before the buffers go back, so the
 //! bytes are in place when the caller is told the task is done.
 //!
-//! A task that fails marks its request cancelled, and tasks of that request that have not
-//! started yet are skipped; a read task that comes back short (the end of the file) makes
-//! later tasks of its request skip too. A write task that fails says how many bytes it
-//! wrote first, so that the request can return the bytes written from its start
-//! (`transfer::serve`). The caller always waits until every one of its tasks has finished
+//! A task that fails, or a read task that comes back short (the end of the file), makes the
+//! later tasks of its request that have not started yet skip; the earlier ones still run,
+//! whenever a worker gets to them, since their bytes count toward what the request moved. A
+//! write task that fails says how many bytes it wrote first, so that the request can return
+//! the bytes written from its start (`transfer::serve`), the same count however the workers
+//! were scheduled. The caller always waits until every one of its tasks has finished
 //! or been skipped, so no worker touches its descriptor or device memory after the call
 //! returns.
 //!
@@ -108,12 +109,38 @@ enum Outcome {
 
 /// The shared state of one request's tasks.
 struct Progress {
+    /// A task found the descriptors foreign: the caller serves the request, no task runs.
     cancelled: AtomicBool,
-    /// The lowest index of a read task that came back short; later tasks need not run.
-    short_at: AtomicUsize,
+    /// The lowest index of a task that failed, or of a read task that came back short: later
+    /// tasks need not run.
+    stop_at: AtomicUsize,
     outcomes: Mutex<Outcomes>,
     /// Signalled when the last task finishes.
     done: Condvar,
+}
+
+impl Progress {
+    fn new(tasks: usize) -> Progress {
+        Progress {
+            cancelled: AtomicBool::new(false),
+            stop_at: AtomicUsize::new(usize::MAX),
+            outcomes: Mutex::new(Outcomes {
+                remaining: tasks,
+                each: (0..tasks).map(|_| None).collect(),
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Task `index` failed or came back short: the tasks after it need not run.
+    fn stop_after(&self, index: usize) {
+        self.stop_at.fetch_min(index, Ordering::AcqRel);
+    }
+
+    /// Whether task `index`, not started yet, is skipped.
+    fn skips(&self, index: usize) -> bool {
+        self.cancelled.load(Ordering::Acquire) || self.stop_at.load(Ordering::Acquire) < index
+    }
 }
 
 struct Outcomes {
@@ -192,15 +219,7 @@ impl Pipeline {
                 None => None,
             },
         };
-        let request = Arc::new(Progress {
-            cancelled: AtomicBool::new(false),
-            short_at: AtomicUsize::new(usize::MAX),
-            outcomes: Mutex::new(Outcomes {
-                remaining: tasks.len(),
-                each: (0..tasks.len()).map(|_| None).collect(),
-            }),
-            done: Condvar::new(),
-        });
+        let request = Arc::new(Progress::new(tasks.len()));
         let count = tasks.len();
         // The workers this request keeps busy take their buffers at once: have them pinned
         // as one allocation rather than one each while the others copy (a no-op once the
@@ -499,9 +518,7 @@ fn worker(shared: &Shared) {
         };
         let request = Arc::clone(&task.request);
         let index = task.index;
-        let outcome = if request.cancelled.load(Ordering::Acquire)
-            || request.short_at.load(Ordering::Acquire) < index
-        {
+        let outcome = if request.skips(index) {
             Outcome::Skipped
         } else if !task.expect.holds(task.fd, task.direct.map(|d| d.0)) {
             request.cancelled.store(true, Ordering::Release);
@@ -521,12 +538,12 @@ fn worker(shared: &Shared) {
             match r {
                 Ok(n) => {
                     if n < len {
-                        request.short_at.fetch_min(index, Ordering::AcqRel);
+                        request.stop_after(index);
                     }
                     Outcome::Moved(n)
                 }
                 Err(e) => {
-                    request.cancelled.store(true, Ordering::Release);
+                    request.stop_after(index);
                     Outcome::Failed(e)
                 }
             }
@@ -898,6 +915,24 @@ mod tests {
         assert_eq!(round_up(0, 0), 0);
         assert_eq!(round_up(u64::MAX, 4096), u64::MAX - 4095);
         assert_eq!(round_up(4097, 4096), 8192);
+    }
+
+    /// Workers take tasks in order but may reach them late: a failure of task 2 must not skip
+    /// tasks 0 and 1, whose bytes count toward what a write moved, whichever started first.
+    #[test]
+    fn a_failure_skips_only_the_tasks_after_it() {
+        let request = Progress::new(5);
+        request.stop_after(2);
+        assert_eq!(
+            (0..5).map(|i| request.skips(i)).collect::<Vec<_>>(),
+            [false, false, false, true, true]
+        );
+        request.stop_after(3);
+        assert!(request.skips(3), "the lowest index holds");
+        request.stop_after(0);
+        assert!(!request.skips(0) && request.skips(1));
+        request.cancelled.store(true, Ordering::Release);
+        assert!(request.skips(0), "foreign descriptors skip every task");
     }
 
     #[test]
