@@ -148,6 +148,10 @@ fn device_with(contents: &[u8]) -> *mut c_void {
             SUCCESS
         );
     }
+    // A copy from pageable memory may land after `hipMemcpy` returns, on the null stream:
+    // the tests' streams are non-blocking, so the bytes are waited for here, as a program
+    // must before such a stream reads them.
+    synchronize(null_mut());
     d
 }
 
