@@ -6,9 +6,9 @@
 //! `buffer.rs`) live beside the types they make, so this module names neither, and they reach
 //! the driver only through the `pub(crate)` methods here.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Slot};
 use crate::gates::Gates;
-use crate::null_stream::NullStreams;
+use crate::null_stream::{NullStreams, OrderPoint};
 use crate::publish::Publisher;
 use crate::stats::{DeviceStats, Registration, Served, Stats, StatsSnapshot};
 use hipfile_core::{
@@ -532,6 +532,29 @@ impl Driver {
     /// How requests wait for the caller's work on the null streams (`null_stream.rs`).
     pub(crate) fn null_streams(&self) -> &NullStreams {
         &self.inner.null_streams
+    }
+
+    /// Waits, for a synchronous request on a buffer of `device` (negative for host memory),
+    /// until the null stream has done the work queued on it so far
+    /// ([`NullStreams::wait_before`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] with the runtime's error.
+    pub(crate) fn wait_null_stream(&self, device: i32) -> Result<(), Error> {
+        self.null_streams().wait_before(device)
+    }
+
+    /// Queues `slot` on the engine once the null stream of `device` has done the work queued
+    /// on it so far ([`NullStreams::queue_after`]).
+    pub(crate) fn queue_after_null_stream(
+        &self,
+        device: Option<i32>,
+        slot: Arc<Slot>,
+        point: &Arc<OrderPoint>,
+    ) {
+        self.null_streams()
+            .queue_after(self.engine(), device, slot, point);
     }
 
     /// Counts a request that failed; `device` when its buffer was known.

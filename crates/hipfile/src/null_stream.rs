@@ -25,8 +25,7 @@
 //! The null stream belongs to the device current on the calling thread, so the calls here
 //! make the buffer's device current for their duration when another one is.
 
-use crate::driver::Driver;
-use crate::engine::Slot;
+use crate::engine::{Engine, Slot};
 use hipfile_core::runtime::{EventHandle, StreamHandle};
 use hipfile_core::{Error, GpuRuntime, RuntimeError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,7 +174,7 @@ fn on_device<T>(
     restored.map(|()| value)
 }
 
-impl Driver {
+impl NullStreams {
     /// Waits, for a synchronous request on a buffer of `device` (negative for host memory:
     /// the calling thread's device), until the null stream has done the work queued on it
     /// so far.
@@ -183,35 +182,36 @@ impl Driver {
     /// # Errors
     ///
     /// [`Error::Runtime`] with the runtime's error.
-    pub(crate) fn wait_null_stream(&self, device: i32) -> Result<(), Error> {
+    pub(crate) fn wait_before(&self, device: i32) -> Result<(), Error> {
         let device = self.ordering_device(device)?;
-        self.null_streams().wait(device).map_err(Error::Runtime)
+        self.wait(device).map_err(Error::Runtime)
     }
 
-    /// Queues `slot`, a request on a buffer of `device` (`None` when its buffer could not
-    /// be looked at: its request fails when it runs), on the engine once the null stream
-    /// has done the work queued on it so far: at once when it has, else from a host
-    /// function queued on it, which takes `point`. Where neither can be done, the request
-    /// is queued now without `point` taken, and waits for the stream itself when it starts.
-    pub(crate) fn queue_after_null_stream(
+    /// Queues `slot` on `engine`, a request on a buffer of `device` (`None` when its buffer
+    /// could not be looked at: its request fails when it runs), once the null stream has
+    /// done the work queued on it so far: at once when it has, else from a host function
+    /// queued on it, which takes `point`. Where neither can be done, the request is queued
+    /// now without `point` taken, and waits for the stream itself when it starts.
+    pub(crate) fn queue_after(
         &self,
+        engine: &Engine,
         device: Option<i32>,
         slot: Arc<Slot>,
         point: &Arc<OrderPoint>,
     ) {
         let Some(device) = device.and_then(|d| self.ordering_device(d).ok()) else {
-            self.engine().queue(slot);
+            engine.queue(slot);
             return;
         };
-        match self.null_streams().idle(device) {
+        match self.idle(device) {
             Ok(true) => {
                 point.take();
-                self.engine().queue(slot);
+                engine.queue(slot);
             }
             Ok(false) => {
-                let queue = self.engine().queue_handle();
+                let queue = engine.queue_handle();
                 let (reached, taken) = (Arc::clone(&slot), Arc::clone(point));
-                let gpu = self.gpu().as_ref();
+                let gpu = self.gpu.as_ref();
                 let queued = on_device(gpu, device, || {
                     gpu.launch_host_func(
                         NULL_STREAM,
@@ -223,10 +223,10 @@ impl Driver {
                 });
                 if queued.is_err() {
                     // The host function was dropped: the request waits for itself.
-                    self.engine().queue(slot);
+                    engine.queue(slot);
                 }
             }
-            _ => self.engine().queue(slot),
+            _ => engine.queue(slot),
         }
     }
 
@@ -236,7 +236,7 @@ impl Driver {
         if device >= 0 {
             Ok(device)
         } else {
-            self.gpu().current_device().map_err(Error::Runtime)
+            self.gpu.current_device().map_err(Error::Runtime)
         }
     }
 }
