@@ -1,38 +1,16 @@
-//! The page cache of the file being served: how much of a range it holds, asked with
-//! `cachestat(2)` (Linux 6.5), which reads nothing and starts no readahead (a
+//! The page cache of the file being served: how much of a range it holds (`cachestat(2)`,
+//! asked through `hipfile-probe`, which reads nothing and starts no readahead, where a
 //! `preadv2(RWF_NOWAIT)` probe would start readahead of the range it could not take, and the
 //! disk would then read it twice); and starting the writeback of a range just written, with
 //! `sync_file_range(2)`.
 //!
 //! # Safety
 //!
-//! The `cachestat` block is a raw system call: it passes the kernel pointers to two live
-//! structs laid out as the kernel's `cachestat_range` and `cachestat` (`#[repr(C)]`, all
-//! `u64`), which outlive the call; the kernel writes only the second. `sync_file_range`
-//! takes no pointers.
+//! `sync_file_range` takes no pointers, only a borrowed descriptor.
 
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, BorrowedFd};
-
-/// `cachestat`'s number, the same on every architecture.
-const SYS_CACHESTAT: libc::c_long = 451;
-
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
 
 /// Pages of `offset..offset + len` of `fd` in the page cache; `None` when the kernel cannot
 /// say (no `cachestat`, or a file it does not answer for).
@@ -40,25 +18,7 @@ pub(crate) fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<
     if len == 0 {
         return Some(0); // a length of 0 would mean "to the end of the file"
     }
-    cachestat(fd, offset, len).map(|stat| stat.nr_cache)
-}
-
-/// The kernel's page-cache counts of `offset..offset + len` (`len` > 0) of `fd`.
-fn cachestat(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<Cachestat> {
-    let range = CachestatRange { off: offset, len };
-    let mut stat = Cachestat::default();
-    // SAFETY: both pointers are to live structs of the kernel's layout for the duration of
-    // the call; the flags must be 0.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut stat as *mut Cachestat,
-            0u32,
-        )
-    };
-    (r == 0).then_some(stat)
+    hipfile_probe::page_cache(fd, offset, len).map(|stat| stat.cache)
 }
 
 /// Starts writing `offset..offset + len` of `fd` back to the disk and returns without waiting
@@ -127,7 +87,7 @@ mod tests {
         const PAGES: u64 = 64;
         let len = PAGES * 4096;
         file.write_all_at(&vec![9u8; len as usize], 0).unwrap();
-        let dirty = |off, len| cachestat(file.as_fd(), off, len).map(|s| s.nr_dirty);
+        let dirty = |off, len| hipfile_probe::page_cache(file.as_fd(), off, len).map(|s| s.dirty);
         let shows_dirty_pages = match dirty(0, len) {
             Some(n) if n == PAGES => Ok(()),
             // tmpfs keeps no dirty pages to write back; an old kernel has no cachestat.

@@ -19,16 +19,21 @@
 //! means a call failed that should not have (a closed descriptor, no procfs, a refused
 //! reopen). Nothing is cached across calls: mounts and files change while a process runs.
 //!
-//! All system calls go through rustix; this crate has no `unsafe`.
+//! - [`page_cache`] asks `cachestat(2)` how much of a file range is in the page cache.
+//!
+//! System calls go through rustix, except `cachestat`, which rustix lacks: its one raw call
+//! is the crate's only `unsafe` (`cache.rs`).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+mod cache;
 mod error;
 mod facts;
 mod magic;
 pub mod mountinfo;
 mod probe;
 
+pub use cache::{PageCache, page_cache};
 pub use error::ProbeError;
 pub use facts::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason, Unusable,
