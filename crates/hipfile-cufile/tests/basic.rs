@@ -193,6 +193,17 @@ fn requests_start_after_the_work_queued_on_the_null_stream() {
 }
 
 #[test]
+fn a_forked_child_fails_at_once_and_opens_the_driver_again() {
+    // Through the fallback, whose I/O threads the child does not have (tests/c/fork.c), as
+    // hipfile.h's fork test does.
+    run_c_program_with(
+        "fork",
+        Reach::Linked,
+        &[("HIPFILE_FORCE_COMPAT_MODE", "true")],
+    );
+}
+
+#[test]
 fn every_memory_cufile_serves_is_read_and_written_as_nvidias_sample_015_does() {
     run_c_program("memtypes", Reach::Linked);
 }

@@ -158,6 +158,12 @@ int main(int argc, char **argv)
     CHECK(nr == 1);
     CHECK((uintptr_t)events[0].cookie == 8 && events[0].status == hipFileComplete &&
           events[0].ret == 100);
+    /* And the whole seconds alone, as {INT64_MAX, 0}. */
+    CHECK(IS(hipFileBatchIOSubmit(b, 1, ops, 0), hipFileSuccess));
+    struct timespec seconds_only = {INT64_MAX, 0};
+    nr = 1;
+    CHECK(IS(hipFileBatchIOGetStatus(b, 1, &nr, events, &seconds_only), hipFileSuccess));
+    CHECK(nr == 1 && (uintptr_t)events[0].cookie == 8 && events[0].ret == 100);
     CHECK(pread(fd, back, 2 * CHUNK, FILE_LEN) == 2 * CHUNK);
     /* Chunk 0, then the slot of chunk 1, which went to the unregistered pointer. */
     CHECK(memcmp(back, pattern, CHUNK) == 0 && memcmp(back + CHUNK, zeros, CHUNK) == 0);

@@ -252,6 +252,31 @@ int main(int argc, char **argv)
     CHECK(device_is(dev, ones));
     CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
 
+    /* A buffer a synchronous read is filling cannot be deregistered: CU_FILE_INVALID_VALUE,
+     * the buffer stays registered, and the read completes into it. The read is held behind
+     * the null stream until the refusal has been seen. */
+    CHECK(IS(cuFileBufRegister(dev, N, 0), CU_FILE_SUCCESS));
+    hold();
+    queue_copy(dev, 9);
+    uint64_t users = hipfileEmuNullStreamUsers();
+    struct request r = {READ, dev, -2, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, run, &r) == 0);
+    for (int ms = 0; !r.ended && hipfileEmuNullStreamUsers() <= users; ms++) {
+        if (ms > 60000) {
+            fprintf(stderr, "the read neither ended nor waited\n");
+            exit(1);
+        }
+        usleep(1000);
+    }
+    CHECK(!r.ended);
+    CHECK(IS(cuFileBufDeregister(dev), CU_FILE_INVALID_VALUE));
+    release();
+    pthread_join(t, NULL);
+    CHECK(r.got == N);
+    CHECK(device_is(dev, ones));
+    CHECK(IS(cuFileBufDeregister(dev), CU_FILE_SUCCESS));
+
     /* A buffer a batch request uses cannot be deregistered until the batch has reported
      * it: CU_FILE_INVALID_VALUE, and the buffer stays registered. */
     CHECK(IS(cuFileBufRegister(dev, N, 0), CU_FILE_SUCCESS));
@@ -270,7 +295,9 @@ int main(int argc, char **argv)
     release();
     CUfileIOEvents_t ev;
     unsigned nr = 1;
-    CHECK(IS(cuFileBatchIOGetStatus(b, 1, &nr, &ev, NULL), CU_FILE_SUCCESS));
+    /* The longest timeout a timespec can say waits, rather than overflowing. */
+    struct timespec forever = {INT64_MAX, 0};
+    CHECK(IS(cuFileBatchIOGetStatus(b, 1, &nr, &ev, &forever), CU_FILE_SUCCESS));
     CHECK(nr == 1 && ev.status == CUFILE_COMPLETE && ev.ret == N);
     cuFileBatchIODestroy(b);
     CHECK(hipStreamSynchronize(NULL) == 0);
