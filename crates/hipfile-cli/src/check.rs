@@ -1,7 +1,7 @@
 //! `hipfile check`: opens each path without changing it, probes it, asks the backends, and
 //! prints what they said.
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::options;
 use crate::report::{Blocked, Context, Report, table};
 use crate::runtime::RuntimeChoice;

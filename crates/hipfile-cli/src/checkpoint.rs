@@ -4,7 +4,7 @@
 //! and the tensors' bytes are streamed from a fast PRNG, so the memory used does not grow
 //! with the checkpoint. Nothing is written before the whole checkpoint is known to fit.
 
-use crate::Failure;
+use crate::failure::Failure;
 use clap::Args;
 use hipfile_safetensors::Dtype;
 use hipfile_safetensors::safetensors::tensor::{Metadata, TensorInfo};
@@ -301,7 +301,7 @@ fn free_space(dir: &Path) -> Result<(u64, u64, PathBuf), String> {
 /// Runs `hipfile checkpoint`.
 pub fn run(args: &CheckpointArgs) -> Result<u8, Failure> {
     let failed = |message: String| Failure::msg(EXIT_FAILED, message);
-    let refused = |message: String| Failure::msg(crate::EXIT_USAGE, message);
+    let refused = |message: String| Failure::msg(crate::failure::EXIT_USAGE, message);
     let model = model_tensors(args.layers, args.scale);
     let lens: Vec<u64> = model.iter().map(|(_, shape)| tensor_len(shape)).collect();
     let n = args.shards;

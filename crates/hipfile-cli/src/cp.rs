@@ -12,7 +12,7 @@
 //! fastpath can take every one of them, the last included; the copy is cut to the bytes
 //! read afterwards.
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::options;
 use crate::runtime::{RuntimeChoice, register_failed};
 use crate::tally::Tally;

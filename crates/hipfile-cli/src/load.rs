@@ -2,7 +2,7 @@
 //! `hipfile-safetensors`, and reports how fast and through which backend; `--verify`
 //! compares every tensor's bytes in GPU memory with the file's.
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::options;
 use crate::runtime::{RuntimeChoice, open_driver, runtime_note};
 use clap::{Args, ValueEnum};

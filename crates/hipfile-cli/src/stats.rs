@@ -2,7 +2,7 @@
 //! (`HIPFILE_STATS_LEVEL` ≥ 1), read from its channel with the library's reader
 //! (`hipfile::read_published_stats`), as a table or as one JSON object.
 
-use crate::Failure;
+use crate::failure::Failure;
 use clap::Args;
 use hipfile::{
     DeviceStats, DirectionStats, GpuDirectionStats, OpCount, PublishedStats, StatsSnapshot,

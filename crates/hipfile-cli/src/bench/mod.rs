@@ -28,7 +28,7 @@ mod measure;
 mod report;
 mod testfile;
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::options;
 use crate::runtime::RuntimeChoice;
 use clap::{Args, ValueEnum};
