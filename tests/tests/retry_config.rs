@@ -39,7 +39,7 @@ fn scripted<B>(inner: B, result: Result<u64, BackendError>) -> Scripted<B> {
 struct Run {
     fast_calls: usize,
     slow_calls: usize,
-    result: Result<hipfile_core::Outcome, Error>,
+    result: Result<hipfile_core::IoOutcome, Error>,
 }
 
 fn run(config: &Config, fast_result: Result<u64, BackendError>) -> Run {

@@ -34,5 +34,5 @@ pub use pinned::PinnedMemory;
 pub use reason::{BackendKind, Reason, Verdict};
 pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, Request, ValidRequest, check_access};
 pub use runtime::{GpuRuntime, PointerInfo, RuntimeError};
-pub use select::{Decision, Outcome, decide, submit};
+pub use select::{Decision, IoOutcome, decide, submit};
 pub use types::{DevicePtr, MemoryKind, Op};

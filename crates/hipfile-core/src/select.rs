@@ -43,18 +43,32 @@ pub fn decide(backends: &[&dyn Backend], s: &Submission<'_>) -> Decision {
     Decision { verdicts, selected }
 }
 
-/// What a served request reports. The count may be short (end of file, or a size clamped
-/// to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE)), so it must be looked at.
+/// What a served request reports, whichever API made it (the synchronous calls, the engine
+/// and the handles of requests in flight all return it). The count may be short of the
+/// request (end of file, a size clamped to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE), a
+/// write that failed part way), so it must be looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "the count may be short of the request's size"]
 #[non_exhaustive]
-pub struct Outcome {
+pub struct IoOutcome {
     /// Bytes moved.
     pub bytes: u64,
     /// The backend that finally served the request.
     pub backend: BackendKind,
     /// Whether the fastpath failed first and the fallback served it.
     pub retried: bool,
+}
+
+impl IoOutcome {
+    /// `bytes` moved by `backend`; `retried` when the fastpath failed first and the fallback
+    /// served the request.
+    pub const fn new(bytes: u64, backend: BackendKind, retried: bool) -> IoOutcome {
+        IoOutcome {
+            bytes,
+            backend,
+            retried,
+        }
+    }
 }
 
 /// Selects a backend, runs the request on it, and applies the retry rules:
@@ -72,7 +86,7 @@ pub fn submit(
     backends: &[&dyn Backend],
     s: &Submission<'_>,
     target: &IoTarget<'_>,
-) -> Result<Outcome, Error> {
+) -> Result<IoOutcome, Error> {
     let op = s.request.op();
     let decision = decide(backends, s);
     let Some(first) = decision.selected else {
@@ -89,7 +103,7 @@ pub fn submit(
     let backend = backends[first];
     let err = match run(backend, s, target) {
         Ok(result) => {
-            return result.map(|bytes| Outcome {
+            return result.map(|bytes| IoOutcome {
                 bytes,
                 backend: backend.kind(),
                 retried: false,
@@ -116,7 +130,7 @@ pub fn submit(
         Some((i, (_, v))) if v.accepted() => {
             let retry = backends[i];
             match run(retry, s, target) {
-                Ok(result) => result.map(|bytes| Outcome {
+                Ok(result) => result.map(|bytes| IoOutcome {
                     bytes,
                     backend: retry.kind(),
                     retried: true,

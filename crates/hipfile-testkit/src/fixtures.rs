@@ -7,8 +7,8 @@
 
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{
-    Backend, BackendError, BufferFacts, DevicePtr, Error, GpuRuntime, IoTarget, MemoryKind,
-    MemoryTypes, Op, Outcome, Request, Submission, ValidRequest, Verdict,
+    Backend, BackendError, BufferFacts, DevicePtr, Error, GpuRuntime, IoOutcome, IoTarget,
+    MemoryKind, MemoryTypes, Op, Request, Submission, ValidRequest, Verdict,
 };
 use hipfile_probe::{
     AlignSource, DirectIo, Ext4Journal, FileFacts, FileKind, Filesystem, NoDirectReason,
@@ -200,7 +200,7 @@ impl SubmitFixture {
     }
 
     /// Core's `submit` over `backends`: scoring, selection, I/O and the retry rules.
-    pub fn submit(&self, backends: &[&dyn Backend]) -> Result<Outcome, Error> {
+    pub fn submit(&self, backends: &[&dyn Backend]) -> Result<IoOutcome, Error> {
         hipfile_core::submit(backends, &self.submission(), &self.target())
     }
 }

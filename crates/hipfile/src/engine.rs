@@ -26,7 +26,7 @@
 //! finds only finished work; if the last reference to the driver goes with a job on one of
 //! the engine's own threads, that thread is left to end by itself instead of being joined.
 
-use crate::outcome::IoOutcome;
+use hipfile_core::IoOutcome;
 use hipfile_core::{Error, Op};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -514,18 +514,14 @@ impl Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::IoOutcome;
     use hipfile_core::BackendKind;
+    use hipfile_core::IoOutcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
     use std::time::Duration;
 
     fn done() -> Result<IoOutcome, Error> {
-        Ok(IoOutcome {
-            bytes: 0,
-            backend: BackendKind::Fallback,
-            retried: false,
-        })
+        Ok(IoOutcome::new(0, BackendKind::Fallback, false))
     }
 
     /// A job that counts itself running, records the most running at once, and waits until

@@ -3,9 +3,9 @@
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::driver::Driver;
 use crate::null_stream::Order;
-use crate::outcome::IoOutcome;
 use crate::stats::{Registration as Counted, Served};
 use crate::view::{DeviceBuf, DeviceBufMut};
+use hipfile_core::IoOutcome;
 use hipfile_core::{
     BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, ValidRequest,
     check_access, decide, submit,
@@ -439,11 +439,7 @@ impl FileHandle {
                         took: t.elapsed(),
                     });
                 }
-                Ok(IoOutcome {
-                    bytes: o.bytes,
-                    backend: o.backend,
-                    retried: o.retried,
-                })
+                Ok(o)
             }
             Err(e) => {
                 driver.count_failed(op, device);

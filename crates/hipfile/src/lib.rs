@@ -93,7 +93,6 @@ mod file;
 mod gates;
 mod null_stream;
 mod ordered;
-mod outcome;
 mod pending;
 mod publish;
 mod staged;
@@ -115,8 +114,8 @@ pub use file::FileHandle;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
-    DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, MemoryKind, MemoryTypes,
-    Op, PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
+    DevicePtr, Error, ErrorCode, FallbackKnobs, GpuRuntime, HipFileCode, IoOutcome, MemoryKind,
+    MemoryTypes, Op, PlatformChoice, Reason, Request, RuntimeError, SizeError, Verdict, parse_size,
 };
 pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{
@@ -125,7 +124,7 @@ pub use hipfile_runtime::{
 pub use ordered::Stream;
 #[doc(hidden)]
 pub use ordered::StreamParams;
-pub use outcome::IoOutcome;
+
 pub use pending::{Io, IoOwned, IoOwnedFuture};
 pub use publish::{
     PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,

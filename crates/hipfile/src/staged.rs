@@ -46,8 +46,8 @@ use crate::buffer::Memory;
 use crate::engine::{Engine, Slot, Work};
 use crate::file::{FileHandle, StagedPlan, fallback_failed};
 use crate::gates::{Gate, Gates};
-use crate::outcome::IoOutcome;
 use crate::stats::Served;
+use hipfile_core::IoOutcome;
 use hipfile_core::runtime::StreamHandle;
 use hipfile_core::{BackendKind, DevicePtr, Error, GpuRuntime, Op};
 use hipfile_fallback::OwnedStaging;
@@ -165,11 +165,11 @@ impl Progress {
         if self.canceled.load(Ordering::Acquire) {
             return Err(Error::Canceled { op: self.op });
         }
-        Ok(IoOutcome {
-            bytes: self.bytes.load(Ordering::Acquire),
-            backend: BackendKind::Fallback,
-            retried: false,
-        })
+        Ok(IoOutcome::new(
+            self.bytes.load(Ordering::Acquire),
+            BackendKind::Fallback,
+            false,
+        ))
     }
 }
 
@@ -556,11 +556,7 @@ impl Segment<'_> {
                         Work::FileIo,
                         Box::new(move || {
                             helper.serve_pieces();
-                            Ok(IoOutcome {
-                                bytes: 0,
-                                backend: BackendKind::Fallback,
-                                retried: false,
-                            })
+                            Ok(IoOutcome::new(0, BackendKind::Fallback, false))
                         }),
                         None,
                         None,
@@ -603,11 +599,7 @@ impl Segment<'_> {
                 *lock(&progress.result) = Some(outcome);
             }
             // The segment's own result; the request's is in `progress`.
-            Ok(IoOutcome {
-                bytes: moved,
-                backend: BackendKind::Fallback,
-                retried: false,
-            })
+            Ok(IoOutcome::new(moved, BackendKind::Fallback, false))
         })
     }
 }
