@@ -17,13 +17,14 @@
 
 use crate::hip::{host_func_trampoline, launch_boxed};
 use crate::pinned::{REGISTER_FLAGS, Regions};
+use crate::shared::Primitives;
 use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
     CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, Nvml,
     cu_stream_value, cudaEvent_t, cudaStream_t, decode_cuda_memory_type, host_malloc_flags,
-    memcpy_kind, stream_flags,
+    stream_flags,
 };
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -296,32 +297,7 @@ unsafe impl GpuRuntime for CudaRuntime {
         unsafe { self.cuda.free(ptr(p)) }.map_err(|e| self.error("cudaFree", e))
     }
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
-        let registered = self.regions.pin(len, |p, len| {
-            // SAFETY: `p..p + len` is a mapping of `regions`, unregistered before it is
-            // unmapped (`free_pinned`).
-            unsafe { self.cuda.host_register(p, len, REGISTER_FLAGS) }.is_ok()
-        });
-        if let Some(p) = registered {
-            return Ok(p);
-        }
-        // SAFETY: the memory is owned by the caller, who frees it through `free_pinned`.
-        let p = unsafe { self.cuda.host_alloc(len, host_malloc_flags::PORTABLE) }
-            .map_err(|e| self.error("cudaHostAlloc", e))?;
-        Ok(p.cast())
-    }
-
-    unsafe fn free_pinned(&self, p: *mut u8) -> Result<(), RuntimeError> {
-        let unregister = |p| {
-            // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
-            unsafe { self.cuda.host_unregister(p) }
-        };
-        if let Some(done) = self.regions.unpin(p, unregister) {
-            return done.map_err(|e| self.error("cudaHostUnregister", e));
-        }
-        // SAFETY: as above; memory not of `regions` came from the runtime's allocation.
-        unsafe { self.cuda.free_host(p.cast()) }.map_err(|e| self.error("cudaFreeHost", e))
-    }
+    crate::shared::shared_methods!();
 
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
         // SAFETY: the stream is owned by the caller, who destroys it through `stream_destroy`.
@@ -364,77 +340,6 @@ unsafe impl GpuRuntime for CudaRuntime {
     fn event_destroy(&self, e: EventHandle) -> Result<(), RuntimeError> {
         // SAFETY: as for `event_record`.
         unsafe { self.cuda.event_destroy(event(e)) }.map_err(|e| self.error("cudaEventDestroy", e))
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        len: usize,
-        s: Option<StreamHandle>,
-    ) -> Result<(), RuntimeError> {
-        let kind = memcpy_kind::HOST_TO_DEVICE;
-        match s {
-            // SAFETY: as below, on a stream of the pool, waited for before returning.
-            None => self.sync.run(self, dst, |s| unsafe {
-                self.copy_to_device(dst, src, len, Some(s))
-            }),
-            // SAFETY: as above; the stream handle came from `stream_create`.
-            Some(s) => unsafe {
-                self.cuda
-                    .memcpy_async(ptr(dst), src.cast(), len, kind, stream(s))
-            }
-            .map_err(|e| self.error("cudaMemcpyAsync", e)),
-        }
-    }
-
-    unsafe fn copy_to_host(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        len: usize,
-        s: Option<StreamHandle>,
-    ) -> Result<(), RuntimeError> {
-        let kind = memcpy_kind::DEVICE_TO_HOST;
-        match s {
-            // SAFETY: as below, on a stream of the pool, waited for before returning.
-            None => self.sync.run(self, src, |s| unsafe {
-                self.copy_to_host(dst, src, len, Some(s))
-            }),
-            // SAFETY: as above; the stream handle came from `stream_create`.
-            Some(s) => unsafe {
-                self.cuda
-                    .memcpy_async(dst.cast(), ptr(src), len, kind, stream(s))
-            }
-            .map_err(|e| self.error("cudaMemcpyAsync", e)),
-        }
-    }
-
-    unsafe fn copy_to_device_of(
-        &self,
-        device: i32,
-        dst: DevicePtr,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: the caller's guarantees are `copy_to_device`'s; on a stream of the pool,
-        // waited for before returning.
-        self.sync.run_on(self, device, |s| unsafe {
-            self.copy_to_device(dst, src, len, Some(s))
-        })
-    }
-
-    unsafe fn copy_to_host_of(
-        &self,
-        device: i32,
-        dst: *mut u8,
-        src: DevicePtr,
-        len: usize,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: as for `copy_to_device_of`.
-        self.sync.run_on(self, device, |s| unsafe {
-            self.copy_to_host(dst, src, len, Some(s))
-        })
     }
 
     fn has_stream_wait_value(&self) -> bool {
@@ -522,6 +427,52 @@ unsafe impl GpuRuntime for CudaRuntime {
         _offset: i64,
     ) -> Result<u64, FileIoError> {
         Err(FileIoError::Unavailable)
+    }
+}
+
+impl Primitives for CudaRuntime {
+    fn regions(&self) -> &Regions {
+        &self.regions
+    }
+
+    fn sync_streams(&self) -> &SyncStreams {
+        &self.sync
+    }
+
+    unsafe fn register_host(&self, p: *mut c_void, len: usize) -> bool {
+        // SAFETY: the caller's guarantees are `register_host`'s.
+        unsafe { self.cuda.host_register(p, len, REGISTER_FLAGS) }.is_ok()
+    }
+
+    unsafe fn unregister_host(&self, p: *mut c_void) -> Result<(), RuntimeError> {
+        // SAFETY: the caller's guarantees are `unregister_host`'s.
+        unsafe { self.cuda.host_unregister(p) }.map_err(|e| self.error("cudaHostUnregister", e))
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        // SAFETY: the memory is owned by the caller, who frees it through `free_host`.
+        let p = unsafe { self.cuda.host_alloc(len, host_malloc_flags::PORTABLE) }
+            .map_err(|e| self.error("cudaHostAlloc", e))?;
+        Ok(p.cast())
+    }
+
+    unsafe fn free_host(&self, p: *mut u8) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees `p` came from `alloc_host` and is unused.
+        unsafe { self.cuda.free_host(p.cast()) }.map_err(|e| self.error("cudaFreeHost", e))
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        len: usize,
+        kind: hipfile_sys::hipMemcpyKind,
+        s: StreamHandle,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees both ranges until the copy completes; the stream
+        // handle came from `stream_create` or the caller.
+        unsafe { self.cuda.memcpy_async(dst, src, len, kind, stream(s)) }
+            .map_err(|e| self.error("cudaMemcpyAsync", e))
     }
 }
 

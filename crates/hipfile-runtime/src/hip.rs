@@ -13,12 +13,13 @@
 #![allow(unsafe_code)]
 
 use crate::pinned::{REGISTER_FLAGS, Regions};
+use crate::shared::Primitives;
 use crate::sync_copy::SyncStreams;
 use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
     AmdFileIoError, Hip, HipError, LoadError, LoadOptions, MemoryType, hipAmdFileHandle_t,
-    hipEvent_t, hipStream_t, host_malloc_flags, memcpy_kind, stream_flags, stream_wait_value,
+    hipEvent_t, hipStream_t, host_malloc_flags, stream_flags, stream_wait_value,
 };
 use std::ffi::c_void;
 use std::os::fd::RawFd;
@@ -249,32 +250,7 @@ unsafe impl GpuRuntime for HipRuntime {
         unsafe { self.hip.free(ptr(p)) }.map_err(|e| self.error("hipFree", e))
     }
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
-        let registered = self.regions.pin(len, |p, len| {
-            // SAFETY: `p..p + len` is a mapping of `regions`, unregistered before it is
-            // unmapped (`free_pinned`).
-            unsafe { self.hip.host_register(p, len, REGISTER_FLAGS) }.is_ok()
-        });
-        if let Some(p) = registered {
-            return Ok(p);
-        }
-        // SAFETY: the memory is owned by the caller, who frees it through `free_pinned`.
-        let p = unsafe { self.hip.host_malloc(len, host_malloc_flags::PORTABLE) }
-            .map_err(|e| self.error("hipHostMalloc", e))?;
-        Ok(p.cast())
-    }
-
-    unsafe fn free_pinned(&self, p: *mut u8) -> Result<(), RuntimeError> {
-        let unregister = |p| {
-            // SAFETY: the caller guarantees `p` came from `alloc_pinned` and is unused.
-            unsafe { self.hip.host_unregister(p) }
-        };
-        if let Some(done) = self.regions.unpin(p, unregister) {
-            return done.map_err(|e| self.error("hipHostUnregister", e));
-        }
-        // SAFETY: as above; memory not of `regions` came from the runtime's allocation.
-        unsafe { self.hip.host_free(p.cast()) }.map_err(|e| self.error("hipHostFree", e))
-    }
+    crate::shared::shared_methods!();
 
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
         // SAFETY: the stream is owned by the caller, who destroys it through `stream_destroy`.
@@ -325,85 +301,6 @@ unsafe impl GpuRuntime for HipRuntime {
         // SAFETY: as for `event_record`.
         unsafe { self.hip.event_destroy(hipEvent_t(event.0 as *mut c_void)) }
             .map_err(|e| self.error("hipEventDestroy", e))
-    }
-
-    unsafe fn copy_to_device(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        len: usize,
-        stream: Option<StreamHandle>,
-    ) -> Result<(), RuntimeError> {
-        let Some(s) = stream else {
-            // SAFETY: as below, on a stream of the pool, waited for before returning.
-            return self.sync.run(self, dst, |s| unsafe {
-                self.copy_to_device(dst, src, len, Some(s))
-            });
-        };
-        // SAFETY: the caller guarantees both ranges until the copy completes.
-        unsafe {
-            self.hip.memcpy_async(
-                ptr(dst),
-                src.cast(),
-                len,
-                memcpy_kind::HOST_TO_DEVICE,
-                hipStream_t(s.0 as *mut c_void),
-            )
-        }
-        .map_err(|e| self.error("hipMemcpyAsync", e))
-    }
-
-    unsafe fn copy_to_host(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        len: usize,
-        stream: Option<StreamHandle>,
-    ) -> Result<(), RuntimeError> {
-        let Some(s) = stream else {
-            // SAFETY: as below, on a stream of the pool, waited for before returning.
-            return self.sync.run(self, src, |s| unsafe {
-                self.copy_to_host(dst, src, len, Some(s))
-            });
-        };
-        // SAFETY: the caller guarantees both ranges until the copy completes.
-        unsafe {
-            self.hip.memcpy_async(
-                dst.cast(),
-                ptr(src),
-                len,
-                memcpy_kind::DEVICE_TO_HOST,
-                hipStream_t(s.0 as *mut c_void),
-            )
-        }
-        .map_err(|e| self.error("hipMemcpyAsync", e))
-    }
-
-    unsafe fn copy_to_device_of(
-        &self,
-        device: i32,
-        dst: DevicePtr,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: the caller's guarantees are `copy_to_device`'s; on a stream of the pool,
-        // waited for before returning.
-        self.sync.run_on(self, device, |s| unsafe {
-            self.copy_to_device(dst, src, len, Some(s))
-        })
-    }
-
-    unsafe fn copy_to_host_of(
-        &self,
-        device: i32,
-        dst: *mut u8,
-        src: DevicePtr,
-        len: usize,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: as for `copy_to_device_of`.
-        self.sync.run_on(self, device, |s| unsafe {
-            self.copy_to_host(dst, src, len, Some(s))
-        })
     }
 
     fn has_stream_wait_value(&self) -> bool {
@@ -507,5 +404,54 @@ unsafe impl GpuRuntime for HipRuntime {
                 .amd_file_write(hipAmdFileHandle_t::from_fd(fd), ptr(src), size, offset)
         }
         .map_err(|e| file_io(e, self, "hipAmdFileWrite"))
+    }
+}
+
+impl Primitives for HipRuntime {
+    fn regions(&self) -> &Regions {
+        &self.regions
+    }
+
+    fn sync_streams(&self) -> &SyncStreams {
+        &self.sync
+    }
+
+    unsafe fn register_host(&self, p: *mut c_void, len: usize) -> bool {
+        // SAFETY: the caller's guarantees are `register_host`'s.
+        unsafe { self.hip.host_register(p, len, REGISTER_FLAGS) }.is_ok()
+    }
+
+    unsafe fn unregister_host(&self, p: *mut c_void) -> Result<(), RuntimeError> {
+        // SAFETY: the caller's guarantees are `unregister_host`'s.
+        unsafe { self.hip.host_unregister(p) }.map_err(|e| self.error("hipHostUnregister", e))
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        // SAFETY: the memory is owned by the caller, who frees it through `free_host`.
+        let p = unsafe { self.hip.host_malloc(len, host_malloc_flags::PORTABLE) }
+            .map_err(|e| self.error("hipHostMalloc", e))?;
+        Ok(p.cast())
+    }
+
+    unsafe fn free_host(&self, p: *mut u8) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees `p` came from `alloc_host` and is unused.
+        unsafe { self.hip.host_free(p.cast()) }.map_err(|e| self.error("hipHostFree", e))
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        len: usize,
+        kind: hipfile_sys::hipMemcpyKind,
+        s: StreamHandle,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: the caller guarantees both ranges until the copy completes; the stream
+        // handle came from `stream_create` or the caller.
+        unsafe {
+            self.hip
+                .memcpy_async(dst, src, len, kind, hipStream_t(s.0 as *mut c_void))
+        }
+        .map_err(|e| self.error("hipMemcpyAsync", e))
     }
 }

@@ -30,6 +30,7 @@ mod choose;
 mod cuda;
 mod hip;
 mod pinned;
+mod shared;
 mod sync_copy;
 
 pub use choose::{NoDevice, NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime};
