@@ -23,7 +23,7 @@ pub struct Headers {
 /// runtime wheel has `cuda.h` and `cuda_runtime.h`; the `crt/` headers those include come
 /// in the `crt` wheel since CUDA 13). Later cuFile releases grew the statistics structs
 /// (1.19 added `readv`/`writev` counters at the end of `CUfileStatsLevel1_t`, moving
-/// everything of levels 2 and 3); see docs/DECISIONS.md, "cuFile's ABI". NVML's header of
+/// everything of levels 2 and 3); see docs/decisions/cufile-abi.md. NVML's header of
 /// CUDA 13.0 declares the calls `hipfile-sys` makes to `libnvidia-ml.so.1`.
 pub const PACKAGES: &[Headers] = &[
     Headers {

@@ -1,13 +1,14 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `ci`: everything CI checks, in order: formatting, clippy with warnings denied, the whole
-//!   test suite (privileged filesystem tests included: a test that would skip for a missing
-//!   capability fails instead, unless `--allow-skips`; NVIDIA's `cufile.h` is fetched from
-//!   PyPI first, with CUDA's runtime headers, `cufile_header.rs`), the `hipfile` examples and doc tests
-//!   on the emulated runtime, the layering check, packaging, the C distribution (`dist`
-//!   into a scratch tree, the README's C example built against it as written, and a cuFile
-//!   program built with `pkg-config`), and AMD's
-//!   Python bindings built against that tree and run on the emulated runtime (`python.rs`).
+//! - `ci`: everything CI checks, in order: the docs check (`docs`, below; it builds nothing,
+//!   so it fails first), formatting, clippy with warnings denied, the whole test suite
+//!   (privileged filesystem tests included: a test that would skip for a missing capability
+//!   fails instead, unless `--allow-skips`; NVIDIA's `cufile.h` is fetched from PyPI first,
+//!   with CUDA's runtime headers, `cufile_header.rs`), the `hipfile` examples and the doc
+//!   tests of `hipfile` and `hipfile-safetensors` on the emulated runtime, the layering check,
+//!   packaging, the C distribution (`dist` into a scratch tree, the README's C example built
+//!   against it as written, and a cuFile program built with `pkg-config`), and AMD's Python
+//!   bindings built against that tree and run on the emulated runtime (`python.rs`).
 //! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
 //!   bindings.
 //! - `dist [--out DIR] [--hip-soname SONAME]`: the C libraries' installation tree
@@ -20,6 +21,9 @@
 //!   prints the path of `libhipfile_emu.so`, copied into `DIR` first with `--out` (with links
 //!   under a HIP runtime's names), for an application to name in `HIPFILE_HIP_LIBRARY` or a
 //!   C program to link as `-lamdhip64` (`emulated.rs`).
+//! - `docs`: only the docs check (`docs.rs`): every repository path that the Markdown names
+//!   (`docs/**/*.md`, every `README.md`, `CHANGELOG.md`) exists, listing each missing one
+//!   with the file and line that names it; and every README's Rust snippets are doc tests.
 //! - `layers`: only the layering check (see `layers.rs` and docs/ARCHITECTURE.md).
 //! - `package`: only packaging: `cargo package --locked` for exactly the library crates
 //!   (`package.rs`), each built from its own tarball, after checking that they are exactly
@@ -36,6 +40,7 @@
 
 mod cufile_header;
 mod dist;
+mod docs;
 mod elf;
 mod emulated;
 mod layers;
@@ -47,7 +52,8 @@ use std::process::{Command, ExitCode};
 
 const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | \
                      cargo xtask dist [--out DIR] [--hip-soname SONAME] | \
-                     cargo xtask dist-check | cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
+                     cargo xtask dist-check | cargo xtask docs | \
+                     cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
                      cargo xtask package | cargo xtask sanitize [address|thread|all]";
 
 /// The examples of the `hipfile` crate (`crates/hipfile/examples/`), which `ci` runs on the
@@ -81,6 +87,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         ["dist-check"] => dist_check(),
+        ["docs"] => docs_check(),
         ["layers"] => layers_check(),
         ["package"] => package_check(),
         ["sanitize", rest @ ..] => sanitize::parse(rest).and_then(|which| {
@@ -121,6 +128,8 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
 }
 
 fn ci(strict: bool) -> Result<(), String> {
+    // First: it reads files and builds nothing, so a wrong path fails in a second.
+    docs_check()?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(
         &[
@@ -192,6 +201,22 @@ fn examples_and_doc_tests() -> Result<(), String> {
         ],
         &env,
     )
+}
+
+/// The docs check (`docs.rs`) over the repository this xtask belongs to.
+fn docs_check() -> Result<(), String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let problems = docs::check(&root)?;
+    if problems.is_empty() {
+        eprintln!("xtask: docs check passed");
+        Ok(())
+    } else {
+        Err(format!(
+            "the docs name {} missing path(s) or uncompiled snippet(s):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        ))
+    }
 }
 
 fn layers_check() -> Result<(), String> {

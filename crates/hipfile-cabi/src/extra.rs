@@ -1,5 +1,5 @@
 //! cuFile's calls that hipFile's ABI lacks, for `libcufile.so.0` to export under cuFile's
-//! names (docs/DECISIONS.md, "cuFile's ABI"): starting, stopping and resetting the
+//! names (docs/decisions/cufile-abi.md): starting, stopping and resetting the
 //! statistics; the POSIX pool and GPU bounce-buffer slab arrays; a GPU's BAR size; the
 //! peer-to-peer flags of a kind of storage; the PCIe topology. They are Rust functions with
 //! hipFile's status, not `extern "C"`: the cuFile library wraps each.

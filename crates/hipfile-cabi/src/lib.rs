@@ -10,7 +10,7 @@
 //! `hipfile` facade (imported as `facade`), so the C and Rust APIs cannot drift apart. It
 //! keeps hipFile's conventions at the boundary: the driver's use count, implicit opening on
 //! the first registration, opaque file handles, buffer registrations keyed by pointer, and
-//! the `hipFileError_t` / negative-`ssize_t` returns (docs/DECISIONS.md lists where the
+//! the `hipFileError_t` / negative-`ssize_t` returns (docs/decisions/c-abi.md lists where the
 //! project's contract, docs/BEHAVIOUR.md, answers otherwise). Which memory the calls accept
 //! is the memory rule of the drivers it opens, hipFile's (device memory only) unless the
 //! library linking it chose another ([`choose_memory_types`]; `libcufile.so.0` chooses

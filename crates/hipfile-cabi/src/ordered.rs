@@ -7,7 +7,7 @@
 //! pointers when the stream reaches the request (a flag that is set still fixes its own
 //! value). The result is written to the caller's `ssize_t` before the stream goes on past the
 //! request. The facade's handle of each request is kept in the state until the request has
-//! ended (docs/DECISIONS.md, "C ABI: stream-ordered calls").
+//! ended (docs/decisions/c-abi-stream-ordered-calls.md).
 //!
 //! # Safety
 //!

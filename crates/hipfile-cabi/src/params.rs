@@ -2,9 +2,9 @@
 //! and the settings they keep, with the driver setters of `props.rs`, for the next open of
 //! the process-wide driver.
 //!
-//! Every enum value of the header has a place (docs/DECISIONS.md, "C ABI: properties,
-//! setters and parameters", has the table): *applied* values become the driver's
-//! [`ConfigBuilder`] overrides (they win over the environment); *recorded* values are kept
+//! Every enum value of the header has a place
+//! (docs/decisions/c-abi-properties-and-parameters.md has the table): *applied* values become
+//! the driver's [`ConfigBuilder`] overrides (they win over the environment); *recorded* values are kept
 //! and reported back but change nothing, since this library has no such mechanism; *fixed*
 //! values are limits of ours that a set can only confirm (another value is
 //! `hipFileDriverUnsupportedLimit`).

@@ -6,7 +6,7 @@
  *
  * Which functions the library exports today is listed in crates/hipfile-capi/README.md;
  * every function of the interface is declared here. The semantics are those of
- * docs/BEHAVIOUR.md; docs/DECISIONS.md lists where they differ from hipFile's.
+ * docs/BEHAVIOUR.md; docs/decisions/c-abi.md lists where they differ from hipFile's.
  *
  * HIP types. As hipFile's own header does, this one includes HIP's <hip/hip_runtime_api.h>,
  * so hipError_t and hipStream_t are HIP's, and HIP's headers may come before or after this

@@ -171,7 +171,7 @@ fn the_library_never_reads_cufiles_configuration_file() {
 }
 
 /// On a runtime that sees no device, `hipFileDriverOpen` still succeeds, as hipFile's
-/// does (docs/DECISIONS.md, "The C ABI"), although `Driver::open` in Rust refuses it.
+/// does (docs/decisions/c-abi.md), although `Driver::open` in Rust refuses it.
 #[test]
 fn c_program_opens_the_driver_on_a_runtime_without_devices() {
     run_c_program_with(

@@ -58,7 +58,7 @@ pub const CUFILE_SYSTEM_JSON: &str = "/etc/cufile.json";
 /// Where cuFile's configuration file is, and whether a variable named it: the path in
 /// `CUFILE_ENV_PATH_JSON` when it is set and not empty (`true`), else `/etc/cufile.json`, or
 /// the path in `HIPFILE_CUFILE_SYSTEM_JSON` in its place (`false`). Only the cuFile library
-/// asks (docs/DECISIONS.md, "`cufile.json`").
+/// asks (docs/decisions/cufile-json.md).
 pub fn cufile_json_path() -> (PathBuf, bool) {
     cufile_json_path_with(read_process_env)
 }
@@ -196,7 +196,7 @@ pub enum SizeError {
 /// `TB` or `TiB` in any case, each a power of 1024; surrounding whitespace is ignored.
 ///
 /// `KB` means 1024 as in cuFile's and hipFile's own configuration, so that a value copied from
-/// theirs means the same here (docs/DECISIONS.md).
+/// theirs means the same here (docs/decisions/byte-size-grammar.md).
 ///
 /// # Errors
 ///
@@ -260,7 +260,7 @@ pub enum MemoryTypes {
     /// or not; managed memory unregistered only (registering it is
     /// [`Error::MemoryTypeInvalid`](crate::Error)). The fallback reads and writes host memory
     /// in place and moves managed memory through its staging buffers with the runtime's
-    /// copies, as it does device memory. docs/DECISIONS.md, "Memory types", gives NVIDIA's
+    /// copies, as it does device memory. docs/decisions/memory-types.md gives NVIDIA's
     /// behaviour this follows.
     CuFile,
 }

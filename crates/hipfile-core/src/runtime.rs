@@ -30,7 +30,7 @@
 //! the stream, and hipfile stores the value when the data is in place.
 //!
 //! A device's BAR1 size ([`GpuRuntime::bar1_size`]) is optional too: CUDA's runtime tells it
-//! through NVIDIA's NVML, and HIP cannot (docs/DECISIONS.md, "cuFile's ABI").
+//! through NVIDIA's NVML, and HIP cannot (docs/decisions/cufile-abi.md).
 //!
 //! # Safety
 //!

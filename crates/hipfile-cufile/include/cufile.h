@@ -6,7 +6,7 @@
  * no GPUDirect peer-to-peer).
  *
  * Which functions the library exports is listed in crates/hipfile-cufile/README.md; only
- * those are declared here. docs/DECISIONS.md ("cuFile's ABI") says what differs from
+ * those are declared here. docs/decisions/cufile-abi.md says what differs from
  * NVIDIA's library.
  *
  * CUDA types. The header needs CUresult and CUstream from CUDA. Where the compiler finds

@@ -3,9 +3,9 @@
 //! call, and only by this library (`libhipfile.so.0` and the Rust API never read it). Its
 //! keys that map onto hipfile's settings become the values of the parameter calls that set
 //! the same (`hipfile_cabi::FileValue`), checked as those calls check them, and lie below
-//! the `HIPFILE_*` environment and below the parameter calls (docs/DECISIONS.md,
-//! "`cufile.json`", has the table). Keys that do not apply are counted, and the first few
-//! named, in one short warning.
+//! the `HIPFILE_*` environment and below the parameter calls (docs/decisions/cufile-json.md
+//! has the table). Keys that do not apply are counted, and the first few named, in one short
+//! warning.
 //!
 //! The file is JSON with NVIDIA's two extensions, `//` and `/* */` comments (NVIDIA's own
 //! default file has them), and no others (a trailing comma is an error, as in NVIDIA's
@@ -223,7 +223,8 @@ enum Kind {
 }
 
 /// The keys that map onto a parameter, and how (their values are checked as the parameter
-/// calls check them). Recorded or applied is the parameter's own (docs/DECISIONS.md).
+/// calls check them). Recorded or applied is the parameter's own
+/// (docs/decisions/cufile-json.md).
 const KEYS: &[(&str, Kind)] = &[
     ("profile.cufile_stats", Kind::Size(0)),
     ("execution.max_io_queue_depth", Kind::Size(1)),

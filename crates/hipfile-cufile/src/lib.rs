@@ -8,7 +8,7 @@
 //! This crate is the exported names and nothing else: each function calls the function of
 //! hipFile's ABI that does the same in `hipfile-cabi`, the implementation this library shares
 //! with `libhipfile.so.0`, and translates only what cuFile lays out or reports differently
-//! (docs/DECISIONS.md, "cuFile's ABI"):
+//! (docs/decisions/cufile-abi.md):
 //!
 //! - the status's second member, a CUDA driver `CUresult` ([`cu_result`]);
 //! - negative returns of `cuFileRead`/`cuFileWrite`, of failed batch events and of
@@ -46,7 +46,7 @@ use types::*;
 /// Chooses cuFile's memory rule for this library's copy of the implementation
 /// (`hipfile_cabi::choose_memory_types`), so that every driver it opens serves what NVIDIA's
 /// cuFile serves: device memory, host memory (pinned, registered, or pageable), registered or
-/// not, and managed memory unregistered (docs/DECISIONS.md, "Memory types").
+/// not, and managed memory unregistered (docs/decisions/memory-types.md).
 extern "C" fn choose_cufiles_memory_rule() {
     cabi::choose_memory_types(cabi::MemoryTypes::CuFile);
 }

@@ -230,7 +230,7 @@ unsafe impl GpuRuntime for HipRuntime {
         self.hip.has_amd_file_io()
     }
 
-    /// HIP cannot tell it (docs/DECISIONS.md, "cuFile's ABI"): it has no call or device
+    /// HIP cannot tell it (docs/decisions/cufile-abi.md): it has no call or device
     /// attribute for a BAR size (`hipDeviceAttributeIsLargeBar` is a yes or no).
     fn bar1_size(&self, _device: i32) -> Result<u64, RuntimeError> {
         Err(RuntimeError::unsupported_because(

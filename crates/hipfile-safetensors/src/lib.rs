@@ -69,3 +69,9 @@ pub use safetensors::Dtype;
 pub fn is_cold(file: &std::fs::File, offset: u64, len: u64) -> Option<bool> {
     cache::cached_bytes(file, offset, len).map(|c| (c as f64) < COLD_BELOW * len as f64)
 }
+
+// The Rust snippets of the README, compiled as doc tests so that they keep up with the API
+// (`cargo xtask docs` checks that they are here).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

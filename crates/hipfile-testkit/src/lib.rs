@@ -25,3 +25,9 @@ pub use wrap::Injected;
 
 #[cfg(test)]
 mod tests;
+
+// The Rust snippets of the README, compiled as doc tests so that they keep up with the API
+// (`cargo xtask docs` checks that they are here).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

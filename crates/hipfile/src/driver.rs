@@ -222,8 +222,8 @@ impl Driver {
         );
         // As many threads as I/O threads; as many requests served at once, at most 8,
         // unless set: more served small requests more slowly on the GPU machine, while the
-        // staged stream-ordered path's file I/O wants every thread (docs/DECISIONS.md, "One
-        // engine").
+        // staged stream-ordered path's file I/O wants every thread
+        // (docs/decisions/one-engine.md).
         let requests = config.request_thread_count();
         let engine = Engine::new(config.fallback_knobs().io_threads.max(requests), requests);
         let gates = Gates::new(Arc::clone(&runtime));
@@ -315,7 +315,7 @@ impl Driver {
     ///
     /// # Errors
     ///
-    /// The failure to write the channel (docs/DECISIONS.md, "Statistics").
+    /// The failure to write the channel (docs/decisions/statistics.md).
     pub fn publish_stats(&self) -> std::io::Result<bool> {
         match &self.inner.publisher {
             Some(p) => p.publish_now().map(|()| true),
@@ -357,7 +357,7 @@ impl Driver {
     /// `cuFileGetBARSizeInKB` reports). On NVIDIA GPUs it comes from NVIDIA's NVML
     /// (`libnvidia-ml.so.1`, installed with the driver), loaded on the first call, which
     /// finds the device by its PCI bus id; AMD's HIP runtime has no way to tell it
-    /// (docs/DECISIONS.md, "cuFile's ABI").
+    /// (docs/decisions/cufile-abi.md).
     ///
     /// # Errors
     ///

@@ -177,3 +177,13 @@ pub fn explain(
         },
     ))
 }
+
+// The Rust snippets of this crate's README and of the repository's README, compiled as doc
+// tests so that they keep up with the API (`cargo xtask docs` checks that they are here).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct RepositoryReadmeDoctests;

@@ -8,7 +8,7 @@
 //! its bytes are on the device, and hipfile's own copies run on non-blocking streams, which
 //! are not ordered after the null stream. They must stay so: a stream-ordered request
 //! parked on the null stream waits for them, and blocking streams would wait for it in turn
-//! (docs/DECISIONS.md, "Ordering after the null stream"). So the order is taken once per
+//! (docs/decisions/null-stream-ordering.md). So the order is taken once per
 //! request, before any of its bytes move:
 //!
 //! - a synchronous request waits on its caller's thread until the null stream of its

@@ -9,7 +9,7 @@
 //! runtime), a wait until a gate word in pinned memory is 1, and a host function that returns
 //! the word once the stream has passed the wait; the engine opens the gate when the request
 //! ends, however it ends (served, failed or cancelled), so the stream never waits for ever on
-//! a request that cannot run. docs/DECISIONS.md says why.
+//! a request that cannot run. docs/decisions/stream-ordered-requests.md says why.
 //!
 //! # Safety
 //!
@@ -46,8 +46,8 @@ impl FileHandle {
     /// reads zeros for the part that went missing; bytes past the end of the file as it was
     /// at submission keep their value. The handle ends once the stream has passed the
     /// request: the bytes are then in place for the stream's later work (synchronise the
-    /// stream before reading them from the host). docs/DECISIONS.md, "Stream-ordered
-    /// requests", says how the fastpath's requests are ordered.
+    /// stream before reading them from the host). docs/decisions/stream-ordered-requests.md
+    /// says how the fastpath's requests are ordered.
     ///
     /// # Errors
     ///

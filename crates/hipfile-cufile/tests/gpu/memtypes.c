@@ -6,7 +6,7 @@
  * answers, then, unregistered and (where the registration succeeded) registered, a 1 MiB
  * file read into the buffer and written from it to a second file (the sample), a batch of a
  * read and a write, and a stream-ordered read, with the bytes checked. Prints one line per
- * case and checks the registration answers against docs/DECISIONS.md ("Memory types"):
+ * case and checks the registration answers against docs/decisions/memory-types.md:
  * every kind registers but managed memory (CU_FILE_CUDA_MEMORY_TYPE_INVALID). Ends with
  * "all checks passed" and exit 0. Not run by CI (it needs a GPU):
  *
