@@ -30,55 +30,9 @@ pub type CUstream = *mut c_void;
 /// `CUfileOpError`: cuFile's codes, hipFile's one for one up to 5038.
 pub type CUfileOpError = c_int;
 pub const CUFILEOP_BASE_ERR: c_int = 5000;
-pub const CU_FILE_SUCCESS: CUfileOpError = 0;
-pub const CU_FILE_DRIVER_NOT_INITIALIZED: CUfileOpError = 5001;
-pub const CU_FILE_DRIVER_INVALID_PROPS: CUfileOpError = 5002;
-pub const CU_FILE_DRIVER_UNSUPPORTED_LIMIT: CUfileOpError = 5003;
-pub const CU_FILE_DRIVER_VERSION_MISMATCH: CUfileOpError = 5004;
-pub const CU_FILE_DRIVER_VERSION_READ_ERROR: CUfileOpError = 5005;
-pub const CU_FILE_DRIVER_CLOSING: CUfileOpError = 5006;
-pub const CU_FILE_PLATFORM_NOT_SUPPORTED: CUfileOpError = 5007;
-pub const CU_FILE_IO_NOT_SUPPORTED: CUfileOpError = 5008;
-pub const CU_FILE_DEVICE_NOT_SUPPORTED: CUfileOpError = 5009;
-pub const CU_FILE_NVFS_DRIVER_ERROR: CUfileOpError = 5010;
-pub const CU_FILE_CUDA_DRIVER_ERROR: CUfileOpError = 5011;
-pub const CU_FILE_CUDA_POINTER_INVALID: CUfileOpError = 5012;
-pub const CU_FILE_CUDA_MEMORY_TYPE_INVALID: CUfileOpError = 5013;
-pub const CU_FILE_CUDA_POINTER_RANGE_ERROR: CUfileOpError = 5014;
-pub const CU_FILE_CUDA_CONTEXT_MISMATCH: CUfileOpError = 5015;
-pub const CU_FILE_INVALID_MAPPING_SIZE: CUfileOpError = 5016;
-pub const CU_FILE_INVALID_MAPPING_RANGE: CUfileOpError = 5017;
-pub const CU_FILE_INVALID_FILE_TYPE: CUfileOpError = 5018;
-pub const CU_FILE_INVALID_FILE_OPEN_FLAG: CUfileOpError = 5019;
-pub const CU_FILE_DIO_NOT_SET: CUfileOpError = 5020;
-pub const CU_FILE_INVALID_VALUE: CUfileOpError = 5022;
-pub const CU_FILE_MEMORY_ALREADY_REGISTERED: CUfileOpError = 5023;
-pub const CU_FILE_MEMORY_NOT_REGISTERED: CUfileOpError = 5024;
-pub const CU_FILE_PERMISSION_DENIED: CUfileOpError = 5025;
-pub const CU_FILE_DRIVER_ALREADY_OPEN: CUfileOpError = 5026;
-pub const CU_FILE_HANDLE_NOT_REGISTERED: CUfileOpError = 5027;
-pub const CU_FILE_HANDLE_ALREADY_REGISTERED: CUfileOpError = 5028;
-pub const CU_FILE_DEVICE_NOT_FOUND: CUfileOpError = 5029;
-pub const CU_FILE_INTERNAL_ERROR: CUfileOpError = 5030;
-pub const CU_FILE_GETNEWFD_FAILED: CUfileOpError = 5031;
-pub const CU_FILE_NVFS_SETUP_ERROR: CUfileOpError = 5033;
-pub const CU_FILE_IO_DISABLED: CUfileOpError = 5034;
-pub const CU_FILE_BATCH_SUBMIT_FAILED: CUfileOpError = 5035;
-pub const CU_FILE_GPU_MEMORY_PINNING_FAILED: CUfileOpError = 5036;
-pub const CU_FILE_BATCH_FULL: CUfileOpError = 5037;
-pub const CU_FILE_ASYNC_NOT_SUPPORTED: CUfileOpError = 5038;
-pub const CU_FILE_INTERNAL_BATCH_SETUP_ERROR: CUfileOpError = 5039;
-pub const CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: CUfileOpError = 5040;
-pub const CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR: CUfileOpError = 5041;
-pub const CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: CUfileOpError = 5042;
-pub const CU_FILE_NOMEM_ERROR: CUfileOpError = 5043;
-pub const CU_FILE_IO_ERROR: CUfileOpError = 5044;
-pub const CU_FILE_INTERNAL_BUF_REGISTER_ERROR: CUfileOpError = 5045;
-pub const CU_FILE_HASH_OPR_ERROR: CUfileOpError = 5046;
-pub const CU_FILE_INVALID_CONTEXT_ERROR: CUfileOpError = 5047;
-pub const CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: CUfileOpError = 5048;
-pub const CU_FILE_BATCH_NOCOMPAT_ERROR: CUfileOpError = 5049;
-pub const CU_FILE_IO_MAX_ERROR: CUfileOpError = 5050;
+/// Its values, `CU_FILE_SUCCESS` to `CU_FILE_IO_MAX_ERROR`, from the one table of codes and
+/// texts (`hipfile_c_shared::codes`).
+pub use hipfile_c_shared::codes::cufile_h::*;
 
 /// `CUfileError_t`: returned by value by the functions that do not move bytes.
 #[repr(C)]

@@ -16,6 +16,7 @@ mod common;
 
 use common::{CUDA, CUFILE_115, CUFILE_117, nvidia_headers, our_include};
 use cufile::types::*;
+use hipfile_c_shared::codes::TABLE;
 use hipfile_testfs::{TempDir, has_command, require};
 use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
@@ -143,57 +144,18 @@ fn facts() -> Vec<Fact> {
     v.extend(layout!(CUfileStatsLevel3_t {
         "detailed" => detailed, "num_gpus" => num_gpus, "per_gpu_stats" => per_gpu_stats,
     }));
+    // The status codes, every one of the table they are made from.
+    v.extend(TABLE.iter().filter_map(|r| {
+        r.cufile.map(|e| {
+            (
+                format!("const {}", e.name),
+                i64::from(r.value),
+                e.name.to_owned(),
+            )
+        })
+    }));
     v.extend(constants![
         CUFILEOP_BASE_ERR,
-        CU_FILE_SUCCESS,
-        CU_FILE_DRIVER_NOT_INITIALIZED,
-        CU_FILE_DRIVER_INVALID_PROPS,
-        CU_FILE_DRIVER_UNSUPPORTED_LIMIT,
-        CU_FILE_DRIVER_VERSION_MISMATCH,
-        CU_FILE_DRIVER_VERSION_READ_ERROR,
-        CU_FILE_DRIVER_CLOSING,
-        CU_FILE_PLATFORM_NOT_SUPPORTED,
-        CU_FILE_IO_NOT_SUPPORTED,
-        CU_FILE_DEVICE_NOT_SUPPORTED,
-        CU_FILE_NVFS_DRIVER_ERROR,
-        CU_FILE_CUDA_DRIVER_ERROR,
-        CU_FILE_CUDA_POINTER_INVALID,
-        CU_FILE_CUDA_MEMORY_TYPE_INVALID,
-        CU_FILE_CUDA_POINTER_RANGE_ERROR,
-        CU_FILE_CUDA_CONTEXT_MISMATCH,
-        CU_FILE_INVALID_MAPPING_SIZE,
-        CU_FILE_INVALID_MAPPING_RANGE,
-        CU_FILE_INVALID_FILE_TYPE,
-        CU_FILE_INVALID_FILE_OPEN_FLAG,
-        CU_FILE_DIO_NOT_SET,
-        CU_FILE_INVALID_VALUE,
-        CU_FILE_MEMORY_ALREADY_REGISTERED,
-        CU_FILE_MEMORY_NOT_REGISTERED,
-        CU_FILE_PERMISSION_DENIED,
-        CU_FILE_DRIVER_ALREADY_OPEN,
-        CU_FILE_HANDLE_NOT_REGISTERED,
-        CU_FILE_HANDLE_ALREADY_REGISTERED,
-        CU_FILE_DEVICE_NOT_FOUND,
-        CU_FILE_INTERNAL_ERROR,
-        CU_FILE_GETNEWFD_FAILED,
-        CU_FILE_NVFS_SETUP_ERROR,
-        CU_FILE_IO_DISABLED,
-        CU_FILE_BATCH_SUBMIT_FAILED,
-        CU_FILE_GPU_MEMORY_PINNING_FAILED,
-        CU_FILE_BATCH_FULL,
-        CU_FILE_ASYNC_NOT_SUPPORTED,
-        CU_FILE_INTERNAL_BATCH_SETUP_ERROR,
-        CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR,
-        CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR,
-        CU_FILE_INTERNAL_BATCH_CANCEL_ERROR,
-        CU_FILE_NOMEM_ERROR,
-        CU_FILE_IO_ERROR,
-        CU_FILE_INTERNAL_BUF_REGISTER_ERROR,
-        CU_FILE_HASH_OPR_ERROR,
-        CU_FILE_INVALID_CONTEXT_ERROR,
-        CU_FILE_NVFS_INTERNAL_DRIVER_ERROR,
-        CU_FILE_BATCH_NOCOMPAT_ERROR,
-        CU_FILE_IO_MAX_ERROR,
         CU_FILE_LUSTRE_SUPPORTED,
         CU_FILE_WEKAFS_SUPPORTED,
         CU_FILE_NFS_SUPPORTED,

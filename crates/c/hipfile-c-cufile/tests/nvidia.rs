@@ -5,15 +5,18 @@
 //! the types a program fills in) compiles against NVIDIA's header and against ours, as C and
 //! as C++, in the include orders of NVIDIA's samples; and the error macros and texts
 //! (`IS_CUFILE_ERR`, `CUFILE_ERRSTR`, `cufileop_status_error`) give what NVIDIA's give for
-//! every code. `tests/basic.rs` runs programs built against NVIDIA's header on the library.
+//! every code; and the one table of codes and texts (`hipfile_c_shared::codes::TABLE`) has,
+//! for every number, the text that NVIDIA's header and ours give. `tests/basic.rs` runs
+//! programs built against NVIDIA's header on the library.
 //!
-//! Skips without `cc`/`c++` or NVIDIA's headers.
+//! Skips without `cc`/`c++`, and the comparisons with NVIDIA's header without it.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 mod common;
 
 use common::{CUDA, CUFILE_115, CUFILE_117, nvidia_headers, our_include};
+use hipfile_c_shared::codes::{CUFILE_UNKNOWN, row};
 use hipfile_testfs::{TempDir, has_command, require};
 use std::path::Path;
 use std::process::Command;
@@ -132,4 +135,83 @@ fn error_macros_and_texts_are_nvidias() {
     assert!(ours_text.contains("\n5027 1 file descriptor is not registered |"));
     assert!(ours_text.contains("\n-5022 1 invalid arguments |"));
     assert!(ours_text.contains("\n4096 0 unknown cufile error |"));
+}
+
+/// A program that prints, for each value from 0 to 5052, `cufileop_status_error`'s text.
+const TEXTS_C: &str = r#"
+#include <cufile.h>
+#include <stdio.h>
+int main(void)
+{
+    for (int v = 0; v <= 5052; v++)
+        printf("%d %s\n", v, cufileop_status_error((CUfileOpError)v));
+    return 0;
+}
+"#;
+
+/// The texts `TEXTS_C` prints when built against the `cufile.h` in `include`, by value.
+fn header_texts(dir: &Path, name: &str, include: &Path, cuda: Option<&Path>) -> Vec<String> {
+    let source = dir.join("texts.c");
+    std::fs::write(&source, TEXTS_C).unwrap();
+    let exe = dir.join(format!("texts-{name}"));
+    let mut includes = vec![include];
+    includes.extend(cuda);
+    compile("cc", &source, &includes, &[], Some(&exe)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let ran = Command::new(&exe).output().unwrap();
+    assert!(ran.status.success(), "{name}");
+    String::from_utf8(ran.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What the table says `cufileop_status_error` gives for each value from 0 to 5052.
+fn table_texts() -> Vec<String> {
+    (0..=5052)
+        .map(|v| {
+            let text = row(v)
+                .and_then(|r| r.cufile)
+                .map_or(CUFILE_UNKNOWN, |e| e.text);
+            format!("{v} {}", text.to_str().unwrap())
+        })
+        .collect()
+}
+
+/// The lines where `got` (from `name`'s header) and the table differ, at most ten.
+fn differences(name: &str, got: &[String], want: &[String]) -> Vec<String> {
+    let mut differ: Vec<String> = got
+        .iter()
+        .zip(want)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("{name}: {a}\ntable: {b}"))
+        .take(10)
+        .collect();
+    if got.len() != want.len() {
+        differ.push(format!("{name}: {} lines, table {}", got.len(), want.len()));
+    }
+    differ
+}
+
+#[test]
+fn the_code_table_has_the_texts_of_our_header() {
+    require!(has_command("cc"));
+    let dir = TempDir::new("cufile-table-ours");
+    let ours = header_texts(dir.path(), "ours", &our_include(), None);
+    let differ = differences("ours", &ours, &table_texts());
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+#[test]
+fn the_code_table_has_nvidias_texts() {
+    require!(has_command("cc"));
+    let cuda = require!(nvidia_headers(CUDA));
+    let dir = TempDir::new("cufile-table-nvidia");
+    let want = table_texts();
+    for name in [CUFILE_115, CUFILE_117] {
+        let include = require!(nvidia_headers(name));
+        let got = header_texts(dir.path(), name, &include, Some(&cuda));
+        let differ = differences(name, &got, &want);
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+    }
 }

@@ -11,6 +11,7 @@
 
 // The library is a cdylib only (an rlib would collide with the facade's): its declarations
 // are those of the implementation it exports, `hipfile-c-shared`.
+use hipfile_c_shared::codes::TABLE;
 use hipfile_c_shared::types::*;
 use hipfile_testfs::{TempDir, has_command, require};
 use std::collections::BTreeMap;
@@ -43,7 +44,7 @@ macro_rules! constant {
 }
 
 fn rust_facts() -> Vec<(String, i64)> {
-    vec![
+    let mut facts = vec![
         size!(hipFileError_t),
         align!(hipFileError_t),
         offset!(hipFileError_t, "err", err),
@@ -372,44 +373,6 @@ fn rust_facts() -> Vec<(String, i64)> {
         size!(hipFileHandle_t),
         size!(hipFileBatchHandle_t),
         size!(hipFileOpError_t),
-        constant!(hipFileSuccess),
-        constant!(hipFileDriverNotInitialized),
-        constant!(hipFileDriverInvalidProps),
-        constant!(hipFileDriverUnsupportedLimit),
-        constant!(hipFileDriverVersionMismatch),
-        constant!(hipFileDriverVersionReadError),
-        constant!(hipFileDriverClosing),
-        constant!(hipFilePlatformNotSupported),
-        constant!(hipFileIONotSupported),
-        constant!(hipFileDeviceNotSupported),
-        constant!(hipFileDriverError),
-        constant!(hipFileHipDriverError),
-        constant!(hipFileHipPointerInvalid),
-        constant!(hipFileHipMemoryTypeInvalid),
-        constant!(hipFileHipPointerRangeError),
-        constant!(hipFileHipContextMismatch),
-        constant!(hipFileInvalidMappingSize),
-        constant!(hipFileInvalidMappingRange),
-        constant!(hipFileInvalidFileType),
-        constant!(hipFileInvalidFileOpenFlag),
-        constant!(hipFileDIONotSet),
-        constant!(hipFileInvalidValue),
-        constant!(hipFileMemoryAlreadyRegistered),
-        constant!(hipFileMemoryNotRegistered),
-        constant!(hipFilePermissionDenied),
-        constant!(hipFileDriverAlreadyOpen),
-        constant!(hipFileHandleNotRegistered),
-        constant!(hipFileHandleAlreadyRegistered),
-        constant!(hipFileDeviceNotFound),
-        constant!(hipFileInternalError),
-        constant!(hipFileGetNewFDFailed),
-        constant!(hipFileDriverSetupError),
-        constant!(hipFileIODisabled),
-        constant!(hipFileBatchSubmitFailed),
-        constant!(hipFileGPUMemoryPinningFailed),
-        constant!(hipFileBatchFull),
-        constant!(hipFileAsyncNotSupported),
-        constant!(hipFileIOMaxError),
         constant!(hipFileLustreSupported),
         constant!(hipFileWekaFSSupported),
         constant!(hipFileNFSSupported),
@@ -481,7 +444,13 @@ fn rust_facts() -> Vec<(String, i64)> {
         constant!(HIPFILE_STREAM_FLAGS_MASK),
         constant!(HIPFILE_GPU_UUID_LEN),
         constant!(HIPFILE_MAX_GPUS),
-    ]
+    ];
+    // The status codes, every one of the table they are made from.
+    facts.extend(TABLE.iter().filter_map(|r| {
+        r.hipfile
+            .map(|e| (format!("const {}", e.name), i64::from(r.value)))
+    }));
+    facts
 }
 
 /// Compiles and runs `tests/c/layout.c`; its facts by name.

@@ -25,9 +25,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
 
 /// `const char *hipFileGetOpErrorString(hipFileOpError_t status)` — a static description of
-/// `status`; `"unknown hipFile error"` for a value that is not a code.
+/// `status`, hipFile's text for it; `"Unknown hipFile error"` for a value that is not a code.
 pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_char {
-    boundary(c"internal error".as_ptr(), || describe(status).as_ptr())
+    boundary(describe(hipFileInternalError).as_ptr(), || {
+        describe(status).as_ptr()
+    })
 }
 
 /// `hipFileError_t hipFileDriverOpen(void)` — opens the process-wide driver if the use count

@@ -1,7 +1,14 @@
 //! From the facade's errors to the C API's returns: `hipFileError_t` values, negative
 //! `ssize_t` codes with `errno`, and the descriptions `hipFileGetOpErrorString` hands out.
+//! The codes' numbers and texts are those of the one table (`hipfile_core::code`,
+//! re-exported here for the libraries): hipFile's for `libhipfile.so.0`, and cuFile's names
+//! for `libcufile.so.0`, whose texts are in its header.
 
 use crate::types::*;
+/// The one table of codes and texts, and what is made from it.
+pub use facade::core::code::{
+    CUFILE_UNKNOWN, Entry, HIPFILE_UNKNOWN, Row, TABLE, cufile_h, hipfile_h, row,
+};
 use facade::{Error, ErrorCode};
 use std::ffi::{CStr, c_int};
 
@@ -63,49 +70,10 @@ pub fn set_errno(n: c_int) {
     unsafe { *libc::__errno_location() = n };
 }
 
-/// The description of `code`, a static NUL-terminated string.
+/// The description of `code`, a static NUL-terminated string: hipFile's text for it, or
+/// [`HIPFILE_UNKNOWN`] for a number that is not one of hipFile's codes.
 pub fn describe(code: hipFileOpError_t) -> &'static CStr {
-    match code {
-        hipFileSuccess => c"success",
-        hipFileDriverNotInitialized => c"the driver is not open, or could not be opened",
-        hipFileDriverInvalidProps => c"invalid driver property",
-        hipFileDriverUnsupportedLimit => c"driver property value not supported",
-        hipFileDriverVersionMismatch => c"library and driver versions differ",
-        hipFileDriverVersionReadError => c"cannot read the driver version",
-        hipFileDriverClosing => c"the driver is closed or closing",
-        hipFilePlatformNotSupported => c"platform not supported",
-        hipFileIONotSupported => c"no way to do this I/O on this file and buffer",
-        hipFileDeviceNotSupported => c"GPU not supported",
-        hipFileDriverError => c"kernel driver error",
-        hipFileHipDriverError => c"a GPU runtime call failed (see hip_drv_err)",
-        hipFileHipPointerInvalid => c"invalid GPU pointer",
-        hipFileHipMemoryTypeInvalid => c"the memory is not GPU device memory",
-        hipFileHipPointerRangeError => c"the range leaves its allocation",
-        hipFileHipContextMismatch => c"GPU context mismatch",
-        hipFileInvalidMappingSize => c"beyond the pinned buffer",
-        hipFileInvalidMappingRange => c"beyond the mapped region",
-        hipFileInvalidFileType => c"file type not supported",
-        hipFileInvalidFileOpenFlag => c"descriptor open flags not supported",
-        hipFileDIONotSet => c"O_DIRECT not set",
-        hipFileInvalidValue => c"invalid argument",
-        hipFileMemoryAlreadyRegistered => c"buffer already registered",
-        hipFileMemoryNotRegistered => c"buffer not registered",
-        hipFilePermissionDenied => c"permission denied",
-        hipFileDriverAlreadyOpen => c"the driver is already open",
-        hipFileHandleNotRegistered => c"file handle not registered",
-        hipFileHandleAlreadyRegistered => c"file handle already registered",
-        hipFileDeviceNotFound => c"device not found",
-        hipFileInternalError => c"internal error",
-        hipFileGetNewFDFailed => c"cannot obtain a new file descriptor",
-        hipFileDriverSetupError => c"driver setup error",
-        hipFileIODisabled => c"GPU I/O disabled for this file",
-        hipFileBatchSubmitFailed => c"batch submission failed",
-        hipFileGPUMemoryPinningFailed => c"cannot pin GPU memory",
-        hipFileBatchFull => c"batch queue full",
-        hipFileAsyncNotSupported => c"stream-ordered I/O not supported",
-        hipFileIOMaxError => c"largest hipFile code (not an error)",
-        _ => c"unknown hipFile error",
-    }
+    facade::core::code::hipfile_text(code)
 }
 
 #[cfg(test)]
@@ -118,12 +86,13 @@ mod tests {
         for code in (5001..=5039).chain([0]) {
             let text = describe(code);
             if code == 5021 || code == 5032 {
-                assert_eq!(text, c"unknown hipFile error");
+                assert_eq!(text, HIPFILE_UNKNOWN);
             } else {
                 assert!(seen.insert(text), "{code}: {text:?} is used twice");
             }
         }
-        assert_eq!(describe(-5022), c"unknown hipFile error");
+        assert_eq!(describe(-5022), HIPFILE_UNKNOWN);
+        assert_eq!(describe(5040), HIPFILE_UNKNOWN);
     }
 
     #[test]

@@ -30,44 +30,9 @@ pub const HIPFILE_BASE_ERR: c_int = 5000;
 
 /// `hipFileOpError_t`.
 pub type hipFileOpError_t = c_int;
-pub const hipFileSuccess: hipFileOpError_t = 0;
-pub const hipFileDriverNotInitialized: hipFileOpError_t = 5001;
-pub const hipFileDriverInvalidProps: hipFileOpError_t = 5002;
-pub const hipFileDriverUnsupportedLimit: hipFileOpError_t = 5003;
-pub const hipFileDriverVersionMismatch: hipFileOpError_t = 5004;
-pub const hipFileDriverVersionReadError: hipFileOpError_t = 5005;
-pub const hipFileDriverClosing: hipFileOpError_t = 5006;
-pub const hipFilePlatformNotSupported: hipFileOpError_t = 5007;
-pub const hipFileIONotSupported: hipFileOpError_t = 5008;
-pub const hipFileDeviceNotSupported: hipFileOpError_t = 5009;
-pub const hipFileDriverError: hipFileOpError_t = 5010;
-pub const hipFileHipDriverError: hipFileOpError_t = 5011;
-pub const hipFileHipPointerInvalid: hipFileOpError_t = 5012;
-pub const hipFileHipMemoryTypeInvalid: hipFileOpError_t = 5013;
-pub const hipFileHipPointerRangeError: hipFileOpError_t = 5014;
-pub const hipFileHipContextMismatch: hipFileOpError_t = 5015;
-pub const hipFileInvalidMappingSize: hipFileOpError_t = 5016;
-pub const hipFileInvalidMappingRange: hipFileOpError_t = 5017;
-pub const hipFileInvalidFileType: hipFileOpError_t = 5018;
-pub const hipFileInvalidFileOpenFlag: hipFileOpError_t = 5019;
-pub const hipFileDIONotSet: hipFileOpError_t = 5020;
-pub const hipFileInvalidValue: hipFileOpError_t = 5022;
-pub const hipFileMemoryAlreadyRegistered: hipFileOpError_t = 5023;
-pub const hipFileMemoryNotRegistered: hipFileOpError_t = 5024;
-pub const hipFilePermissionDenied: hipFileOpError_t = 5025;
-pub const hipFileDriverAlreadyOpen: hipFileOpError_t = 5026;
-pub const hipFileHandleNotRegistered: hipFileOpError_t = 5027;
-pub const hipFileHandleAlreadyRegistered: hipFileOpError_t = 5028;
-pub const hipFileDeviceNotFound: hipFileOpError_t = 5029;
-pub const hipFileInternalError: hipFileOpError_t = 5030;
-pub const hipFileGetNewFDFailed: hipFileOpError_t = 5031;
-pub const hipFileDriverSetupError: hipFileOpError_t = 5033;
-pub const hipFileIODisabled: hipFileOpError_t = 5034;
-pub const hipFileBatchSubmitFailed: hipFileOpError_t = 5035;
-pub const hipFileGPUMemoryPinningFailed: hipFileOpError_t = 5036;
-pub const hipFileBatchFull: hipFileOpError_t = 5037;
-pub const hipFileAsyncNotSupported: hipFileOpError_t = 5038;
-pub const hipFileIOMaxError: hipFileOpError_t = 5039;
+/// Its values, `hipFileSuccess` to `hipFileIOMaxError`, from the one table of codes and texts
+/// (`hipfile_core::code`).
+pub use facade::core::code::hipfile_h::*;
 
 /// `hipFileError_t`: returned by value by the functions that do not move bytes.
 #[repr(C)]

@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     CHECK(strlen(hipFileGetOpErrorString(hipFileHandleNotRegistered)) > 0);
     CHECK(strcmp(HIPFILE_ERRSTR(-hipFileInvalidValue),
                  hipFileGetOpErrorString(hipFileInvalidValue)) == 0);
-    CHECK(strcmp(hipFileGetOpErrorString((hipFileOpError_t)5021), "unknown hipFile error") == 0);
+    CHECK(strcmp(hipFileGetOpErrorString((hipFileOpError_t)5021), "Unknown hipFile error") == 0);
     CHECK(IS_HIPFILE_ERR(-hipFileInvalidValue) && !IS_HIPFILE_ERR(-1));
 
     /* The use count. */
