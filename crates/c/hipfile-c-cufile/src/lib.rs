@@ -38,7 +38,7 @@ pub mod cufile_json;
 pub mod types;
 
 use hipfile_c_shared as shared;
-use hipfile_c_shared::boundary;
+use hipfile_c_shared::panic::boundary;
 use hipfile_c_shared::types::{hipFileDriverProps_t, hipFileError_t};
 use std::ffi::{c_char, c_int, c_long, c_uint, c_void};
 use types::*;

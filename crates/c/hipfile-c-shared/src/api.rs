@@ -1,5 +1,5 @@
 //! The functions of hipFile's C ABI, each `extern "C"` with the header's signature and its
-//! body inside [`boundary`](crate::boundary). Not exported here: the libraries export them.
+//! body inside [`boundary`](crate::panic::boundary). Not exported here: the libraries export them.
 //!
 //! # Safety
 //!
@@ -12,8 +12,8 @@
 //! does not know is bounded by the caller's own numbers (its registered length, or the
 //! call's offset and size), as `pread` trusts its caller's.
 
-use crate::boundary;
 use crate::codes::{describe, hip_failure, io_failure, negated, set_errno, status};
+use crate::panic::boundary;
 use crate::state::{self, Buffer, File};
 use crate::types::*;
 use facade::core::buffer::usable_len;

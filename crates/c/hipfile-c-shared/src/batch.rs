@@ -11,8 +11,8 @@
 //! vouched that it is device memory.
 
 use crate::api::{extent, temporary};
-use crate::boundary;
 use crate::codes::{io_failure, status};
+use crate::panic::boundary;
 use crate::state;
 use crate::types::*;
 use facade::{Batch, BatchIo, BatchStatus, DeviceBuffer, DevicePtr, FileHandle};

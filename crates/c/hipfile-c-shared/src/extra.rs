@@ -9,7 +9,7 @@
 //! The array functions take the caller's pointers and length; each pointer is checked for
 //! NULL and the length for sense before `len` elements are read or written.
 
-use crate::boundary;
+use crate::panic::boundary;
 use crate::params::{KIB, Settings};
 use crate::state::{self, State};
 use crate::types::*;

@@ -30,7 +30,7 @@
 //! # Safety
 //!
 //! Every function is `unsafe extern "C"` where it takes pointers (the caller vouches for
-//! them, as C's contract says), runs its body inside one panic boundary ([`boundary`]),
+//! them, as C's contract says), runs its body inside one panic boundary ([`panic::boundary`]),
 //! checks every pointer for NULL before touching it, and never dereferences a handle it was
 //! given: a handle is looked up in the registry by address first. Errors are values, never
 //! panics.
@@ -43,6 +43,7 @@ mod batch;
 pub mod codes;
 mod extra;
 mod ordered;
+pub mod panic;
 mod params;
 mod props;
 mod state;
@@ -68,17 +69,3 @@ pub use params::*;
 pub use props::*;
 pub use state::{FILE_INVALID, set_config_file_source};
 pub use stats::*;
-
-/// Runs `body`, turning a panic into `on_panic` so that no unwind crosses the C boundary.
-pub fn boundary<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(on_panic)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_panic_becomes_the_error_value() {
-        assert_eq!(super::boundary(-5030, || panic!("a fault")), -5030);
-        assert_eq!(super::boundary(-5030, || 7), 7);
-    }
-}

@@ -17,8 +17,8 @@
 //! the caller's word that they are live until then.
 
 use crate::api::{extent, temporary};
-use crate::boundary;
 use crate::codes::{io_failure, status};
+use crate::panic::boundary;
 use crate::state::{self, Buffer};
 use crate::types::*;
 use facade::core::request::MAX_IO_SIZE;

@@ -19,7 +19,7 @@
 //! Value pointers are the caller's, checked for NULL before use; a string is read only up to
 //! its NUL, and written only within the `len` bytes the caller gave.
 
-use crate::boundary;
+use crate::panic::boundary;
 use crate::state::{self, State};
 use crate::types::*;
 use facade::{Config, ConfigBuilder, Driver, FallbackKnobs, MemoryTypes};

@@ -14,8 +14,8 @@
 //!
 //! The one pointer, `props`, is checked for NULL before it is written.
 
-use crate::boundary;
 use crate::codes::status;
+use crate::panic::boundary;
 use crate::params::{
     self, KIB, MAX_BATCH_IO, Settings, cache_bytes, chunk_bytes, pinned_bytes, set_cache_kib,
     set_pinned_kib, set_task_kib,

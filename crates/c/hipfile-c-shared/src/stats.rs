@@ -11,7 +11,7 @@
 //!
 //! Each call writes one struct through the pointer it is given, after checking it for NULL.
 
-use crate::boundary;
+use crate::panic::boundary;
 use crate::state;
 use crate::types::*;
 use facade::{DirectionStats, GpuDirectionStats, OpCount, StatsSnapshot};
