@@ -19,7 +19,7 @@ use facade::{Batch, BatchIo, BatchStatus, DeviceBuffer, DevicePtr, FileHandle};
 use std::collections::BTreeMap;
 use std::ffi::c_uint;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
 use std::time::Duration;
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
@@ -88,13 +88,17 @@ type Entry = Arc<Mutex<BatchState>>;
 /// and never held while a batch waits: calls clone the entry and let go first.
 static BATCHES: Mutex<BTreeMap<usize, Entry>> = Mutex::new(BTreeMap::new());
 
+/// The batches, locked. The first call installs their forgetting in a process made by
+/// `fork()` ([`forget_after_fork`]), before any batch can be added.
 fn batches() -> MutexGuard<'static, BTreeMap<usize, Entry>> {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| state::forget_after_fork(forget_after_fork));
     BATCHES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Forgets every batch, in a process made by `fork()` (`state::lock`): they are the
+/// Forgets every batch, in a process made by `fork()` (`state::lock` runs it): they are the
 /// parent's, and none of their requests runs here. Their handles are unknown afterwards.
-pub(crate) fn forget_after_fork() {
+fn forget_after_fork() {
     std::mem::forget(std::mem::take(&mut *batches()));
 }
 

@@ -10,16 +10,13 @@
 //! NULL and the length for sense before `len` elements are read or written.
 
 use crate::panic::boundary;
-use crate::params::{KIB, Settings};
+use crate::settings::{KIB, MAX_SLABS, SlabPool, check_slabs, chunk_bytes};
 use crate::state::{self, State};
 use crate::types::*;
-use facade::{Driver, FallbackKnobs};
+use facade::Driver;
 use std::ffi::{CStr, c_char, c_int, c_uint};
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
-
-/// The most slabs one array may hold.
-pub const MAX_SLABS: usize = 64;
 
 /// cuFile's storage kinds (`CUfileDriverStatusFlags_t`): 0 to 13, 10 reserved.
 const STORAGE_KINDS: c_int = 14;
@@ -96,52 +93,6 @@ fn bar_size_of(driver: &Driver, gpu: c_int) -> Result<u64, hipFileError_t> {
     }
 }
 
-/// Which of cuFile's slab arrays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlabPool {
-    /// `PosixPoolSlabArray`: the host bounce buffers of compatibility mode, hipfile's
-    /// staging pool. Their total is applied as a limit on the pool.
-    Posix,
-    /// `GpuBounceBufferSlabArray`: device-memory bounce buffers, which hipfile does not
-    /// have. Recorded and reported back.
-    GpuBounce,
-}
-
-impl SlabPool {
-    fn slot(self, s: &mut Settings) -> &mut Option<Vec<(u64, u64)>> {
-        match self {
-            SlabPool::Posix => &mut s.posix_slabs,
-            SlabPool::GpuBounce => &mut s.gpu_slabs,
-        }
-    }
-}
-
-/// Checks slabs for either array: 1 to [`MAX_SLABS`] of them, sizes in KiB multiples of 4
-/// and strictly ascending, counts above 0; a POSIX pool's total within the staging pool's
-/// bounds (`hipFileDriverUnsupportedLimit` outside them).
-pub(crate) fn check_slabs(pool: SlabPool, slabs: &[(u64, u64)]) -> Result<(), hipFileOpError_t> {
-    if slabs.is_empty() || slabs.len() > MAX_SLABS {
-        return Err(hipFileInvalidValue);
-    }
-    let mut previous = 0;
-    for &(kib, count) in slabs {
-        if kib == 0 || kib % 4 != 0 || kib <= previous || count == 0 {
-            return Err(hipFileInvalidValue);
-        }
-        previous = kib;
-    }
-    if pool == SlabPool::Posix {
-        let total = slabs.iter().try_fold(0u64, |sum, &(kib, count)| {
-            kib.checked_mul(KIB)?.checked_mul(count)?.checked_add(sum)
-        });
-        let bounds = FallbackKnobs::MIN_STAGING_MEMORY..=FallbackKnobs::MAX_STAGING_MEMORY;
-        if !total.is_some_and(|t| bounds.contains(&t)) {
-            return Err(hipFileDriverUnsupportedLimit);
-        }
-    }
-    Ok(())
-}
-
 /// cuFile's `cuFileSetParameterPosixPoolSlabArray` and
 /// `cuFileSetParameterGpuBounceBufferSlabArray`: `len` slab sizes (KiB) and counts, for the
 /// next open.
@@ -197,7 +148,7 @@ pub unsafe fn set_slab_array(
 /// POSIX pool never set, hipfile's staging pool as one slab: buffers of one staging chunk,
 /// as many as the pool holds.
 fn slabs_of(pool: SlabPool, st: &State) -> Vec<(u64, u64)> {
-    let (config, settings) = crate::params::current(st);
+    let (config, settings) = st.current();
     let mut settings = settings.clone();
     if let Some(slabs) = pool.slot(&mut settings).clone() {
         return slabs;
@@ -210,7 +161,7 @@ fn slabs_of(pool: SlabPool, st: &State) -> Vec<(u64, u64)> {
     }
     match pool {
         SlabPool::Posix => {
-            let chunk = crate::params::chunk_bytes(&config).max(1);
+            let chunk = chunk_bytes(&config).max(1);
             vec![(chunk / KIB, (config.fallback.staging_memory / chunk).max(1))]
         }
         SlabPool::GpuBounce => Vec::new(),
@@ -345,44 +296,6 @@ pub unsafe fn export_topology(filename: *const c_char) -> hipFileError_t {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slabs_are_checked() {
-        use SlabPool::*;
-        assert_eq!(check_slabs(Posix, &[(4, 128), (1024, 64)]), Ok(()));
-        assert_eq!(check_slabs(Posix, &[]), Err(hipFileInvalidValue));
-        assert_eq!(check_slabs(Posix, &[(6, 1)]), Err(hipFileInvalidValue));
-        assert_eq!(
-            check_slabs(Posix, &[(8, 1), (4, 1)]),
-            Err(hipFileInvalidValue)
-        );
-        assert_eq!(check_slabs(Posix, &[(4, 0)]), Err(hipFileInvalidValue));
-        // A POSIX pool's total is the staging limit: at most 64 GiB.
-        assert_eq!(
-            check_slabs(Posix, &[(16384, 4097)]),
-            Err(hipFileDriverUnsupportedLimit)
-        );
-        assert_eq!(check_slabs(GpuBounce, &[(16384, 4097)]), Ok(()));
-        assert_eq!(
-            check_slabs(Posix, &[(u64::MAX - 3, 2)]),
-            Err(hipFileDriverUnsupportedLimit)
-        );
-    }
-
-    #[test]
-    fn the_posix_pool_bounds_the_staging_memory() {
-        let lookup = |_: &str| None;
-        let mut s = Settings::new();
-        s.posix_slabs = Some(vec![(4, 16), (64, 2)]);
-        assert_eq!(s.posix_pool_bytes(), Some((64 + 128) << 10));
-        let config = s.builder().build_with(lookup).0;
-        assert_eq!(config.fallback.staging_memory, (64 + 128) << 10);
-        s.cache_size = Some(64 << 10);
-        assert_eq!(
-            s.builder().build_with(lookup).0.fallback.staging_memory,
-            64 << 10
-        );
-    }
 
     #[test]
     fn the_bar_size_is_in_kib_and_a_size_not_told_is_platform_not_supported() {

@@ -1,5 +1,6 @@
-//! The one implementation of hipfile's C libraries: hipFile's C ABI (`libhipfile.so.0`,
-//! crate `hipfile-c-hipfile`) and cuFile's (`libcufile.so.0`, crate `hipfile-c-cufile`). Each
+//! The FFI layer both of hipfile's C libraries share, their one implementation: hipFile's C
+//! ABI (`libhipfile.so.0`, crate `hipfile-c-hipfile`) and cuFile's (`libcufile.so.0`, crate
+//! `hipfile-c-cufile`), all three in `crates/c/`. Each
 //! function here has hipFile's C signature (`include/hipfile.h` of `hipfile-c-hipfile` declares
 //! them, with hipFile 0.5's names, values and layouts) and is `extern "C"`, but none is
 //! exported by this crate: the two libraries are thin `#[unsafe(no_mangle)]` wrappers over
@@ -27,6 +28,10 @@
 //! Only the two C libraries depend on this crate. Each links its own copy, with its own
 //! registries: a process that loads both has two independent use counts.
 //!
+//! Its modules import one another in one direction only (docs/ARCHITECTURE.md draws the
+//! ladder): `types`, `panic`; `codes`, `settings`; `state`; the C functions over the state
+//! (`api`, `params`, `props`, `stats`, `extra`); `batch` and `ordered` over `api`.
+//!
 //! # Safety
 //!
 //! Every function is `unsafe extern "C"` where it takes pointers (the caller vouches for
@@ -46,6 +51,7 @@ mod ordered;
 pub mod panic;
 mod params;
 mod props;
+mod settings;
 mod state;
 mod stats;
 pub mod types;
@@ -67,5 +73,6 @@ pub use facade::core::request::MAX_IO_SIZE;
 pub use ordered::*;
 pub use params::*;
 pub use props::*;
+pub use settings::*;
 pub use state::{FILE_INVALID, set_config_file_source};
 pub use stats::*;

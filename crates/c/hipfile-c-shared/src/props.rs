@@ -16,8 +16,8 @@
 
 use crate::codes::status;
 use crate::panic::boundary;
-use crate::params::{
-    self, KIB, MAX_BATCH_IO, Settings, cache_bytes, chunk_bytes, pinned_bytes, set_cache_kib,
+use crate::settings::{
+    KIB, MAX_BATCH_IO, Settings, cache_bytes, chunk_bytes, pinned_bytes, set_cache_kib,
     set_pinned_kib, set_task_kib,
 };
 use crate::state;
@@ -72,7 +72,7 @@ fn apply(change: impl FnOnce(&mut Settings) -> Result<(), hipFileOpError_t>) -> 
 
 /// The properties of the open driver.
 fn properties(st: &state::State) -> hipFileDriverProps_t {
-    let (config, s) = params::current(st);
+    let (config, s) = st.current();
     let knobs = config.fallback;
     let mut control = 0;
     if s.poll_mode {

@@ -6,9 +6,9 @@
 //! it needs (a `FileHandle`, the driver, a registered buffer's `Arc`) and lets go first.
 
 use crate::codes::status;
-use crate::params::{FileSource, Params};
+use crate::settings::{FileSource, Params, Settings};
 use crate::types::hipFileError_t;
-use facade::{DeviceBuffer, Driver, Error, FileHandle, Io};
+use facade::{Config, DeviceBuffer, Driver, Error, FileHandle, Io};
 use std::collections::BTreeMap;
 use std::ffi::c_uint;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,6 +139,21 @@ pub fn set_config_file_source(source: fn() -> FileSource) {
     let _ = FILE_SOURCE.set(source);
 }
 
+/// What a process made by `fork()` forgets besides the state: the registries kept outside
+/// it (the batches, `batch.rs`), each installed by its module ([`forget_after_fork`]).
+static FORGET_AFTER_FORK: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Installs `forget`, which the first lock of the state in a process made by `fork()` runs
+/// after the state has forgotten the parent's driver and registrations, under the state's
+/// lock. A module keeping a registry of its own installs it once, before the registry first
+/// holds anything (a registry that never held anything has nothing to forget).
+pub(crate) fn forget_after_fork(forget: fn()) {
+    FORGET_AFTER_FORK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(forget);
+}
+
 impl State {
     /// Starts afresh in a process made by `fork()` from the one whose state this is: the
     /// parent's driver, registrations, streams, batches and requests in flight do not carry
@@ -160,7 +175,27 @@ impl State {
         std::mem::forget(std::mem::take(&mut self.inflight));
         self.streams.clear();
         self.count = 0;
-        crate::batch::forget_after_fork();
+        // What is kept outside the state (the batches), copied out first so that a module
+        // installing its forgetting meanwhile waits for no one.
+        let forget: Vec<fn()> = FORGET_AFTER_FORK
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for f in forget {
+            f();
+        }
+    }
+
+    /// The driver's configuration and the settings behind it: the open driver's, or those
+    /// the next open would settle.
+    pub(crate) fn current(&self) -> (Config, &Settings) {
+        match &self.driver {
+            Some(d) if self.count > 0 => (d.config().clone(), &self.params.live),
+            _ => (
+                self.params.builder(&self.params.pending).build_from_env(),
+                &self.params.pending,
+            ),
+        }
     }
 
     /// The driver, opening the process-wide one with the pending settings when none is held

@@ -1,7 +1,8 @@
 /*
- * A program that forks after using the library: in the child, the parent's driver and
- * registrations do not carry over, so a read fails at once (-1 with errno EINVAL, as before
- * any open) instead of waiting for the parent's threads; the child opens the driver again,
+ * A program that forks after using the library: in the child, the parent's driver,
+ * registrations and batches do not carry over, so a read fails at once (-1 with errno
+ * EINVAL, as before any open) instead of waiting for the parent's threads, and the parent's
+ * batch is unknown; the child opens the driver again,
  * registers the file again and reads; the parent's library still works. Usage: fork DIR.
  * Exits 0 when every check passes.
  */
@@ -35,13 +36,15 @@ static int descr_register(hipFileHandle_t *fh, int fd)
 }
 
 /* The child's steps; its exit status is the first that failed. */
-static int child(hipFileHandle_t inherited, void *dev, int fd)
+static int child(hipFileHandle_t inherited, hipFileBatchHandle_t batch, void *dev, int fd)
 {
     errno = 0;
     if (hipFileRead(inherited, dev, LEN, 0, 0) != -1 || errno != EINVAL)
         return 1;
     if (hipFileUseCount() != 0)
         return 2;
+    if (!IS(hipFileBatchIOCancel(batch), hipFileInvalidValue))
+        return 7;
     if (!IS(hipFileDriverOpen(), hipFileSuccess))
         return 3;
     hipFileHandle_t fh;
@@ -75,12 +78,14 @@ int main(int argc, char **argv)
     CHECK(IS(hipFileBufRegister(dev, LEN, 0), hipFileSuccess));
     /* A large read first, so that the library's threads exist. */
     CHECK(read_all(fh, dev));
+    hipFileBatchHandle_t batch;
+    CHECK(IS(hipFileBatchIOSetUp(&batch, 4), hipFileSuccess));
 
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         alarm(60); /* alarms do not carry over fork: a hung child ends too */
-        _exit(child(fh, dev, fd));
+        _exit(child(fh, batch, dev, fd));
     }
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
@@ -88,7 +93,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "child ended with status %#x\n", status);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
-    /* The parent's registrations still serve. */
+    /* The parent's registrations and batch still serve. */
+    CHECK(IS(hipFileBatchIOCancel(batch), hipFileSuccess));
+    hipFileBatchIODestroy(batch);
     CHECK(read_all(fh, dev));
     memset(bytes, 0, LEN);
     CHECK(hipMemcpy(bytes, dev, LEN, D2H) == 0);
