@@ -74,7 +74,7 @@ fn run_c_program_in(
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(shared_library());
-    let tmp = TempDir::new(&format!("capi-{name}"));
+    let tmp = TempDir::new(&format!("c-hipfile-{name}"));
     let libdir = tmp.path().join("lib");
     let work = work_in.unwrap_or(tmp.path()).join(format!("work-{name}"));
     std::fs::create_dir(&libdir).unwrap();
@@ -151,7 +151,7 @@ fn c_program_reads_and_writes_through_the_library() {
 /// trailing comma) named both ways, `basic.c`'s driver opens and serves as without one.
 #[test]
 fn the_library_never_reads_cufiles_configuration_file() {
-    let dir = TempDir::new("capi-cufile-json");
+    let dir = TempDir::new("c-hipfile-cufile-json");
     let bad = dir.path().join("cufile.json");
     std::fs::write(
         &bad,

@@ -135,7 +135,7 @@ fn header_and_hips_headers_compile_in_either_order() {
     require!(has_command("cc"));
     require!(has_command("c++"));
     let hip = require!(hip_include_dir());
-    let dir = TempDir::new("capi-hip-order");
+    let dir = TempDir::new("c-hipfile-hip-order");
     let sources = [
         source(&dir, "alone.c", "#include \"hipfile.h\""),
         source(
@@ -175,7 +175,7 @@ fn fios_configure_probe_builds_and_runs() {
     let hip = require!(hip_include_dir());
     let emu = require!(emulated_runtime());
     let lib = require!(hipfile_testfs::cdylib("hipfile-c-hipfile", "libhipfile.so"));
-    let dir = TempDir::new("capi-fio-probe");
+    let dir = TempDir::new("c-hipfile-fio-probe");
     let rocm = dir.path().join("rocm");
     let (rocm_include, rocm_lib) = (rocm.join("include"), rocm.join("lib"));
     std::fs::create_dir_all(&rocm_include).unwrap();
@@ -263,7 +263,7 @@ fn no_hip_headers(dir: &TempDir) -> PathBuf {
 fn the_opt_out_needs_no_hip_header() {
     require!(has_command("cc"));
     require!(has_command("c++"));
-    let dir = TempDir::new("capi-no-hip");
+    let dir = TempDir::new("c-hipfile-no-hip");
     let poison = no_hip_headers(&dir);
     let args: Vec<std::ffi::OsString> = vec![
         "-DHIPFILE_NO_HIP_HEADERS".into(),
@@ -327,7 +327,7 @@ fn the_opt_out_takes_hips_types_when_hips_header_came_first() {
     require!(has_command("cc"));
     require!(has_command("c++"));
     let hip = require!(hip_include_dir());
-    let dir = TempDir::new("capi-no-hip-after");
+    let dir = TempDir::new("c-hipfile-no-hip-after");
     let program = source(
         &dir,
         "hip_first.c",

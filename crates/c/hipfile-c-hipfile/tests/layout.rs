@@ -486,7 +486,7 @@ fn c_facts(dir: &TempDir) -> BTreeMap<String, i64> {
 #[test]
 fn header_and_rust_declarations_agree() {
     require!(has_command("cc"));
-    let dir = TempDir::new("capi-layout");
+    let dir = TempDir::new("c-hipfile-layout");
     let c = c_facts(&dir);
     let rust: BTreeMap<String, i64> = rust_facts().into_iter().collect();
     let mut problems = Vec::new();

@@ -72,7 +72,7 @@ fn hipfile_hip_library_naming_the_loaded_runtime_uses_it() {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(hipfile_testfs::cdylib("hipfile-c-hipfile", "libhipfile.so"));
-    let dir = TempDir::new("capi-oneruntime-same");
+    let dir = TempDir::new("c-hipfile-oneruntime-same");
     let exe = build(dir.path(), &lib, &emu);
     let link = dir.path().join("named").join("libamdhip64.so");
     std::fs::create_dir(link.parent().unwrap()).unwrap();
@@ -87,7 +87,7 @@ fn hipfile_hip_library_naming_another_runtime_is_refused() {
     require!(has_command("cc"));
     let emu = require!(emulated_runtime());
     let lib = require!(hipfile_testfs::cdylib("hipfile-c-hipfile", "libhipfile.so"));
-    let dir = TempDir::new("capi-oneruntime-other");
+    let dir = TempDir::new("c-hipfile-oneruntime-other");
     let exe = build(dir.path(), &lib, &emu);
     let copy = dir.path().join("other").join("libamdhip64.so");
     std::fs::create_dir(copy.parent().unwrap()).unwrap();
