@@ -1,5 +1,5 @@
 //! NVIDIA's own headers, for the tests that compare `libcufile.so.0`'s declarations with
-//! them (`crates/hipfile-cufile/tests/layout.rs` and `tests/nvidia.rs`): cuFile's `cufile.h`
+//! them (`crates/c/hipfile-c-cufile/tests/layout.rs` and `tests/nvidia.rs`): cuFile's `cufile.h`
 //! as two releases ship it, and CUDA's `cuda.h`/`cuda_runtime.h`, which NVIDIA's header and
 //! its samples include; and NVML's `nvml.h`, against which `crates/hipfile-sys/tests/nvml.rs`
 //! builds its stand-in NVML. `ci` takes each from NVIDIA's PyPI packages ([`PACKAGES`], pinned),

@@ -1,5 +1,5 @@
 //! `cargo xtask dist [--out DIR] [--hip-soname SONAME]`: builds the C libraries
-//! (`hipfile-capi` and `hipfile-cufile`, release) and lays out an installation tree for C
+//! (`hipfile-c-hipfile` and `hipfile-c-cufile`, release) and lays out an installation tree for C
 //! programs, by default in `target/dist`:
 //!
 //! ```text
@@ -24,7 +24,7 @@
 //! still opens the runtime with `dlopen` by that soname, which gives the very object the
 //! dynamic linker loaded. `--hip-soname` chooses the soname for other HIP releases
 //! (`libamdhip64.so.6` for ROCm 6, `libamdhip64.so.5` for Debian's HIP 5). The portable copy
-//! is the plain `cargo build` of `hipfile-capi`; the dependent one is the same crate linked
+//! is the plain `cargo build` of `hipfile-c-hipfile`; the dependent one is the same crate linked
 //! again with `cargo rustc` and the stub, so only that crate is rebuilt. Both are read back
 //! ([`crate::elf`]): a tree whose libraries do not say what they should is an error.
 //!
@@ -54,7 +54,7 @@ pub const PORTABLE_DIR: &str = "portable";
 /// as AMD's hipFile for ROCm 7 does.
 pub const DEFAULT_HIP_SONAME: &str = "libamdhip64.so.7";
 /// The header's path in the source tree, from the workspace root.
-pub const HEADER: &str = "crates/hipfile-capi/include/hipfile.h";
+pub const HEADER: &str = "crates/c/hipfile-c-hipfile/include/hipfile.h";
 /// The C program [`check`] builds with the README's line, from the workspace root.
 pub const SMOKE_PROGRAM: &str = "xtask/c/dist_smoke.c";
 /// The README, whose "C programs" example [`check`] runs.
@@ -64,12 +64,12 @@ pub const CUFILE_SONAME: &str = "libcufile.so.0";
 /// Its linker's name, a link to [`CUFILE_SONAME`].
 pub const CUFILE_LINK_NAME: &str = "libcufile.so";
 /// Its header in the source tree, from the workspace root.
-pub const CUFILE_HEADER: &str = "crates/hipfile-cufile/include/cufile.h";
+pub const CUFILE_HEADER: &str = "crates/c/hipfile-c-cufile/include/cufile.h";
 /// Where the header goes in the tree, under `include/`.
 pub const CUFILE_INCLUDE: &str = "hipfile-cufile";
 /// The cuFile test program [`check`] builds (it `dlopen`s the library), and the directory of
 /// the `common.h` it includes, from the workspace root.
-pub const CUFILE_SMOKE_PROGRAM: &str = "crates/hipfile-cufile/tests/c/dlopen.c";
+pub const CUFILE_SMOKE_PROGRAM: &str = "crates/c/hipfile-c-cufile/tests/c/dlopen.c";
 /// The cuFile program [`check`] builds with `pkg-config --cflags --libs cufile`.
 pub const CUFILE_PC_PROGRAM: &str = "xtask/c/cufile_smoke.c";
 
@@ -317,12 +317,12 @@ pub fn dist(
     let (portable, cufile) = build_libraries()?;
     expect_dynamic(&portable, None)?;
     layout_portable(&portable, &out)?;
-    let cufile_version = version_of(metadata, "hipfile-cufile")?;
+    let cufile_version = version_of(metadata, "hipfile-c-cufile")?;
     layout_cufile(&cufile, &root.join(CUFILE_HEADER), cufile_version, &out)?;
     let stub = hip_stub(&target.join("hip-stub"), hip_soname)?;
     let library = build_dependent_library(&stub)?;
     expect_dynamic(&library, Some(hip_soname))?;
-    let version = version_of(metadata, "hipfile-capi")?;
+    let version = version_of(metadata, "hipfile-c-hipfile")?;
     layout(&library, &root.join(HEADER), version, hip_soname, &out)?;
     out.canonicalize()
         .map_err(|e| format!("cannot resolve {}: {e}", out.display()))
@@ -385,7 +385,7 @@ pub fn hip_stub(dir: &Path, soname: &str) -> Result<PathBuf, String> {
     Ok(stub)
 }
 
-/// `cargo build --release -p hipfile-capi -p hipfile-cufile --lib`, and the `libhipfile.so`
+/// `cargo build --release -p hipfile-c-hipfile -p hipfile-c-cufile --lib`, and the `libhipfile.so`
 /// (the portable one) and `libcufile.so` it names.
 fn build_libraries() -> Result<(PathBuf, PathBuf), String> {
     let messages = cargo_json(&[
@@ -393,9 +393,9 @@ fn build_libraries() -> Result<(PathBuf, PathBuf), String> {
         "--locked",
         "--release",
         "-p",
-        "hipfile-capi",
+        "hipfile-c-hipfile",
         "-p",
-        "hipfile-cufile",
+        "hipfile-c-cufile",
         "--lib",
         "--message-format=json-render-diagnostics",
     ])?;
@@ -406,7 +406,7 @@ fn build_libraries() -> Result<(PathBuf, PathBuf), String> {
     Ok((named(LINK_NAME)?, named(CUFILE_LINK_NAME)?))
 }
 
-/// `hipfile-capi` linked again with `stub`, which the linker records as needed however
+/// `hipfile-c-hipfile` linked again with `stub`, which the linker records as needed however
 /// little the library uses it (`--no-as-needed`); the `libhipfile.so` it names.
 fn build_dependent_library(stub: &Path) -> Result<PathBuf, String> {
     let stub = format!("link-arg={}", utf8(stub)?);
@@ -415,7 +415,7 @@ fn build_dependent_library(stub: &Path) -> Result<PathBuf, String> {
         "--locked",
         "--release",
         "-p",
-        "hipfile-capi",
+        "hipfile-c-hipfile",
         "--lib",
         "--message-format=json-render-diagnostics",
         "--",
@@ -427,7 +427,7 @@ fn build_dependent_library(stub: &Path) -> Result<PathBuf, String> {
         "link-arg=-Wl,--pop-state",
     ])?;
     crate::emulated::artifact_in_messages(&messages, LINK_NAME)
-        .ok_or_else(|| format!("cargo linked hipfile-capi but named no {LINK_NAME}"))
+        .ok_or_else(|| format!("cargo linked hipfile-c-hipfile but named no {LINK_NAME}"))
 }
 
 /// Runs cargo with `args` (JSON messages asked for) and returns its standard output.

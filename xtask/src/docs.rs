@@ -7,7 +7,7 @@
 //! is a code span or a word of plain text (fenced blocks included) that starts like a
 //! repository path: `crates/`, `docs/`, `xtask/`, `.ci/`, `.github/`, or `tests/` in a code
 //! span. Those are read from the repository's root, and a `tests/` path also from the crate
-//! whose README names it (`tests/c/basic.c` in `crates/hipfile-capi/README.md`). Globs,
+//! whose README names it (`tests/c/basic.c` in `crates/c/hipfile-c-hipfile/README.md`). Globs,
 //! placeholders and URLs are not paths. A wrong path in the docs sends a maintainer to a file
 //! that is not there; the docs used to cite a `docs/PERF.md` that never existed.
 //!
@@ -588,14 +588,14 @@ mod tests {
 
     #[test]
     fn fenced_blocks_are_read_for_plain_paths_only() {
-        let text = "```sh\nnvcc crates/hipfile-cufile/tests/gpu/nullstream.cu -o x\n\
+        let text = "```sh\nnvcc crates/c/hipfile-c-cufile/tests/gpu/nullstream.cu -o x\n\
                     cc tests/c/basic.c `docs/y.md`\n````\nafter `xtask/src/main.rs`\n";
         assert_eq!(
             paths(text),
             [
                 (
                     2,
-                    "crates/hipfile-cufile/tests/gpu/nullstream.cu".into(),
+                    "crates/c/hipfile-c-cufile/tests/gpu/nullstream.cu".into(),
                     Kind::Bare
                 ),
                 (3, "docs/y.md".into(), Kind::Bare),

@@ -46,7 +46,7 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
     // The C ABIs' one implementation: a translation layer over the facade, allowed what the
     // CLI is; the two libraries export it and may use nothing else.
     (
-        "hipfile-cabi",
+        "hipfile-c-shared",
         Some(&[
             "hipfile",
             "hipfile-core",
@@ -57,8 +57,8 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-fallback",
         ]),
     ),
-    ("hipfile-capi", Some(&["hipfile-cabi"])),
-    ("hipfile-cufile", Some(&["hipfile-cabi"])),
+    ("hipfile-c-hipfile", Some(&["hipfile-c-shared"])),
+    ("hipfile-c-cufile", Some(&["hipfile-c-shared"])),
     ("hipfile-testfs", Some(&[])),
     ("hipfile-testkit", Some(&["hipfile-core", "hipfile-probe"])),
     ("hipfile-emu", Some(&[])),

@@ -148,7 +148,7 @@ fn ci(strict: bool) -> Result<(), String> {
     } else {
         &[]
     };
-    // NVIDIA's cufile.h (1.15, 1.17) and CUDA's headers, which hipfile-cufile's tests compare
+    // NVIDIA's cufile.h (1.15, 1.17) and CUDA's headers, which hipfile-c-cufile's tests compare
     // libcufile.so.0's declarations with.
     let metadata = layers::workspace_metadata()?;
     let target = metadata["target_directory"]

@@ -104,13 +104,13 @@ pub fn test_args(s: Sanitizer, triple: &str, target: &str, build_std: bool) -> V
             common(&[
                 "--workspace",
                 "--exclude",
-                "hipfile-capi",
+                "hipfile-c-hipfile",
                 "--exclude",
-                "hipfile-cufile",
+                "hipfile-c-cufile",
                 "--exclude",
                 "xtask",
             ]),
-            common(&["-p", "hipfile-capi", "-p", "hipfile-cufile", "--lib"]),
+            common(&["-p", "hipfile-c-hipfile", "-p", "hipfile-c-cufile", "--lib"]),
         ],
         Sanitizer::Thread => vec![common(&[
             "-p",

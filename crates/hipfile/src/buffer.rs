@@ -238,7 +238,7 @@ impl DeviceBuffer {
     /// `device`, usable for `len` bytes from `ptr` (to the end of its allocation, or as far
     /// as the caller vouches where the runtime cannot bound it). Its requests use that
     /// description instead of asking the runtime again (two calls into the GPU driver). For
-    /// `hipfile-cabi`, whose calls on an unregistered pointer ask the runtime before they make
+    /// `hipfile-c-shared`, whose calls on an unregistered pointer ask the runtime before they make
     /// the buffer.
     ///
     /// # Safety
