@@ -28,7 +28,7 @@ fn large_settings_pin_only_what_a_request_uses() {
     let d = Driver::open_private(config.clone()).unwrap();
     let fb = Fallback::with_runtime(
         &config,
-        d.gpu().clone(),
+        d.tuning().gpu().clone(),
         StagingConfig::for_knobs(&config.fallback_knobs()),
     );
     let pool = fb.staging().unwrap();
@@ -61,7 +61,7 @@ fn large_settings_pin_only_what_a_request_uses() {
         // SAFETY: `buf` is allocated until the end of the test, after every request.
         let buffer = unsafe {
             check_buffer(
-                &**d.gpu(),
+                &**d.tuning().gpu(),
                 buf.ptr(),
                 BufferUse::Register {
                     len: size as u64,

@@ -342,7 +342,8 @@ impl<'a> Loader<'a> {
                 .iter()
                 .any(|p| p.len.min(request) > config.fallback_knobs().small_io_threshold);
         let mut buffers = std::thread::scope(|scope| {
-            let pinning = staged.then(|| scope.spawn(|| self.driver.prepare_staging(request)));
+            let pinning =
+                staged.then(|| scope.spawn(|| self.driver.tuning().prepare_staging(request)));
             let made = allocate_parts(&self.driver, &opened, &parts);
             // Its failure is left for the requests to report.
             drop(pinning.map(std::thread::ScopedJoinHandle::join));

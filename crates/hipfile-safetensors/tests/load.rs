@@ -445,7 +445,7 @@ fn a_load_through_the_fallback_prepares_the_staging_of_every_io_thread() {
         .io_threads(8)
         .task_size(1 << 20);
     let base = Driver::open_private(require!(config(settings))).unwrap();
-    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let rt = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let driver = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
     drop(base);
     let dir = TempDir::new("st-prepared");
@@ -460,7 +460,7 @@ fn a_load_through_the_fallback_prepares_the_staging_of_every_io_thread() {
     assert_eq!(rt.calls(Call::AllocPinned), 1);
     // One per I/O thread exists already (the 3 MiB request itself keeps only three busy):
     // asking for them pins nothing.
-    assert_eq!(driver.prepare_staging(8 << 20), 8);
+    assert_eq!(driver.tuning().prepare_staging(8 << 20), 8);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
 }
 

@@ -3,7 +3,7 @@
 //! without taking it over (hipfile never frees it).
 //!
 //! Here the "framework" is the runtime itself: the memory comes from the driver's runtime
-//! allocator (`driver.gpu().alloc_device`) and goes back to it at the end, as a framework's
+//! allocator (`driver.tuning().gpu().alloc_device`) and goes back to it at the end, as a framework's
 //! tensor would.
 //!
 //! `cargo run -p hipfile --example foreign_memory [FILE]`; without `FILE` it writes a test file
@@ -43,7 +43,7 @@ fn run_main() -> Result<(), Box<dyn Error>> {
 
     // The framework's allocation: a device pointer and a length, owned by the framework.
     let len = expected.len();
-    let ptr = driver.gpu().alloc_device(len)?;
+    let ptr = driver.tuning().gpu().alloc_device(len)?;
 
     let result = (|| -> Result<(), Box<dyn Error>> {
         // SAFETY: `ptr..ptr+len` is device memory of this driver's runtime, just allocated by
@@ -71,6 +71,6 @@ fn run_main() -> Result<(), Box<dyn Error>> {
     // The framework frees its memory.
     // SAFETY: `ptr` came from this runtime's `alloc_device`, the buffer that described it is
     // gone and no transfer uses it, and it is not used after this.
-    unsafe { driver.gpu().free_device(ptr) }?;
+    unsafe { driver.tuning().gpu().free_device(ptr) }?;
     result
 }

@@ -108,9 +108,12 @@ fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     // SAFETY: `buf` and `later` live until after the stream is synchronised below, and
     // nothing else touches `later` until then.
     unsafe {
-        driver
-            .gpu()
-            .copy_to_host(later.as_mut_ptr(), device_bytes, len, Some(stream.handle()))
+        driver.tuning().gpu().copy_to_host(
+            later.as_mut_ptr(),
+            device_bytes,
+            len,
+            Some(stream.handle()),
+        )
     }?;
     stream.synchronize()?;
     let mut moved = 0;

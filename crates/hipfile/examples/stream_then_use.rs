@@ -158,7 +158,7 @@ fn use_on_stream(
     stream: StreamHandle,
 ) -> Result<(), Box<dyn Error>> {
     let n = SAMPLE.min(len);
-    let gpu = driver.gpu();
+    let gpu = driver.tuning().gpu();
     let host = sample.as_mut_ptr();
     // SAFETY: `device..device + len` is a live buffer of the caller's, and `sample` holds
     // 2 × SAMPLE bytes; both stay untouched and alive until the caller has synchronised

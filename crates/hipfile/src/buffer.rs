@@ -200,14 +200,14 @@ impl DeviceBuffer {
     /// let driver = hipfile::Driver::open()?;
     /// let fh = driver.register_file(&std::fs::File::open(&path)?)?;
     /// // Memory another library allocated with the same runtime: a pointer and a length.
-    /// let (ptr, len) = (driver.gpu().alloc_device(8192)?, 8192);
+    /// let (ptr, len) = (driver.tuning().gpu().alloc_device(8192)?, 8192);
     /// // SAFETY: `ptr..ptr+len` is device memory of this driver's runtime; it is freed only
     /// // after `tensor` is dropped, and nothing else touches it meanwhile.
     /// let mut tensor = unsafe { hipfile::DeviceBuffer::from_raw(&driver, ptr, len) };
     /// fh.read_exact_at(&mut tensor, 0)?;
     /// drop(tensor); // hipfile never frees it: its owner does.
     /// // SAFETY: `ptr` came from this runtime's `alloc_device`, and nothing uses it any more.
-    /// unsafe { driver.gpu().free_device(ptr) }?;
+    /// unsafe { driver.tuning().gpu().free_device(ptr) }?;
     /// # std::fs::remove_file(&path)?;
     /// # Ok(())
     /// # }

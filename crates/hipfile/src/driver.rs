@@ -277,12 +277,6 @@ impl Driver {
         Arc::strong_count(&self.inner) == 1
     }
 
-    /// The bytes of one staging buffer (the most one `pread`/`pwrite` and one copy of the
-    /// fallback move) for a driver with `knobs`.
-    pub fn staging_chunk_size(knobs: &hipfile_core::FallbackKnobs) -> usize {
-        StagingConfig::for_knobs(knobs).chunk_size
-    }
-
     /// Whether `self` and `other` are handles to the same driver.
     pub fn same_as(&self, other: &Driver) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -299,8 +293,15 @@ impl Driver {
     }
 
     /// The runtime as the backends see it.
-    pub fn gpu(&self) -> &Arc<dyn GpuRuntime> {
+    pub(crate) fn gpu(&self) -> &Arc<dyn GpuRuntime> {
         &self.inner.runtime
+    }
+
+    /// What follows the fallback's and the runtime layer's internals rather than the stable
+    /// API: the staging buffers' size and their allocation ahead of time, and the runtime
+    /// itself ([`Tuning`]).
+    pub fn tuning(&self) -> Tuning<'_> {
+        Tuning(self)
     }
 
     /// The counters, when `HIPFILE_STATS_LEVEL` ≥ 1; `None` otherwise. What each level
@@ -501,19 +502,6 @@ impl Driver {
         &self.inner.engine
     }
 
-    /// Pins now the host staging buffers that fallback requests of `request_len` bytes keep
-    /// busy when they occupy every I/O thread (with the defaults, one 4 MiB buffer per
-    /// thread for requests of up to 64 MiB, two for larger ones: 64 or 128 MiB), as one
-    /// allocation, instead of when the first of them needs them; returns how many staging
-    /// buffers exist. Requests of at most the small-request threshold reserve nothing.
-    /// Pinning 64 MiB took 0.01–0.02 s on the GPU machine: a program that is about to read
-    /// a lot through the fallback can have it done beforehand, or on another thread while
-    /// it does other setup (as cuFile's `cuFileDriverOpen` allocates its buffers). Does
-    /// nothing once they exist; a failed allocation is left for the requests to report.
-    pub fn prepare_staging(&self, request_len: u64) -> usize {
-        self.inner.fallback.reserve_staging(request_len)
-    }
-
     /// Allocates every staging buffer before the first stream-ordered request is queued: a
     /// pinned allocation waits for the work of every stream (CUDA's implicit
     /// synchronisation), so one made on demand while a stream waits on a request could wait
@@ -582,5 +570,38 @@ pub(crate) struct InFlight(Arc<RegisteredBuffer>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The driver's settings and handles that follow the fallback's and the runtime layer's
+/// internals, for a program that tunes them ([`Driver::tuning`]). They may change with
+/// those internals, as the stable API does not.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning<'a>(&'a Driver);
+
+impl<'a> Tuning<'a> {
+    /// The bytes of one staging buffer (the most one `pread`/`pwrite` and one copy of the
+    /// fallback move) for a driver with `knobs`.
+    pub fn staging_chunk_size(knobs: &hipfile_core::FallbackKnobs) -> usize {
+        StagingConfig::for_knobs(knobs).chunk_size
+    }
+
+    /// Pins now the host staging buffers that fallback requests of `request_len` bytes keep
+    /// busy when they occupy every I/O thread (with the defaults, one 4 MiB buffer per
+    /// thread for requests of up to 64 MiB, two for larger ones: 64 or 128 MiB), as one
+    /// allocation, instead of when the first of them needs them; returns how many staging
+    /// buffers exist. Requests of at most the small-request threshold reserve nothing.
+    /// Pinning 64 MiB took 0.01–0.02 s on the GPU machine: a program that is about to read
+    /// a lot through the fallback can have it done beforehand, or on another thread while
+    /// it does other setup (as cuFile's `cuFileDriverOpen` allocates its buffers). Does
+    /// nothing once they exist; a failed allocation is left for the requests to report.
+    pub fn prepare_staging(&self, request_len: u64) -> usize {
+        self.0.inner.fallback.reserve_staging(request_len)
+    }
+
+    /// The runtime as the backends see it, for work of the program's own around hipfile's
+    /// (allocations, streams and copies through the runtime hipfile loaded).
+    pub fn gpu(self) -> &'a Arc<dyn GpuRuntime> {
+        self.0.gpu()
     }
 }

@@ -108,7 +108,7 @@ pub use hipfile_sys as sys;
 
 pub use batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
 pub use buffer::{DeviceBuffer, PinnedHostBuffer};
-pub use driver::Driver;
+pub use driver::{Driver, Tuning};
 pub use engine::IoState;
 pub use file::FileHandle;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};

@@ -320,7 +320,7 @@ fn asynchronous_fastpath_failures_are_retried_on_the_fallback_as_synchronous_one
     use hipfile_testkit::{Call, Fault, Injected};
     let fs = require!(MountedFs::xfs(300));
     let base = require!(driver(ConfigBuilder::new()));
-    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         injected.clone(),
@@ -424,7 +424,7 @@ fn small_requests_run_as_many_at_once_as_there_are_request_threads() {
     let base = require!(driver(
         ConfigBuilder::new().io_threads(1).request_threads(4)
     ));
-    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         injected.clone(),
@@ -482,7 +482,7 @@ fn a_panicking_waker_leaves_the_engine_serving() {
     let base = require!(driver(
         ConfigBuilder::new().io_threads(1).request_threads(1)
     ));
-    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         injected.clone(),

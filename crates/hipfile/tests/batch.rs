@@ -169,7 +169,7 @@ fn parked(threads: usize) -> Result<Parked, Skip> {
             .io_threads(threads)
             .request_threads(threads),
     )?;
-    let parking = Arc::new(Injected::new(base.gpu().clone()));
+    let parking = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         parking.clone(),

@@ -944,7 +944,11 @@ fn devices_child(force_fallback: bool) {
                 assert_eq!(r.bytes, size as u64, "device {dev}");
                 // Waiting for the buffer's null stream made its device current only for a
                 // while.
-                assert_eq!(d.gpu().current_device().unwrap(), 0, "device {dev}");
+                assert_eq!(
+                    d.tuning().gpu().current_device().unwrap(),
+                    0,
+                    "device {dev}"
+                );
                 let mut got = vec![0u8; size];
                 buf.copy_to_host(0, &mut got).unwrap();
                 assert!(got == *data, "device {dev}");
@@ -1147,7 +1151,7 @@ fn a_refused_deregistration_changes_nothing() {
     // The emulated runtime, with one request parked inside its first synchronous copy to the
     // device once armed, until released: a request held in flight for as long as the test
     // needs.
-    let parking = std::sync::Arc::new(Injected::new(base.gpu().clone()));
+    let parking = std::sync::Arc::new(Injected::new(base.tuning().gpu().clone()));
     let gate = Gate::new();
     let d = Driver::with_runtime(
         base.config().clone(),

@@ -113,7 +113,7 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
         .build_with(|_| None)
         .0;
     let base = Driver::open_private(config).unwrap();
-    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         injected.clone(),
@@ -259,7 +259,8 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                     // SAFETY: the buffer and the pinned bytes live until the stream is
                     // synchronised just below.
                     unsafe {
-                        d.gpu()
+                        d.tuning()
+                            .gpu()
                             .copy_to_host(
                                 host.as_mut_ptr(),
                                 bufs[d_.slot].ptr(),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 fn counted(settings: ConfigBuilder) -> Result<(Driver, Arc<Injected>), Skip> {
     let lib = emulated_runtime()?;
     let base = Driver::open_private(settings.hip_library(lib).build_with(|_| None).0).unwrap();
-    let rt = Arc::new(Injected::new(base.gpu().clone()));
+    let rt = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(base.config().clone(), rt.clone(), base.runtime().clone());
     Ok((d, rt))
 }
@@ -48,10 +48,13 @@ fn clones_files_and_buffers_each_hold_the_driver() {
 fn a_staging_buffer_is_a_task_within_the_pool() {
     let knobs = |b: ConfigBuilder| b.build_with(|_| None).0.fallback;
     let four_mib_tasks = knobs(ConfigBuilder::new().task_size(4 << 20).io_threads(4));
-    assert_eq!(Driver::staging_chunk_size(&four_mib_tasks), 4 << 20);
+    assert_eq!(
+        hipfile::Tuning::staging_chunk_size(&four_mib_tasks),
+        4 << 20
+    );
     // 256 MiB for 64 workers' 2 buffers: 2 MiB each.
     let many = knobs(ConfigBuilder::new().task_size(4 << 20).io_threads(64));
-    assert_eq!(Driver::staging_chunk_size(&many), 2 << 20);
+    assert_eq!(hipfile::Tuning::staging_chunk_size(&many), 2 << 20);
     // 16 KiB over 3 workers' 2 buffers is under a page: one page it is.
     let tiny = knobs(
         ConfigBuilder::new()
@@ -59,7 +62,7 @@ fn a_staging_buffer_is_a_task_within_the_pool() {
             .staging_memory(16 << 10)
             .io_threads(3),
     );
-    assert_eq!(Driver::staging_chunk_size(&tiny), 4096);
+    assert_eq!(hipfile::Tuning::staging_chunk_size(&tiny), 4096);
 }
 
 #[test]
@@ -100,8 +103,8 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
     let fh = d
         .register_file(&std::fs::File::open(&path).unwrap())
         .unwrap();
-    let ptr = d.gpu().alloc_device(8192).unwrap();
-    let info = d.gpu().pointer_info(ptr).unwrap();
+    let ptr = d.tuning().gpu().alloc_device(8192).unwrap();
+    let info = d.tuning().gpu().pointer_info(ptr).unwrap();
     let (info_calls, range_calls) = (rt.calls(Call::PointerInfo), rt.calls(Call::AddressRange));
     for i in 0..3 {
         // As the C library does for each call on an unregistered pointer, after asking the
@@ -120,7 +123,7 @@ fn a_buffer_made_with_its_description_is_not_described_again() {
     assert_eq!(rt.calls(Call::PointerInfo), info_calls);
     assert_eq!(rt.calls(Call::AddressRange), range_calls);
     // SAFETY: allocated above; no buffer over it is left.
-    unsafe { d.gpu().free_device(ptr) }.unwrap();
+    unsafe { d.tuning().gpu().free_device(ptr) }.unwrap();
 }
 
 #[test]
@@ -134,17 +137,17 @@ fn prepared_staging_is_what_requests_of_that_size_keep_busy_and_large_reads_then
             .staging_memory(16 << 20)
     ));
     // 1 MiB chunks. A request the caller serves itself reserves nothing.
-    assert_eq!(d.prepare_staging(1 << 20), 0);
+    assert_eq!(d.tuning().prepare_staging(1 << 20), 0);
     assert_eq!(rt.calls(Call::AllocPinned), 0);
     // 4 MiB requests are 1 MiB tasks of one chunk each: one buffer per I/O thread, pinned at
     // once; asked again, nothing more.
-    assert_eq!(d.prepare_staging(4 << 20), 4);
+    assert_eq!(d.tuning().prepare_staging(4 << 20), 4);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
-    assert_eq!(d.prepare_staging(4 << 20), 4);
+    assert_eq!(d.tuning().prepare_staging(4 << 20), 4);
     assert_eq!(rt.calls(Call::AllocPinned), 1);
     // 8 MiB requests are 2 MiB tasks of two chunks: two per thread, the four missing pinned
     // as one allocation.
-    assert_eq!(d.prepare_staging(8 << 20), 8);
+    assert_eq!(d.tuning().prepare_staging(8 << 20), 8);
     assert_eq!(rt.calls(Call::AllocPinned), 2);
 
     let dir = TempDir::new("handles-prepared");

@@ -182,7 +182,8 @@ fn cufiles_rule_serves_pageable_and_pinned_host_memory_registered_or_not() {
         );
     }
     assert_eq!(
-        d.gpu()
+        d.tuning()
+            .gpu()
             .pointer_info(DevicePtr(pinned.as_ptr() as u64))
             .unwrap()
             .memory,

@@ -77,7 +77,8 @@ fn null_stream_users() -> u64 {
 /// Holds the null stream back until the returned sender sends or is dropped.
 fn hold_null_stream(d: &Driver) -> std::sync::mpsc::Sender<()> {
     let (go, wait) = std::sync::mpsc::channel::<()>();
-    d.gpu()
+    d.tuning()
+        .gpu()
         .launch_host_func(
             NULL,
             Box::new(move || {
@@ -100,7 +101,8 @@ fn behind_null_stream_copy<T: Send>(
     // SAFETY: `at..+len` is device memory of the test's buffer, alive until the null stream
     // is synchronised below; `bytes` outlives that too.
     unsafe {
-        d.gpu()
+        d.tuning()
+            .gpu()
             .copy_to_device(at, bytes.as_ptr(), bytes.len(), Some(NULL))
     }
     .unwrap();
@@ -123,7 +125,7 @@ fn behind_null_stream_copy<T: Send>(
         drop(release);
         call.join().unwrap()
     });
-    d.gpu().stream_synchronize(NULL).unwrap();
+    d.tuning().gpu().stream_synchronize(NULL).unwrap();
     result
 }
 
@@ -317,7 +319,8 @@ fn a_stream_ordered_request_on_the_null_stream_is_ordered_there_alone() {
         let copied = pattern(len, 9);
         // SAFETY: the buffer lives until the null stream is synchronised below.
         unsafe {
-            d.gpu()
+            d.tuning()
+                .gpu()
                 .copy_to_device(buf.ptr(), copied.as_ptr(), len, Some(NULL))
                 .unwrap();
         }
@@ -326,7 +329,7 @@ fn a_stream_ordered_request_on_the_null_stream_is_ordered_there_alone() {
         drop(release);
         let outcome = io.wait().unwrap();
         assert_eq!(outcome.bytes, len as u64);
-        d.gpu().stream_synchronize(NULL).unwrap();
+        d.tuning().gpu().stream_synchronize(NULL).unwrap();
         let mut back = vec![0u8; len];
         buf.copy_to_host(0, &mut back).unwrap();
         assert!(back == contents, "the read ran before the copy ahead of it");

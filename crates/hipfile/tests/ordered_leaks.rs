@@ -104,7 +104,8 @@ fn round(lib: &Path, dir: &Path) {
         assert_eq!(io.wait().unwrap().bytes, (LEN / 2) as u64);
         // Cancelled: dropped while a host function holds the stream back.
         let (go, held) = std::sync::mpsc::channel::<()>();
-        d.gpu()
+        d.tuning()
+            .gpu()
             .launch_host_func(
                 stream.handle(),
                 Box::new(move || {

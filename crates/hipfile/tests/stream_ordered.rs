@@ -45,13 +45,13 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
         .0;
     let base = Driver::open_private(config).unwrap();
     assert_eq!(base.runtime().platform, Platform::Emulated);
-    let injected = Arc::new(Injected::new(base.gpu().clone()));
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
     let d = Driver::with_runtime(
         base.config().clone(),
         injected.clone(),
         base.runtime().clone(),
     );
-    assert!(d.gpu().has_stream_wait_value());
+    assert!(d.tuning().gpu().has_stream_wait_value());
     Ok((d, injected))
 }
 
@@ -59,7 +59,8 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
 /// dropped: earlier work that the test releases when it chooses.
 fn hold(d: &Driver, stream: StreamHandle) -> std::sync::mpsc::Sender<()> {
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    d.gpu()
+    d.tuning()
+        .gpu()
         .launch_host_func(
             stream,
             Box::new(move || {
@@ -76,7 +77,8 @@ fn copy_back_on(d: &Driver, stream: StreamHandle, src: hipfile::DevicePtr, host:
     // SAFETY: `src..+len` is device memory of this runtime that the test keeps alive, and
     // `host` stays borrowed until the caller synchronises the stream.
     unsafe {
-        d.gpu()
+        d.tuning()
+            .gpu()
             .copy_to_host(host.as_mut_ptr(), src, host.len(), Some(stream))
             .unwrap();
     }
@@ -98,7 +100,7 @@ fn wait_parked(gate: &Gate, n: usize) {
 fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let (d, injected) = require!(driver());
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered", 1 << 20, 3);
-    let stream = d.gpu().stream_create().unwrap();
+    let stream = d.tuning().gpu().stream_create().unwrap();
     let mut buf = d.alloc(8192).unwrap();
     // A marker that a copy made too early would bring back.
     buf.copy_from_host(0, &[0xAA; 8192]).unwrap();
@@ -124,7 +126,7 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     std::thread::sleep(std::time::Duration::from_millis(50));
     assert_eq!(io.state(), IoState::Waiting);
     assert!(
-        !d.gpu().stream_query(stream).unwrap(),
+        !d.tuning().gpu().stream_query(stream).unwrap(),
         "the stream went past the read"
     );
     assert!(
@@ -138,9 +140,9 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let done = io.wait().unwrap();
     assert_eq!(done.bytes, 4000);
     assert_eq!(done.backend, hipfile::BackendKind::Fallback);
-    d.gpu().stream_synchronize(stream).unwrap();
+    d.tuning().gpu().stream_synchronize(stream).unwrap();
     assert!(host[..] == data[100..4100]);
-    d.gpu().stream_destroy(stream).unwrap();
+    d.tuning().gpu().stream_destroy(stream).unwrap();
 }
 
 /// A driver on the emulated runtime that serves everything with the fallback, through a
@@ -250,7 +252,7 @@ fn a_write_waits_for_the_streams_earlier_work() {
         .open(&path)
         .unwrap();
     let fh = d.register_file(&file).unwrap();
-    let stream = d.gpu().stream_create().unwrap();
+    let stream = d.tuning().gpu().stream_create().unwrap();
     let data = pattern(1 << 20, 8);
     let mut staging = d.alloc_pinned(data.len()).unwrap();
     staging.copy_from_slice(&data);
@@ -260,7 +262,8 @@ fn a_write_waits_for_the_streams_earlier_work() {
     let go_tx = hold(&d, stream);
     // SAFETY: the buffer and the pinned bytes live until the stream is synchronised below.
     unsafe {
-        d.gpu()
+        d.tuning()
+            .gpu()
             .copy_to_device(buf.ptr(), staging.as_ptr(), data.len(), Some(stream))
             .unwrap();
     }
@@ -273,16 +276,16 @@ fn a_write_waits_for_the_streams_earlier_work() {
     );
     go_tx.send(()).unwrap();
     assert_eq!(io.wait().unwrap().bytes, data.len() as u64);
-    d.gpu().stream_synchronize(stream).unwrap();
+    d.tuning().gpu().stream_synchronize(stream).unwrap();
     assert!(std::fs::read(&path).unwrap() == data);
-    d.gpu().stream_destroy(stream).unwrap();
+    d.tuning().gpu().stream_destroy(stream).unwrap();
 }
 
 #[test]
 fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_goes_on() {
     let (d, _) = require!(driver());
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-c", 64 << 10, 5);
-    let stream = d.gpu().stream_create().unwrap();
+    let stream = d.tuning().gpu().stream_create().unwrap();
     let mut buf = d.alloc(64 << 10).unwrap();
     let go_tx = hold(&d, stream);
     // SAFETY: the stream is live until the end of the test.
@@ -294,7 +297,7 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     }
     go_tx.send(()).unwrap();
     // The gate was opened by the cancellation: the stream does not wait for ever.
-    d.gpu().stream_synchronize(stream).unwrap();
+    d.tuning().gpu().stream_synchronize(stream).unwrap();
     let mut got = vec![0u8; 64 << 10];
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got.iter().all(|&b| b == 0), "a cancelled read moved bytes");
@@ -308,10 +311,10 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     for io in ios {
         assert_eq!(io.wait().unwrap().bytes, 4096);
     }
-    d.gpu().stream_synchronize(stream).unwrap();
+    d.tuning().gpu().stream_synchronize(stream).unwrap();
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got == data);
-    d.gpu().stream_destroy(stream).unwrap();
+    d.tuning().gpu().stream_destroy(stream).unwrap();
 }
 
 /// A request ordered on the null stream, which a synchronous copy on the legacy default
@@ -339,7 +342,10 @@ fn a_request_on_the_null_stream_does_not_wait_for_itself() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(io.wait().unwrap().bytes, 4000);
-    d.gpu().stream_synchronize(StreamHandle(0)).unwrap();
+    d.tuning()
+        .gpu()
+        .stream_synchronize(StreamHandle(0))
+        .unwrap();
     let mut got = vec![0u8; 4000];
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got[..] == data[7..4007]);

@@ -468,7 +468,7 @@ pub(crate) unsafe fn temporary(
     ptr: u64,
     extent: u64,
 ) -> Result<DeviceBuffer, Refusal> {
-    let gpu = driver.gpu();
+    let gpu = driver.tuning().gpu();
     let at = DevicePtr(ptr);
     let info = gpu.pointer_info(at).map_err(|e| match e.code {
         1 => Refusal::Code(hipFileInvalidValue),

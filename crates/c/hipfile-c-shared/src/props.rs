@@ -89,7 +89,7 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
     if st
         .driver
         .as_ref()
-        .is_some_and(|d| d.gpu().has_stream_wait_value())
+        .is_some_and(|d| d.tuning().gpu().has_stream_wait_value())
     {
         features |= 1 << hipFileStreamsSupported;
     }

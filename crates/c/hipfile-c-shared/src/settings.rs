@@ -7,7 +7,7 @@
 //! its lock, and nothing here takes it or calls the facade's driver.
 
 use crate::types::*;
-use facade::{Config, ConfigBuilder, Driver, FallbackKnobs, MemoryTypes};
+use facade::{Config, ConfigBuilder, FallbackKnobs, MemoryTypes};
 use std::ffi::{CStr, CString, c_uint};
 use std::sync::OnceLock;
 
@@ -340,7 +340,7 @@ pub(crate) fn pinned_bytes(config: &Config, settings: &Settings) -> u64 {
 
 /// The bytes of one staging buffer, for `config`.
 pub(crate) fn chunk_bytes(config: &Config) -> u64 {
-    Driver::staging_chunk_size(&config.fallback) as u64
+    facade::Tuning::staging_chunk_size(&config.fallback) as u64
 }
 
 /// `kib` KiB in bytes, when that lies in `min..=max` bytes.

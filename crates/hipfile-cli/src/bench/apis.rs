@@ -137,6 +137,7 @@ impl Thread<'_> {
     fn stream(&self, bufs: &mut [DeviceBuffer]) -> Result<Tally, String> {
         if let Some(d) = self.device {
             self.driver
+                .tuning()
                 .gpu()
                 .set_device(d)
                 .map_err(|e| format!("cannot use device {d}: {e}"))?;
