@@ -1,7 +1,7 @@
 //! NVIDIA's own headers, for the tests that compare `libcufile.so.0`'s declarations with
 //! them (`crates/c/hipfile-c-cufile/tests/layout.rs` and `tests/nvidia.rs`): cuFile's `cufile.h`
 //! as two releases ship it, and CUDA's `cuda.h`/`cuda_runtime.h`, which NVIDIA's header and
-//! its samples include; and NVML's `nvml.h`, against which `crates/hipfile-sys/tests/nvml.rs`
+//! its samples include; and NVML's `nvml.h`, against which `crates/base/hipfile-sys/tests/nvml.rs`
 //! builds its stand-in NVML. `ci` takes each from NVIDIA's PyPI packages ([`PACKAGES`], pinned),
 //! which ship them, into `<target>/nvidia-headers/<name>/include`, where the tests look. Only
 //! the headers are kept; nothing of them is committed or linked. A failure to fetch them is
