@@ -240,6 +240,21 @@ fn the_runtime_says_whether_it_has_amd_file_io() {
     assert!(format!("{fp:?}").contains("has_runtime: true"));
 }
 
+/// A fastpath served without scoring on a runtime without AMD file I/O reports the call as
+/// unsupported, as a runtime whose call is missing does.
+#[test]
+fn without_amd_file_io_a_request_is_unsupported() {
+    let file = dev_null();
+    let mut rt = MockGpuRuntime::new();
+    rt.expect_thread_init().times(1).returning(|| Ok(()));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("hipAmdFileRead")),
+        "{e:?}"
+    );
+}
+
 /// Facts that nobody checked (a made-up length, say) can be scored, but the fastpath moves
 /// no bytes for a request validated against them: the runtime is never called.
 #[test]

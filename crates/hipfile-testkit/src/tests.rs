@@ -355,3 +355,17 @@ fn the_page_cache_shows_a_plain_writes_dirty_pages_or_nothing() {
         assert_eq!(crate::page_cache(&f.file).unwrap().unwritten(), 0);
     }
 }
+
+#[test]
+fn the_doubles_hand_out_the_capabilities_they_have() {
+    let rt = HostMemRuntime::new();
+    let streams = rt.streams().expect("streams");
+    assert!(streams.host_functions().is_none() && streams.stream_mem_ops().is_none());
+    assert!(rt.amd_file_io().is_some());
+    // Injected has what the runtime it wraps has, no more.
+    let without = Arc::new(HostMemRuntime::builder().amd_file_io(false).build());
+    let rt = Injected::new(without);
+    assert!(rt.amd_file_io().is_none());
+    let streams = rt.streams().expect("streams");
+    assert!(streams.host_functions().is_none() && streams.stream_mem_ops().is_none());
+}
