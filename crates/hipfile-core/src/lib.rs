@@ -1,7 +1,8 @@
 //! hipfile's decision engine: the configuration (the only place that reads the environment),
 //! request validation, the rejection reasons, the [`Backend`] trait, backend selection by
 //! score, and the retry rules of docs/BEHAVIOUR.md §1. It also states the narrow [`GpuRuntime`]
-//! trait that backends use to reach the GPU.
+//! trait that backends use to reach the GPU, and the optional capabilities a runtime hands
+//! out ([`runtime`]).
 //!
 //! It does no I/O of its own and loads no runtime: it must not depend on `hipfile-sys`, on
 //! either backend crate or on the facade. It may depend on `hipfile-probe` (file facts are

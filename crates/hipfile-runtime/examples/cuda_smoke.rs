@@ -14,7 +14,7 @@
 //! lengths within them, free each allocation once after its last use, and read a callback flag
 //! that outlives the stream it was queued on.
 
-use hipfile_core::runtime::{FileIoError, StreamHandle};
+use hipfile_core::runtime::{StreamHandle, Streams};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, RuntimeError};
 use hipfile_runtime::CudaRuntime;
 use hipfile_sys::{CudaLoadOptions, cudaStream_t};
@@ -150,12 +150,12 @@ fn main() -> ExitCode {
     // Synchronous round trip.
     // SAFETY: both ranges are LEN bytes of live allocations of this runtime.
     c.call("copy_to_device (sync)", unsafe {
-        rt.copy_to_device(dev, pinned, LEN, None)
+        rt.copy_to_device(dev, pinned, LEN)
     });
     host.fill(0);
     // SAFETY: as above.
     c.call("copy_to_host (sync)", unsafe {
-        rt.copy_to_host(pinned, dev, LEN, None)
+        rt.copy_to_host(pinned, dev, LEN)
     });
     let bad = first_mismatch(host);
     c.check(
@@ -176,7 +176,7 @@ fn main() -> ExitCode {
         // SAFETY: both ranges are LEN bytes of live allocations; the host buffer is not
         // written until the event after the copy has completed.
         c.call("copy_to_device (stream)", unsafe {
-            rt.copy_to_device(dev, pinned, LEN, Some(stream))
+            rt.copy_to_device_async(dev, pinned, LEN, stream)
         });
         if let Some(event) = c.call("event_create", rt.event_create()) {
             c.call("event_record", rt.event_record(event, stream));
@@ -187,7 +187,7 @@ fn main() -> ExitCode {
         // SAFETY: both ranges are LEN bytes of live allocations; the stream is synchronised
         // before the host buffer is read.
         c.call("copy_to_host (stream)", unsafe {
-            rt.copy_to_host(pinned, dev, LEN, Some(stream))
+            rt.copy_to_host_async(pinned, dev, LEN, stream)
         });
         c.call("stream_synchronize", rt.stream_synchronize(stream));
         let bad = host
@@ -260,14 +260,13 @@ fn main() -> ExitCode {
         },
     );
 
-    // No AMD file I/O on CUDA.
-    c.check("has_amd_file_io", !rt.has_amd_file_io(), "false");
-    // SAFETY: the call is refused before anything is read or written.
-    let r = unsafe { rt.amd_file_read(-1, dev, 4096, 0) };
+    // No AMD file I/O on CUDA; streams, with host functions.
+    c.check("amd_file_io", rt.amd_file_io().is_none(), "none");
+    c.check("streams", rt.streams().is_some(), "some");
     c.check(
-        "amd_file_read unavailable",
-        matches!(r, Err(FileIoError::Unavailable)),
-        format!("{r:?}"),
+        "host_functions",
+        rt.streams().and_then(|s| s.host_functions()).is_some(),
+        "some",
     );
 
     // SAFETY: each allocation is freed once, after its last use above.

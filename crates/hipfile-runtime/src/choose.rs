@@ -225,7 +225,7 @@ fn hip_report(hip: HipRuntime) -> (Arc<dyn GpuRuntime>, RuntimeReport) {
         },
         library: Some(raw.library_path().to_path_buf()),
         version,
-        amd_file_io: hip.has_amd_file_io(),
+        amd_file_io: hip.amd_file_io().is_some(),
         devices,
         error,
     };

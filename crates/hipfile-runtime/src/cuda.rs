@@ -1,17 +1,19 @@
-//! [`GpuRuntime`] over a loaded CUDA runtime and driver, for NVIDIA GPUs.
+//! [`GpuRuntime`] over a loaded CUDA runtime and driver, for NVIDIA GPUs, with streams
+//! ([`Streams`]), host functions ([`HostFunctions`]) and, where the driver has them, stream
+//! memory operations ([`StreamMemOps`]).
 //!
-//! CUDA has no `hipAmdFileRead`/`hipAmdFileWrite`: [`CudaRuntime`] reports no AMD file I/O,
-//! so the fastpath declines and the fallback serves. Allocation ranges come from the driver
-//! API (`cuMemGetAddressRange_v2`), whose `CUresult` is a code space of its own: a failure
-//! keeps its number in [`RuntimeError::code`] under the driver call's name, with the driver's
-//! text and the `CUresult` name in the message. A device's BAR1 size comes from NVIDIA's
-//! NVML, loaded when first asked for (`bar1.rs`).
+//! CUDA has no `hipAmdFileRead`/`hipAmdFileWrite`: [`CudaRuntime`] hands out no AMD file I/O
+//! (`GpuRuntime::amd_file_io` is `None`), so the fastpath declines and the fallback serves.
+//! Allocation ranges come from the driver API (`cuMemGetAddressRange_v2`), whose `CUresult` is
+//! a code space of its own: a failure keeps its number in [`RuntimeError::code`] under the
+//! driver call's name, with the driver's text and the `CUresult` name in the message. A
+//! device's BAR1 size comes from NVIDIA's NVML, loaded when first asked for (`bar1.rs`).
 //!
 //! # Safety
 //!
-//! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime`
-//! method already upholds (the same ranges, the same ownership), or hands the runtime
-//! pointers to valid locals.
+//! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime` (or
+//! capability) method already upholds (the same ranges, the same ownership), or hands the
+//! runtime pointers to valid locals.
 
 #![allow(unsafe_code)]
 
@@ -19,7 +21,9 @@ use crate::hip::{host_func_trampoline, launch_boxed};
 use crate::pinned::{REGISTER_FLAGS, Regions};
 use crate::shared::Primitives;
 use crate::sync_copy::SyncStreams;
-use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
+use hipfile_core::runtime::{
+    EventHandle, HostFunc, HostFunctions, StreamHandle, StreamMemOps, Streams,
+};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
     CuError, Cuda, CudaError, CudaLoadOptions, CudaVersion, LoadError, MemoryType, Nvml,
@@ -28,7 +32,6 @@ use hipfile_sys::{
 };
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -263,10 +266,6 @@ unsafe impl GpuRuntime for CudaRuntime {
         Ok((DevicePtr(base), len as u64))
     }
 
-    fn has_amd_file_io(&self) -> bool {
-        false
-    }
-
     /// From NVML (`libnvidia-ml.so.1`, loaded on the first call), through the device's PCI
     /// bus id (`bar1.rs`).
     fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
@@ -297,8 +296,19 @@ unsafe impl GpuRuntime for CudaRuntime {
         unsafe { self.cuda.free(ptr(p)) }.map_err(|e| self.error("cudaFree", e))
     }
 
-    crate::shared::shared_methods!();
+    crate::shared::shared_methods!(base);
 
+    fn streams(&self) -> Option<&dyn Streams> {
+        Some(self)
+    }
+
+    // No `amd_file_io`: CUDA has no `hipAmdFileRead`/`hipAmdFileWrite`.
+}
+
+// SAFETY: each method is one call of the loaded CUDA runtime on its streams and events
+// (`cudaStream*`, `cudaEvent*`, `cudaMemcpyAsync`), which run their work in order, from any
+// thread; stream memory operations are handed out only where the driver has them.
+unsafe impl Streams for CudaRuntime {
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
         // SAFETY: the stream is owned by the caller, who destroys it through `stream_destroy`.
         let s = unsafe { self.cuda.stream_create(stream_flags::NON_BLOCKING) }
@@ -342,10 +352,35 @@ unsafe impl GpuRuntime for CudaRuntime {
         unsafe { self.cuda.event_destroy(event(e)) }.map_err(|e| self.error("cudaEventDestroy", e))
     }
 
-    fn has_stream_wait_value(&self) -> bool {
-        self.cuda.has_stream_wait_value()
+    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
+        unsafe { self.cuda.stream_query(stream(s)) }.map_err(|e| self.error("cudaStreamQuery", e))
     }
 
+    fn event_query(&self, e: EventHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
+        unsafe { self.cuda.event_query(event(e)) }.map_err(|e| self.error("cudaEventQuery", e))
+    }
+
+    crate::shared::shared_methods!(streams);
+
+    /// Always: `cudaLaunchHostFunc` is one of the calls a CUDA runtime must have to load.
+    fn host_functions(&self) -> Option<&dyn HostFunctions> {
+        Some(self)
+    }
+
+    /// Where the driver has `cuStreamWaitValue32_v2` and `cuStreamWriteValue32_v2` (CUDA
+    /// 11.7 and later) and the runtime `cudaHostGetDevicePointer`.
+    fn stream_mem_ops(&self) -> Option<&dyn StreamMemOps> {
+        self.cuda
+            .has_stream_wait_value()
+            .then_some(self as &dyn StreamMemOps)
+    }
+}
+
+// SAFETY: `cudaLaunchHostFunc` runs the function once, in stream order; the trampoline owns
+// and drops it, and a failed launch drops it at once (`launch_boxed`).
+unsafe impl HostFunctions for CudaRuntime {
     fn launch_host_func(&self, s: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
         launch_boxed(f, |data| {
             // SAFETY: handles only come from `stream_create`; the trampoline's contract is
@@ -357,7 +392,11 @@ unsafe impl GpuRuntime for CudaRuntime {
         })
         .map_err(|e| self.error("cudaLaunchHostFunc", e))
     }
+}
 
+// SAFETY: `cuStreamWaitValue32_v2` and `cuStreamWriteValue32_v2` act on the one word, in
+// stream order, as CUDA documents.
+unsafe impl StreamMemOps for CudaRuntime {
     fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
         let device = self
             .cuda
@@ -397,36 +436,6 @@ unsafe impl GpuRuntime for CudaRuntime {
                 .stream_write_value32(stream(s), word.0, value, cu_stream_value::WRITE_DEFAULT)
         }
         .map_err(|e| self.driver_error("cuStreamWriteValue32_v2", e))
-    }
-
-    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
-        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
-        unsafe { self.cuda.stream_query(stream(s)) }.map_err(|e| self.error("cudaStreamQuery", e))
-    }
-
-    fn event_query(&self, e: EventHandle) -> Result<bool, RuntimeError> {
-        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
-        unsafe { self.cuda.event_query(event(e)) }.map_err(|e| self.error("cudaEventQuery", e))
-    }
-
-    unsafe fn amd_file_read(
-        &self,
-        _fd: RawFd,
-        _dst: DevicePtr,
-        _size: u64,
-        _offset: i64,
-    ) -> Result<u64, FileIoError> {
-        Err(FileIoError::Unavailable)
-    }
-
-    unsafe fn amd_file_write(
-        &self,
-        _fd: RawFd,
-        _src: DevicePtr,
-        _size: u64,
-        _offset: i64,
-    ) -> Result<u64, FileIoError> {
-        Err(FileIoError::Unavailable)
     }
 }
 

@@ -1,10 +1,13 @@
-//! [`GpuRuntime`] over a loaded HIP runtime.
+//! [`GpuRuntime`] over a loaded HIP runtime, with streams ([`Streams`]), and the capabilities
+//! the runtime's optional entry points give where it has them: host functions
+//! ([`HostFunctions`]), stream memory operations ([`StreamMemOps`]) and AMD file I/O
+//! ([`AmdFileIo`]).
 //!
 //! # Safety
 //!
-//! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime`
-//! method already upholds (the same ranges, the same ownership), or hands the runtime
-//! pointers to valid locals.
+//! Every `unsafe` block forwards a call whose contract the caller of the `GpuRuntime` (or
+//! capability) method already upholds (the same ranges, the same ownership), or hands the
+//! runtime pointers to valid locals.
 //!
 //! A host function crosses the C ABI as a leaked `Box<HostFunc>` and comes back once, in
 //! [`host_func_trampoline`], which owns it again and catches any panic: nothing unwinds into
@@ -15,7 +18,10 @@
 use crate::pinned::{REGISTER_FLAGS, Regions};
 use crate::shared::Primitives;
 use crate::sync_copy::SyncStreams;
-use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
+use hipfile_core::runtime::{
+    AmdFileIo, EventHandle, FileIoError, HostFunc, HostFunctions, StreamHandle, StreamMemOps,
+    Streams,
+};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use hipfile_sys::{
     AmdFileIoError, Hip, HipError, LoadError, LoadOptions, MemoryType, hipAmdFileHandle_t,
@@ -129,7 +135,7 @@ fn ptr(p: DevicePtr) -> *mut c_void {
     p.0 as usize as *mut c_void
 }
 
-/// The C side of [`GpuRuntime::launch_host_func`]: runs and frees the boxed closure that
+/// The C side of [`HostFunctions::launch_host_func`]: runs and frees the boxed closure that
 /// `user_data` carries, catching a panic (which must not unwind into the runtime).
 ///
 /// # Safety
@@ -226,10 +232,6 @@ unsafe impl GpuRuntime for HipRuntime {
         Ok((DevicePtr(base as usize as u64), len as u64))
     }
 
-    fn has_amd_file_io(&self) -> bool {
-        self.hip.has_amd_file_io()
-    }
-
     /// HIP cannot tell it (docs/decisions/cufile-abi.md): it has no call or device
     /// attribute for a BAR size (`hipDeviceAttributeIsLargeBar` is a yes or no).
     fn bar1_size(&self, _device: i32) -> Result<u64, RuntimeError> {
@@ -250,8 +252,23 @@ unsafe impl GpuRuntime for HipRuntime {
         unsafe { self.hip.free(ptr(p)) }.map_err(|e| self.error("hipFree", e))
     }
 
-    crate::shared::shared_methods!();
+    crate::shared::shared_methods!(base);
 
+    fn streams(&self) -> Option<&dyn Streams> {
+        Some(self)
+    }
+
+    /// Where the runtime has both `hipAmdFileRead` and `hipAmdFileWrite` (ROCm 7.2 and later).
+    fn amd_file_io(&self) -> Option<&dyn AmdFileIo> {
+        self.hip.has_amd_file_io().then_some(self as &dyn AmdFileIo)
+    }
+}
+
+// SAFETY: each method is one call of the loaded HIP runtime on its streams and events
+// (`hipStream*`, `hipEvent*`, `hipMemcpyAsync`), which run their work in order, from any
+// thread; host functions and stream memory operations are handed out only where the runtime
+// has them.
+unsafe impl Streams for HipRuntime {
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
         // SAFETY: the stream is owned by the caller, who destroys it through `stream_destroy`.
         let s = unsafe { self.hip.stream_create(stream_flags::NON_BLOCKING) }
@@ -303,10 +320,39 @@ unsafe impl GpuRuntime for HipRuntime {
             .map_err(|e| self.error("hipEventDestroy", e))
     }
 
-    fn has_stream_wait_value(&self) -> bool {
-        self.hip.has_launch_host_func() && self.hip.has_stream_wait_value()
+    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
+        unsafe { self.hip.stream_query(hipStream_t(s.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipStreamQuery", e))
     }
 
+    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
+        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
+        unsafe { self.hip.event_query(hipEvent_t(event.0 as *mut c_void)) }
+            .map_err(|e| self.error("hipEventQuery", e))
+    }
+
+    crate::shared::shared_methods!(streams);
+
+    /// Where the runtime has `hipLaunchHostFunc` (ROCm 5.2 has not).
+    fn host_functions(&self) -> Option<&dyn HostFunctions> {
+        self.hip
+            .has_launch_host_func()
+            .then_some(self as &dyn HostFunctions)
+    }
+
+    /// Where the runtime has `hipStreamWaitValue32`, `hipStreamWriteValue32` and
+    /// `hipHostGetDevicePointer`.
+    fn stream_mem_ops(&self) -> Option<&dyn StreamMemOps> {
+        self.hip
+            .has_stream_wait_value()
+            .then_some(self as &dyn StreamMemOps)
+    }
+}
+
+// SAFETY: `hipLaunchHostFunc` runs the function once, in stream order; the trampoline owns
+// and drops it, and a failed launch drops it at once (`launch_boxed`).
+unsafe impl HostFunctions for HipRuntime {
     fn launch_host_func(&self, s: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
         launch_boxed(f, |data| {
             // SAFETY: handles only come from `stream_create`; the trampoline's contract is
@@ -321,7 +367,11 @@ unsafe impl GpuRuntime for HipRuntime {
         })
         .map_err(|e| self.error("hipLaunchHostFunc", e))
     }
+}
 
+// SAFETY: `hipStreamWaitValue32` and `hipStreamWriteValue32` act on the one word, in stream
+// order, as HIP documents.
+unsafe impl StreamMemOps for HipRuntime {
     fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
         let device = self
             .hip
@@ -363,19 +413,11 @@ unsafe impl GpuRuntime for HipRuntime {
         }
         .map_err(|e| self.error("hipStreamWriteValue32", e))
     }
+}
 
-    fn stream_query(&self, s: StreamHandle) -> Result<bool, RuntimeError> {
-        // SAFETY: handles only come from `stream_create`; the runtime rejects a stale one.
-        unsafe { self.hip.stream_query(hipStream_t(s.0 as *mut c_void)) }
-            .map_err(|e| self.error("hipStreamQuery", e))
-    }
-
-    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
-        // SAFETY: handles only come from `event_create`; the runtime rejects a stale one.
-        unsafe { self.hip.event_query(hipEvent_t(event.0 as *mut c_void)) }
-            .map_err(|e| self.error("hipEventQuery", e))
-    }
-
+// SAFETY: `hipAmdFileRead`/`hipAmdFileWrite` move bytes between the descriptor and the device
+// range they are given, as AMD documents; handed out only where the runtime has both.
+unsafe impl AmdFileIo for HipRuntime {
     unsafe fn amd_file_read(
         &self,
         fd: RawFd,

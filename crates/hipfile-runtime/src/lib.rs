@@ -1,8 +1,10 @@
-//! hipfile's GPU runtimes: implementations of `hipfile-core`'s `GpuRuntime` over the
-//! runtimes `hipfile-sys` loads. [`HipRuntime`] serves AMD's `libamdhip64` and any library
-//! with the same ABI (the emulated runtime of `hipfile-emu` among them); [`CudaRuntime`]
-//! maps the same calls onto NVIDIA's CUDA runtime, as HIP itself does on NVIDIA (it has no
-//! AMD file I/O, so the fastpath refuses there).
+//! hipfile's GPU runtimes: implementations of `hipfile-core`'s `GpuRuntime` and its
+//! capabilities over the runtimes `hipfile-sys` loads. [`HipRuntime`] serves AMD's
+//! `libamdhip64` and any library with the same ABI (the emulated runtime of `hipfile-emu`
+//! among them), and hands out each optional capability (host functions, stream memory
+//! operations, AMD file I/O) where the library has its entry points; [`CudaRuntime`] maps the
+//! same calls onto NVIDIA's CUDA runtime, as HIP itself does on NVIDIA (it has no AMD file
+//! I/O, so the fastpath refuses there).
 //!
 //! Each method translates one call: the ABI-dependent parts (memory-type numbering by
 //! runtime version, ROCm 5's error for unknown host pointers) are decoded here so that the
@@ -18,10 +20,11 @@
 //!
 //! # Safety
 //!
-//! The `unsafe` here forwards `GpuRuntime`'s `unsafe fn`s to the matching `hipfile-sys`
-//! wrappers under the same contract, and converts opaque handles to and from integers.
-//! `pinned.rs` maps, advises and unmaps memory that only it and the runtime it registers
-//! the memory with know of, and unmaps a region only after the runtime has unregistered it.
+//! The `unsafe` here forwards the `unsafe fn`s of `GpuRuntime` and its capabilities to the
+//! matching `hipfile-sys` wrappers under the same contract, and converts opaque handles to
+//! and from integers. `pinned.rs` maps, advises and unmaps memory that only it and the
+//! runtime it registers the memory with know of, and unmaps a region only after the runtime
+//! has unregistered it.
 
 #![deny(unsafe_code)]
 

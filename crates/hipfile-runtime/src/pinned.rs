@@ -23,7 +23,7 @@ use std::ffi::c_void;
 use std::sync::{Mutex, PoisonError};
 
 /// How the regions are registered: for every device, and mapped, so that a word in one has a
-/// device address (`GpuRuntime::host_device_pointer`) as in memory the runtime allocates.
+/// device address (`StreamMemOps::host_device_pointer`) as in memory the runtime allocates.
 pub(crate) const REGISTER_FLAGS: std::ffi::c_uint =
     host_register_flags::PORTABLE | host_register_flags::MAPPED;
 /// Allocations from this size up are mapped and registered; smaller ones are the runtime's.

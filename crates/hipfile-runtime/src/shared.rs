@@ -1,28 +1,28 @@
-//! The `GpuRuntime` bodies that the HIP and CUDA runtimes share, written once over the few
-//! primitives in which they differ ([`Primitives`]: each runtime's registration, allocation
-//! and asynchronous copy calls, with its own names in errors):
+//! The `GpuRuntime` and `Streams` bodies that the HIP and CUDA runtimes share, written once
+//! over the few primitives in which they differ ([`Primitives`]: each runtime's
+//! registration, allocation and asynchronous copy calls, with its own names in errors):
 //!
 //! - pinned memory: from 2 MiB up a mapping of hipfile's own, registered (`pinned.rs`), else
 //!   the runtime's allocation; freed by whichever made it;
-//! - copies: on the caller's stream, or, for a synchronous copy, on a non-blocking stream of
-//!   the memory's device, waited for (`sync_copy.rs`).
+//! - copies: an asynchronous one on the caller's stream; a synchronous one on a non-blocking
+//!   stream of the memory's device, waited for (`sync_copy.rs`).
 //!
 //! # Safety
 //!
-//! Each body forwards to the primitives under the contract of the `GpuRuntime` method it
-//! implements, which its caller upholds (the same ranges, the same ownership).
+//! Each body forwards to the primitives under the contract of the `GpuRuntime` or `Streams`
+//! method it implements, which its caller upholds (the same ranges, the same ownership).
 
 #![allow(unsafe_code)]
 
 use crate::pinned::Regions;
 use crate::sync_copy::SyncStreams;
-use hipfile_core::runtime::StreamHandle;
+use hipfile_core::runtime::{StreamHandle, Streams};
 use hipfile_core::{DevicePtr, GpuRuntime, RuntimeError};
 use hipfile_sys::{hipMemcpyKind, memcpy_kind};
 use std::ffi::c_void;
 
 /// The calls in which the HIP and CUDA runtimes differ, for the bodies here.
-pub(crate) trait Primitives: GpuRuntime {
+pub(crate) trait Primitives: GpuRuntime + Streams {
     /// The pinned regions hipfile mapped and registered.
     fn regions(&self) -> &Regions;
 
@@ -101,8 +101,8 @@ pub(crate) unsafe fn free_pinned(rt: &impl Primitives, p: *mut u8) -> Result<(),
     unsafe { rt.free_host(p) }
 }
 
-/// `GpuRuntime::copy_to_device`: on `stream`, or, without one, synchronously on a
-/// non-blocking stream of the memory's device.
+/// `GpuRuntime::copy_to_device`: synchronously, on a non-blocking stream of the memory's
+/// device.
 ///
 /// # Safety
 ///
@@ -112,19 +112,12 @@ pub(crate) unsafe fn copy_to_device(
     dst: DevicePtr,
     src: *const u8,
     len: usize,
-    stream: Option<StreamHandle>,
 ) -> Result<(), RuntimeError> {
-    let dst_ptr = dst.0 as usize as *mut c_void;
-    match stream {
-        // SAFETY: as below, on a stream of the pool, waited for before returning.
-        None => rt.sync_streams().run(rt, dst, |s| unsafe {
-            rt.memcpy_async(dst_ptr, src.cast(), len, memcpy_kind::HOST_TO_DEVICE, s)
-        }),
-        // SAFETY: the caller guarantees both ranges until the copy completes.
-        Some(s) => unsafe {
-            rt.memcpy_async(dst_ptr, src.cast(), len, memcpy_kind::HOST_TO_DEVICE, s)
-        },
-    }
+    // SAFETY: the caller guarantees both ranges for the call's duration; the copy is on a
+    // stream of the pool, waited for before returning.
+    rt.sync_streams().run(rt, dst, |s| unsafe {
+        copy_to_device_async(rt, dst, src, len, s)
+    })
 }
 
 /// `GpuRuntime::copy_to_host`, as [`copy_to_device`] the other way.
@@ -137,19 +130,11 @@ pub(crate) unsafe fn copy_to_host(
     dst: *mut u8,
     src: DevicePtr,
     len: usize,
-    stream: Option<StreamHandle>,
 ) -> Result<(), RuntimeError> {
-    let src_ptr = src.0 as usize as *const c_void;
-    match stream {
-        // SAFETY: as below, on a stream of the pool, waited for before returning.
-        None => rt.sync_streams().run(rt, src, |s| unsafe {
-            rt.memcpy_async(dst.cast(), src_ptr, len, memcpy_kind::DEVICE_TO_HOST, s)
-        }),
-        // SAFETY: the caller guarantees both ranges until the copy completes.
-        Some(s) => unsafe {
-            rt.memcpy_async(dst.cast(), src_ptr, len, memcpy_kind::DEVICE_TO_HOST, s)
-        },
-    }
+    // SAFETY: as for `copy_to_device`.
+    rt.sync_streams().run(rt, src, |s| unsafe {
+        copy_to_host_async(rt, dst, src, len, s)
+    })
 }
 
 /// `GpuRuntime::copy_to_device_of`: synchronously, on a non-blocking stream of `device`.
@@ -167,7 +152,7 @@ pub(crate) unsafe fn copy_to_device_of(
     // SAFETY: the caller's guarantees are `copy_to_device`'s; on a stream of the pool,
     // waited for before returning.
     rt.sync_streams().run_on(rt, device, |s| unsafe {
-        copy_to_device(rt, dst, src, len, Some(s))
+        copy_to_device_async(rt, dst, src, len, s)
     })
 }
 
@@ -185,14 +170,66 @@ pub(crate) unsafe fn copy_to_host_of(
 ) -> Result<(), RuntimeError> {
     // SAFETY: as for `copy_to_device_of`.
     rt.sync_streams().run_on(rt, device, |s| unsafe {
-        copy_to_host(rt, dst, src, len, Some(s))
+        copy_to_host_async(rt, dst, src, len, s)
     })
 }
 
-/// The `GpuRuntime` methods whose bodies are in this module, for the `impl GpuRuntime` of a
-/// type that implements [`Primitives`]: `alloc_pinned`, `free_pinned` and the four copies.
+/// `Streams::copy_to_device_async`.
+///
+/// # Safety
+///
+/// `Streams::copy_to_device_async`'s.
+pub(crate) unsafe fn copy_to_device_async(
+    rt: &impl Primitives,
+    dst: DevicePtr,
+    src: *const u8,
+    len: usize,
+    stream: StreamHandle,
+) -> Result<(), RuntimeError> {
+    let dst_ptr = dst.0 as usize as *mut c_void;
+    // SAFETY: the caller guarantees both ranges until the copy completes.
+    unsafe {
+        rt.memcpy_async(
+            dst_ptr,
+            src.cast(),
+            len,
+            memcpy_kind::HOST_TO_DEVICE,
+            stream,
+        )
+    }
+}
+
+/// `Streams::copy_to_host_async`.
+///
+/// # Safety
+///
+/// `Streams::copy_to_host_async`'s.
+pub(crate) unsafe fn copy_to_host_async(
+    rt: &impl Primitives,
+    dst: *mut u8,
+    src: DevicePtr,
+    len: usize,
+    stream: StreamHandle,
+) -> Result<(), RuntimeError> {
+    let src_ptr = src.0 as usize as *const c_void;
+    // SAFETY: the caller guarantees both ranges until the copy completes.
+    unsafe {
+        rt.memcpy_async(
+            dst.cast(),
+            src_ptr,
+            len,
+            memcpy_kind::DEVICE_TO_HOST,
+            stream,
+        )
+    }
+}
+
+/// The methods whose bodies are in this module, for a type that implements [`Primitives`]:
+/// `shared_methods!(base)` in its `impl GpuRuntime` (`alloc_pinned`, `free_pinned` and the
+/// four synchronous copies), `shared_methods!(streams)` in its `impl Streams` (the two
+/// asynchronous copies).
 macro_rules! shared_methods {
-    () => {
+    (base) => {
         fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
             crate::shared::alloc_pinned(self, len)
         }
@@ -207,10 +244,9 @@ macro_rules! shared_methods {
             dst: DevicePtr,
             src: *const u8,
             len: usize,
-            stream: Option<StreamHandle>,
         ) -> Result<(), RuntimeError> {
             // SAFETY: the caller's guarantees are `copy_to_device`'s.
-            unsafe { crate::shared::copy_to_device(self, dst, src, len, stream) }
+            unsafe { crate::shared::copy_to_device(self, dst, src, len) }
         }
 
         unsafe fn copy_to_host(
@@ -218,10 +254,9 @@ macro_rules! shared_methods {
             dst: *mut u8,
             src: DevicePtr,
             len: usize,
-            stream: Option<StreamHandle>,
         ) -> Result<(), RuntimeError> {
             // SAFETY: the caller's guarantees are `copy_to_host`'s.
-            unsafe { crate::shared::copy_to_host(self, dst, src, len, stream) }
+            unsafe { crate::shared::copy_to_host(self, dst, src, len) }
         }
 
         unsafe fn copy_to_device_of(
@@ -244,6 +279,29 @@ macro_rules! shared_methods {
         ) -> Result<(), RuntimeError> {
             // SAFETY: the caller's guarantees are `copy_to_host`'s.
             unsafe { crate::shared::copy_to_host_of(self, device, dst, src, len) }
+        }
+    };
+    (streams) => {
+        unsafe fn copy_to_device_async(
+            &self,
+            dst: DevicePtr,
+            src: *const u8,
+            len: usize,
+            stream: StreamHandle,
+        ) -> Result<(), RuntimeError> {
+            // SAFETY: the caller's guarantees are `copy_to_device_async`'s.
+            unsafe { crate::shared::copy_to_device_async(self, dst, src, len, stream) }
+        }
+
+        unsafe fn copy_to_host_async(
+            &self,
+            dst: *mut u8,
+            src: DevicePtr,
+            len: usize,
+            stream: StreamHandle,
+        ) -> Result<(), RuntimeError> {
+            // SAFETY: the caller's guarantees are `copy_to_host_async`'s.
+            unsafe { crate::shared::copy_to_host_async(self, dst, src, len, stream) }
         }
     };
 }

@@ -6,7 +6,7 @@
 //! (or of the current device, for memory the runtime does not place on a device), then a
 //! wait for that stream. The streams are kept, per device, and reused.
 
-use hipfile_core::runtime::StreamHandle;
+use hipfile_core::runtime::{StreamHandle, Streams};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, RuntimeError};
 use std::sync::{Mutex, PoisonError};
 
@@ -23,7 +23,7 @@ impl SyncStreams {
     /// The runtime's error of the device query, the stream creation, the copy or the wait.
     pub(crate) fn run(
         &self,
-        rt: &dyn GpuRuntime,
+        rt: &(impl GpuRuntime + Streams),
         memory: DevicePtr,
         copy: impl FnOnce(StreamHandle) -> Result<(), RuntimeError>,
     ) -> Result<(), RuntimeError> {
@@ -44,7 +44,7 @@ impl SyncStreams {
     /// or the wait.
     pub(crate) fn run_on(
         &self,
-        rt: &dyn GpuRuntime,
+        rt: &(impl GpuRuntime + Streams),
         device: i32,
         copy: impl FnOnce(StreamHandle) -> Result<(), RuntimeError>,
     ) -> Result<(), RuntimeError> {
@@ -73,7 +73,7 @@ impl SyncStreams {
     }
 
     /// Destroys every idle stream (when the runtime is dropped).
-    pub(crate) fn destroy_all(&self, rt: &dyn GpuRuntime) {
+    pub(crate) fn destroy_all(&self, rt: &impl Streams) {
         let streams = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         for (_, s) in streams {
             let _ = rt.stream_destroy(s);
@@ -83,7 +83,7 @@ impl SyncStreams {
 
 /// A stream of `device`: a stream belongs to the device current when it is made, and the
 /// current device is put back after.
-fn new_stream(rt: &dyn GpuRuntime, device: i32) -> Result<StreamHandle, RuntimeError> {
+fn new_stream(rt: &(impl GpuRuntime + Streams), device: i32) -> Result<StreamHandle, RuntimeError> {
     let current = rt.current_device()?;
     if device == current {
         return rt.stream_create();

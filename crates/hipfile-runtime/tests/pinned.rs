@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
+use hipfile_core::runtime::StreamMemOps;
 use hipfile_core::{GpuRuntime, MemoryKind};
 use hipfile_runtime::HipRuntime;
 use hipfile_testfs::maps::mapping_at;
@@ -51,8 +52,8 @@ fn a_large_pinned_allocation_is_a_faulted_in_registered_mapping_of_hipfile() {
     let back = rt.alloc_pinned(len).unwrap();
     // SAFETY: `len` bytes of pinned and device memory each; both copies are synchronous.
     unsafe {
-        rt.copy_to_device(device, host, len, None).unwrap();
-        rt.copy_to_host(back, device, len, None).unwrap();
+        rt.copy_to_device(device, host, len).unwrap();
+        rt.copy_to_host(back, device, len).unwrap();
     }
     // SAFETY: as above.
     let copied = unsafe { std::slice::from_raw_parts(back, len) };

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
 use hipfile_core::GpuRuntime;
+use hipfile_core::runtime::{HostFunctions, StreamMemOps, StreamOrdering, Streams};
 use hipfile_runtime::HipRuntime;
 use hipfile_testfs::{Skip, require};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,11 +34,11 @@ fn bytes(p: *mut u8, len: usize) -> Vec<u8> {
 #[test]
 fn a_copy_behind_a_word_waits_for_the_engine() {
     let rt = require!(emulated());
-    assert!(rt.has_stream_wait_value());
+    assert!(StreamOrdering::of(&rt).is_some());
     let contents: Vec<u8> = (0..LEN).map(|i| (i % 253) as u8 + 1).collect();
     let device = rt.alloc_device(LEN).unwrap();
     // SAFETY: `contents` is readable and `device` is LEN bytes of device memory; synchronous.
-    unsafe { rt.copy_to_device(device, contents.as_ptr(), LEN, None) }.unwrap();
+    unsafe { rt.copy_to_device(device, contents.as_ptr(), LEN) }.unwrap();
     let host = rt.alloc_pinned(LEN).unwrap();
     let word_memory = rt.alloc_pinned(4096).unwrap();
     let word = word_memory.cast::<AtomicU32>();
@@ -54,7 +55,7 @@ fn a_copy_behind_a_word_waits_for_the_engine() {
     // are LEN bytes of pinned and device memory, alive until the synchronisation.
     unsafe {
         rt.stream_wait_value32(stream, word_on_device, 1).unwrap();
-        rt.copy_to_host(host, device, LEN, Some(stream)).unwrap();
+        rt.copy_to_host_async(host, device, LEN, stream).unwrap();
     }
     rt.event_record(event, stream).unwrap();
 

@@ -108,11 +108,11 @@ fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     // SAFETY: `buf` and `later` live until after the stream is synchronised below, and
     // nothing else touches `later` until then.
     unsafe {
-        driver.tuning().gpu().copy_to_host(
+        driver.tuning().gpu().require_streams()?.copy_to_host_async(
             later.as_mut_ptr(),
             device_bytes,
             len,
-            Some(stream.handle()),
+            stream.handle(),
         )
     }?;
     stream.synchronize()?;

@@ -158,18 +158,18 @@ fn use_on_stream(
     stream: StreamHandle,
 ) -> Result<(), Box<dyn Error>> {
     let n = SAMPLE.min(len);
-    let gpu = driver.tuning().gpu();
+    let streams = driver.tuning().gpu().require_streams()?;
     let host = sample.as_mut_ptr();
     // SAFETY: `device..device + len` is a live buffer of the caller's, and `sample` holds
     // 2 × SAMPLE bytes; both stay untouched and alive until the caller has synchronised
     // the stream.
     unsafe {
-        gpu.copy_to_host(host, DevicePtr(device), n, Some(stream))?;
-        gpu.copy_to_host(
+        streams.copy_to_host_async(host, DevicePtr(device), n, stream)?;
+        streams.copy_to_host_async(
             host.add(SAMPLE),
             DevicePtr(device + (len - n) as u64),
             n,
-            Some(stream),
+            stream,
         )?;
     }
     Ok(())

@@ -394,7 +394,7 @@ impl Memory {
         unsafe {
             self.driver
                 .gpu()
-                .copy_to_device(dst, data.as_ptr(), data.len(), None)
+                .copy_to_device(dst, data.as_ptr(), data.len())
         }
         .map_err(Error::Runtime)
     }
@@ -413,7 +413,7 @@ impl Memory {
         unsafe {
             self.driver
                 .gpu()
-                .copy_to_host(out.as_mut_ptr(), src, out.len(), None)
+                .copy_to_host(out.as_mut_ptr(), src, out.len())
         }
         .map_err(Error::Runtime)
     }

@@ -115,6 +115,18 @@ impl Gates {
 
     /// Allocates a page, keeps all its words but the one returned in the free list.
     fn add_page(&self) -> Result<Gate, Error> {
+        // Only stream-ordered requests take gates, and only where the runtime has them
+        // (`StreamOrdering`); asked first, so that nothing is allocated for nothing.
+        let mem_ops = self
+            .runtime
+            .streams()
+            .and_then(|s| s.stream_mem_ops())
+            .ok_or_else(|| {
+                Error::Runtime(RuntimeError::unsupported_because(
+                    "host_device_pointer",
+                    "this GPU runtime has no stream memory operations",
+                ))
+            })?;
         let page = PinnedMemory::alloc(&self.runtime, PAGE)
             .map_err(Error::Runtime)?
             .ok_or_else(|| {
@@ -125,8 +137,7 @@ impl Gates {
                 ))
             })?;
         let host = page.as_ptr() as usize;
-        let device = self
-            .runtime
+        let device = mem_ops
             .host_device_pointer(page.as_ptr())
             .map_err(Error::Runtime)?;
         let gates: Vec<Gate> = (0..PAGE / WORD)

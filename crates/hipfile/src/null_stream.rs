@@ -26,7 +26,7 @@
 //! make the buffer's device current for their duration when another one is.
 
 use crate::engine::{Engine, Slot};
-use hipfile_core::runtime::{EventHandle, StreamHandle};
+use hipfile_core::runtime::{EventHandle, StreamHandle, Streams};
 use hipfile_core::{Error, GpuRuntime, RuntimeError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,22 +89,23 @@ impl NullStreams {
     /// The runtime's error of the device switch, the query, or the event's record or wait.
     pub(crate) fn wait(&self, device: i32) -> Result<(), RuntimeError> {
         let gpu = self.gpu.as_ref();
+        let streams = gpu.require_streams()?;
         on_device(gpu, device, || {
-            match gpu.stream_query(NULL_STREAM) {
+            match streams.stream_query(NULL_STREAM) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 // A runtime that cannot say is waited for.
                 Err(e) if e.code == NOT_SUPPORTED => {}
                 Err(e) => return Err(e),
             }
-            let event = self.take_event(device)?;
-            let waited = gpu
+            let event = self.take_event(streams, device)?;
+            let waited = streams
                 .event_record(event, NULL_STREAM)
-                .and_then(|()| gpu.event_synchronize(event));
+                .and_then(|()| streams.event_synchronize(event));
             if waited.is_ok() {
                 self.give_back(device, event);
             } else {
-                let _ = gpu.event_destroy(event);
+                let _ = streams.event_destroy(event);
             }
             waited
         })
@@ -113,11 +114,12 @@ impl NullStreams {
     /// Whether the null stream of `device` has nothing left to do now.
     fn idle(&self, device: i32) -> Result<bool, RuntimeError> {
         let gpu = self.gpu.as_ref();
-        on_device(gpu, device, || gpu.stream_query(NULL_STREAM))
+        let streams = gpu.require_streams()?;
+        on_device(gpu, device, || streams.stream_query(NULL_STREAM))
     }
 
     /// An event of `device` (current when this is called): a kept one, or a new one.
-    fn take_event(&self, device: i32) -> Result<EventHandle, RuntimeError> {
+    fn take_event(&self, streams: &dyn Streams, device: i32) -> Result<EventHandle, RuntimeError> {
         let kept = {
             let mut events = self
                 .idle_events
@@ -130,7 +132,7 @@ impl NullStreams {
         };
         match kept {
             Some(event) => Ok(event),
-            None => self.gpu.event_create(),
+            None => streams.event_create(),
         }
     }
 
@@ -150,8 +152,11 @@ impl Drop for NullStreams {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        for (_, event) in events {
-            let _ = self.gpu.event_destroy(event);
+        // Events were made only where the runtime has streams.
+        if let Some(streams) = self.gpu.streams() {
+            for (_, event) in events {
+                let _ = streams.event_destroy(event);
+            }
         }
     }
 }
@@ -209,11 +214,16 @@ impl NullStreams {
                 engine.queue(slot);
             }
             Ok(false) => {
+                let gpu = self.gpu.as_ref();
+                let Some(host_functions) = gpu.streams().and_then(|s| s.host_functions()) else {
+                    // No host functions: the request waits for itself.
+                    engine.queue(slot);
+                    return;
+                };
                 let queue = engine.queue_handle();
                 let (reached, taken) = (Arc::clone(&slot), Arc::clone(point));
-                let gpu = self.gpu.as_ref();
                 let queued = on_device(gpu, device, || {
-                    gpu.launch_host_func(
+                    host_functions.launch_host_func(
                         NULL_STREAM,
                         Box::new(move || {
                             taken.take();

@@ -25,7 +25,7 @@ use crate::null_stream::Order;
 use crate::pending::Io;
 use crate::staged::{Report, Staged};
 use crate::view::{DeviceBuf, DeviceBufMut};
-use hipfile_core::runtime::StreamHandle;
+use hipfile_core::runtime::{StreamHandle, StreamOrdering};
 use hipfile_core::{Error, Op, Request};
 use std::sync::Arc;
 
@@ -138,8 +138,7 @@ impl FileHandle {
     ) -> Result<Io<'static>, Error> {
         let driver = self.driver();
         driver.in_this_process()?;
-        let gpu = driver.gpu();
-        if !gpu.has_stream_wait_value() {
+        let Some(ordering) = StreamOrdering::of(driver.gpu().as_ref()) else {
             return Err(Error::InvalidValue {
                 op: Some(op),
                 what: "this GPU runtime cannot order a request on a stream (it lacks host \
@@ -147,13 +146,14 @@ impl FileHandle {
                        write_at_async and synchronise the stream first"
                     .into(),
             });
-        }
+        };
         driver.prepare_for_streams();
         if let StreamParams::Fixed(request) = &params {
             match self.plan_staged(op, buffer.memory(), *request) {
                 Ok(Some(plan)) => {
                     let staged = Staged {
                         fh: self,
+                        ordering,
                         stream,
                         op,
                         memory: Arc::clone(buffer.memory()),
@@ -174,7 +174,7 @@ impl FileHandle {
             }
         }
         // SAFETY: forwarded from the caller.
-        unsafe { self.serve_on_stream(stream, op, buffer, params, report) }
+        unsafe { self.serve_on_stream(ordering, stream, op, buffer, params, report) }
     }
 
     /// A stream-ordered request that the engine serves as any other (the fastpath's, or one
@@ -186,6 +186,7 @@ impl FileHandle {
     /// `stream` is a live stream of the runtime until the request has ended.
     unsafe fn serve_on_stream(
         &self,
+        ordering: StreamOrdering<'_>,
         stream: StreamHandle,
         op: Op,
         buffer: &crate::DeviceBuffer,
@@ -193,7 +194,6 @@ impl FileHandle {
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
         let driver = self.driver();
-        let gpu = driver.gpu();
         let memory = Arc::clone(buffer.memory());
         let entered = self.enter_owned();
         let gates = driver.gates();
@@ -216,7 +216,9 @@ impl FileHandle {
         let slot = Engine::slot(op, job, Some(Box::new(move || gate.open())));
         let queue = driver.engine().queue_handle();
         let reached = Arc::clone(&slot);
-        gpu.launch_host_func(stream, Box::new(move || queue.push(reached)))
+        ordering
+            .host_functions
+            .launch_host_func(stream, Box::new(move || queue.push(reached)))
             .map_err(|e| {
                 slot.cancel();
                 gates.free_words().give_back(gate);
@@ -225,7 +227,11 @@ impl FileHandle {
         // SAFETY: the word is in pinned memory of this runtime that stays allocated while it
         // is out (`gates.rs`), which lasts until the host function queued below has run,
         // after the stream passed the wait; the host touches it only atomically.
-        if let Err(e) = unsafe { gpu.stream_wait_value32(stream, gate.device(), 1) } {
+        if let Err(e) = unsafe {
+            ordering
+                .mem_ops
+                .stream_wait_value32(stream, gate.device(), 1)
+        } {
             // The host function may still queue the request: cancelled, it is skipped. No
             // wait refers to the word, so it can go back at once.
             slot.cancel();
@@ -233,7 +239,8 @@ impl FileHandle {
             return Err(Error::Runtime(e));
         }
         let free = Arc::clone(gates.free_words());
-        if gpu
+        if ordering
+            .host_functions
             .launch_host_func(stream, Box::new(move || free.give_back(gate)))
             .is_err()
         {
@@ -284,8 +291,9 @@ impl crate::Driver {
     pub fn create_stream(&self) -> Result<Stream, Error> {
         self.in_this_process()?;
         let gpu = self.gpu();
+        let streams = gpu.require_streams().map_err(Error::Runtime)?;
         gpu.thread_init().map_err(Error::Runtime)?;
-        let handle = gpu.stream_create().map_err(Error::Runtime)?;
+        let handle = streams.stream_create().map_err(Error::Runtime)?;
         Ok(Stream {
             driver: self.clone(),
             handle,
@@ -308,7 +316,8 @@ impl Stream {
     pub fn synchronize(&self) -> Result<(), Error> {
         self.driver
             .gpu()
-            .stream_synchronize(self.handle)
+            .require_streams()
+            .and_then(|s| s.stream_synchronize(self.handle))
             .map_err(Error::Runtime)
     }
 }
@@ -316,9 +325,12 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         // Requests ordered on the stream borrow it, so none is left; other work may be.
-        let gpu = self.driver.gpu();
-        let _ = gpu.stream_synchronize(self.handle);
-        if let Err(e) = gpu.stream_destroy(self.handle) {
+        // A stream was made, so the runtime has streams.
+        let Some(streams) = self.driver.gpu().streams() else {
+            return;
+        };
+        let _ = streams.stream_synchronize(self.handle);
+        if let Err(e) = streams.stream_destroy(self.handle) {
             hipfile_core::diag::line(&format!("hipfile: warning: destroying a stream: {e}"));
         }
     }

@@ -48,8 +48,8 @@ use crate::file::{FileHandle, StagedPlan, fallback_failed};
 use crate::gates::{Gate, Gates};
 use crate::stats::Served;
 use hipfile_core::IoOutcome;
-use hipfile_core::runtime::StreamHandle;
-use hipfile_core::{BackendKind, DevicePtr, Error, GpuRuntime, Op};
+use hipfile_core::runtime::{StreamHandle, StreamOrdering};
+use hipfile_core::{BackendKind, DevicePtr, Error, Op};
 use hipfile_fallback::OwnedStaging;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -188,6 +188,9 @@ struct Queued {
 /// The submission of one staged request.
 pub(crate) struct Staged<'a> {
     pub(crate) fh: &'a FileHandle,
+    /// The runtime's streams, host functions and waits (`StreamOrdering::of`, checked by
+    /// the caller).
+    pub(crate) ordering: StreamOrdering<'a>,
     pub(crate) stream: StreamHandle,
     pub(crate) op: Op,
     pub(crate) memory: Arc<Memory>,
@@ -205,7 +208,7 @@ impl Staged<'_> {
     pub(crate) unsafe fn submit(self) -> Arc<Slot> {
         let op = self.op;
         let driver = self.fh.driver().clone();
-        let gpu = Arc::clone(driver.gpu());
+        let ordering = self.ordering;
         let Some(pool) = driver.fallback().staging_pool().cloned() else {
             return Engine::finished(
                 op,
@@ -274,7 +277,7 @@ impl Staged<'_> {
                 .collect();
             let segment = Segment {
                 fh: self.fh,
-                gpu: &gpu,
+                ordering,
                 gates,
                 stream: self.stream,
                 op,
@@ -314,7 +317,7 @@ impl Staged<'_> {
                 q.gating.open_all();
             }
             progress.stop.store(true, Ordering::Release);
-            let _ = gpu.stream_synchronize(self.stream);
+            let _ = ordering.streams.stream_synchronize(self.stream);
             for q in &queued {
                 q.io.wait_ended();
                 if !q.returned_by_stream {
@@ -365,12 +368,13 @@ impl Staged<'_> {
         let request = Engine::slot_with(op, Work::FileIo, job, None, Some(hook));
         let end = Arc::clone(&request);
         let ending = queue;
-        if gpu
+        if ordering
+            .host_functions
             .launch_host_func(self.stream, Box::new(move || ending.push(end)))
             .is_err()
         {
             // Queue it from here once the stream has passed the request.
-            let _ = gpu.stream_synchronize(self.stream);
+            let _ = ordering.streams.stream_synchronize(self.stream);
             driver.engine().queue(Arc::clone(&request));
         }
         drop(queued);
@@ -381,7 +385,7 @@ impl Staged<'_> {
 /// One segment's submission.
 struct Segment<'a> {
     fh: &'a FileHandle,
-    gpu: &'a Arc<dyn GpuRuntime>,
+    ordering: StreamOrdering<'a>,
     gates: &'a Gates,
     stream: StreamHandle,
     op: Op,
@@ -461,7 +465,8 @@ impl Segment<'_> {
         let start = Arc::clone(&io);
         let starter = queue.clone();
         let writes_hold = if reads { Vec::new() } else { pieces.clone() };
-        self.gpu
+        self.ordering
+            .host_functions
             .launch_host_func(
                 self.stream,
                 Box::new(move || {
@@ -477,8 +482,12 @@ impl Segment<'_> {
                 let gate = lock(&gating.gates)[i].0;
                 // SAFETY: the gate's word stays allocated while it is out (`gates.rs`), until
                 // the host function queued below returns it after the stream passed the wait.
-                unsafe { self.gpu.stream_wait_value32(self.stream, gate.device(), 1) }
-                    .map_err(runtime)?;
+                unsafe {
+                    self.ordering
+                        .mem_ops
+                        .stream_wait_value32(self.stream, gate.device(), 1)
+                }
+                .map_err(runtime)?;
                 let at = DevicePtr(self.address.0 + piece.at);
                 // SAFETY: as for the copies above; the job has filled the buffer and left it
                 // when the gate opens.
@@ -489,7 +498,12 @@ impl Segment<'_> {
         let last = gating.last();
         let gate = lock(&gating.gates)[last].0;
         // SAFETY: as above.
-        unsafe { self.gpu.stream_wait_value32(self.stream, gate.device(), 1) }.map_err(runtime)?;
+        unsafe {
+            self.ordering
+                .mem_ops
+                .stream_wait_value32(self.stream, gate.device(), 1)
+        }
+        .map_err(runtime)?;
         // One host function returns every gate of the segment and a read's buffers, once the
         // stream has passed all its waits and copies.
         let free = self.gates.free_words();
@@ -497,7 +511,8 @@ impl Segment<'_> {
         let returned: Vec<Gate> = lock(&gating.gates).iter().map(|(g, _)| *g).collect();
         let reads_hold = if reads { pieces.clone() } else { Vec::new() };
         if self
-            .gpu
+            .ordering
+            .host_functions
             .launch_host_func(
                 self.stream,
                 Box::new(move || {

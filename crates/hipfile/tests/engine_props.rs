@@ -261,11 +261,13 @@ fn run_case(waves: Vec<(Vec<Option<Req>>, Option<bool>)>, compat: bool) {
                     unsafe {
                         d.tuning()
                             .gpu()
-                            .copy_to_host(
+                            .require_streams()
+                            .unwrap()
+                            .copy_to_host_async(
                                 host.as_mut_ptr(),
                                 bufs[d_.slot].ptr(),
                                 d_.req.len,
-                                Some(s.handle()),
+                                s.handle(),
                             )
                             .unwrap();
                     }

@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 #![allow(unsafe_code)]
 
+use hipfile::core::runtime::{HostFunctions, Streams};
 use hipfile::{
     BackendKind, BatchIo, BatchStatus, ConfigBuilder, DeviceBuffer, DevicePtr, Driver, FileHandle,
     IoOutcome, Op, Platform, StreamHandle,
@@ -24,6 +25,18 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// The runtime's streams (every runtime these tests use has them).
+fn streams(d: &Driver) -> &dyn Streams {
+    d.tuning().gpu().streams().expect("the runtime has streams")
+}
+
+/// The runtime's host functions (every runtime these tests use has them).
+fn host_functions(d: &Driver) -> &dyn HostFunctions {
+    streams(d)
+        .host_functions()
+        .expect("the runtime has host functions")
+}
 
 /// The null stream is the process's: one test at a time holds it.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -77,8 +90,7 @@ fn null_stream_users() -> u64 {
 /// Holds the null stream back until the returned sender sends or is dropped.
 fn hold_null_stream(d: &Driver) -> std::sync::mpsc::Sender<()> {
     let (go, wait) = std::sync::mpsc::channel::<()>();
-    d.tuning()
-        .gpu()
+    host_functions(d)
         .launch_host_func(
             NULL,
             Box::new(move || {
@@ -100,12 +112,7 @@ fn behind_null_stream_copy<T: Send>(
     let release = hold_null_stream(d);
     // SAFETY: `at..+len` is device memory of the test's buffer, alive until the null stream
     // is synchronised below; `bytes` outlives that too.
-    unsafe {
-        d.tuning()
-            .gpu()
-            .copy_to_device(at, bytes.as_ptr(), bytes.len(), Some(NULL))
-    }
-    .unwrap();
+    unsafe { streams(d).copy_to_device_async(at, bytes.as_ptr(), bytes.len(), NULL) }.unwrap();
     let before = null_stream_users();
     let ended = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
@@ -125,7 +132,7 @@ fn behind_null_stream_copy<T: Send>(
         drop(release);
         call.join().unwrap()
     });
-    d.tuning().gpu().stream_synchronize(NULL).unwrap();
+    streams(d).stream_synchronize(NULL).unwrap();
     result
 }
 
@@ -319,9 +326,8 @@ fn a_stream_ordered_request_on_the_null_stream_is_ordered_there_alone() {
         let copied = pattern(len, 9);
         // SAFETY: the buffer lives until the null stream is synchronised below.
         unsafe {
-            d.tuning()
-                .gpu()
-                .copy_to_device(buf.ptr(), copied.as_ptr(), len, Some(NULL))
+            streams(&d)
+                .copy_to_device_async(buf.ptr(), copied.as_ptr(), len, NULL)
                 .unwrap();
         }
         // SAFETY: the null stream is always live.
@@ -329,7 +335,7 @@ fn a_stream_ordered_request_on_the_null_stream_is_ordered_there_alone() {
         drop(release);
         let outcome = io.wait().unwrap();
         assert_eq!(outcome.bytes, len as u64);
-        d.tuning().gpu().stream_synchronize(NULL).unwrap();
+        streams(&d).stream_synchronize(NULL).unwrap();
         let mut back = vec![0u8; len];
         buf.copy_to_host(0, &mut back).unwrap();
         assert!(back == contents, "the read ran before the copy ahead of it");

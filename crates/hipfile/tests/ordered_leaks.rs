@@ -9,11 +9,21 @@
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 #![allow(unsafe_code)] // The counting allocator.
 
+use hipfile::core::runtime::HostFunctions;
 use hipfile::{ConfigBuilder, Driver};
 use hipfile_testfs::{TempDir, emulated_runtime, require};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicIsize, Ordering};
+
+/// The runtime's host functions (every runtime these tests use has them).
+fn host_functions(d: &Driver) -> &dyn HostFunctions {
+    d.tuning()
+        .gpu()
+        .streams()
+        .and_then(|s| s.host_functions())
+        .expect("the runtime has host functions")
+}
 
 /// The system allocator, counting the bytes it has handed out and not yet taken back.
 struct Counting;
@@ -104,8 +114,7 @@ fn round(lib: &Path, dir: &Path) {
         assert_eq!(io.wait().unwrap().bytes, (LEN / 2) as u64);
         // Cancelled: dropped while a host function holds the stream back.
         let (go, held) = std::sync::mpsc::channel::<()>();
-        d.tuning()
-            .gpu()
+        host_functions(&d)
             .launch_host_func(
                 stream.handle(),
                 Box::new(move || {

@@ -5,11 +5,24 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
+use hipfile::core::runtime::{HostFunctions, StreamOrdering, Streams};
 use hipfile::{ConfigBuilder, Driver, Error, IoState, Op, Platform, StreamHandle};
 use hipfile_testfs::{Skip, TempDir, emulated_runtime, require};
 use hipfile_testkit::{Call, Fault, Gate, Injected};
 use std::fs::OpenOptions;
 use std::sync::Arc;
+
+/// The runtime's streams (every runtime these tests use has them).
+fn streams(d: &Driver) -> &dyn Streams {
+    d.tuning().gpu().streams().expect("the runtime has streams")
+}
+
+/// The runtime's host functions (every runtime these tests use has them).
+fn host_functions(d: &Driver) -> &dyn HostFunctions {
+    streams(d)
+        .host_functions()
+        .expect("the runtime has host functions")
+}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -51,7 +64,7 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
         injected.clone(),
         base.runtime().clone(),
     );
-    assert!(d.tuning().gpu().has_stream_wait_value());
+    assert!(StreamOrdering::of(d.tuning().gpu().as_ref()).is_some());
     Ok((d, injected))
 }
 
@@ -59,8 +72,7 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
 /// dropped: earlier work that the test releases when it chooses.
 fn hold(d: &Driver, stream: StreamHandle) -> std::sync::mpsc::Sender<()> {
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    d.tuning()
-        .gpu()
+    host_functions(d)
         .launch_host_func(
             stream,
             Box::new(move || {
@@ -77,9 +89,8 @@ fn copy_back_on(d: &Driver, stream: StreamHandle, src: hipfile::DevicePtr, host:
     // SAFETY: `src..+len` is device memory of this runtime that the test keeps alive, and
     // `host` stays borrowed until the caller synchronises the stream.
     unsafe {
-        d.tuning()
-            .gpu()
-            .copy_to_host(host.as_mut_ptr(), src, host.len(), Some(stream))
+        streams(d)
+            .copy_to_host_async(host.as_mut_ptr(), src, host.len(), stream)
             .unwrap();
     }
 }
@@ -100,7 +111,7 @@ fn wait_parked(gate: &Gate, n: usize) {
 fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let (d, injected) = require!(driver());
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered", 1 << 20, 3);
-    let stream = d.tuning().gpu().stream_create().unwrap();
+    let stream = streams(&d).stream_create().unwrap();
     let mut buf = d.alloc(8192).unwrap();
     // A marker that a copy made too early would bring back.
     buf.copy_from_host(0, &[0xAA; 8192]).unwrap();
@@ -126,7 +137,7 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     std::thread::sleep(std::time::Duration::from_millis(50));
     assert_eq!(io.state(), IoState::Waiting);
     assert!(
-        !d.tuning().gpu().stream_query(stream).unwrap(),
+        !streams(&d).stream_query(stream).unwrap(),
         "the stream went past the read"
     );
     assert!(
@@ -140,9 +151,9 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     let done = io.wait().unwrap();
     assert_eq!(done.bytes, 4000);
     assert_eq!(done.backend, hipfile::BackendKind::Fallback);
-    d.tuning().gpu().stream_synchronize(stream).unwrap();
+    streams(&d).stream_synchronize(stream).unwrap();
     assert!(host[..] == data[100..4100]);
-    d.tuning().gpu().stream_destroy(stream).unwrap();
+    streams(&d).stream_destroy(stream).unwrap();
 }
 
 /// A driver on the emulated runtime that serves everything with the fallback, through a
@@ -252,7 +263,7 @@ fn a_write_waits_for_the_streams_earlier_work() {
         .open(&path)
         .unwrap();
     let fh = d.register_file(&file).unwrap();
-    let stream = d.tuning().gpu().stream_create().unwrap();
+    let stream = streams(&d).stream_create().unwrap();
     let data = pattern(1 << 20, 8);
     let mut staging = d.alloc_pinned(data.len()).unwrap();
     staging.copy_from_slice(&data);
@@ -262,9 +273,8 @@ fn a_write_waits_for_the_streams_earlier_work() {
     let go_tx = hold(&d, stream);
     // SAFETY: the buffer and the pinned bytes live until the stream is synchronised below.
     unsafe {
-        d.tuning()
-            .gpu()
-            .copy_to_device(buf.ptr(), staging.as_ptr(), data.len(), Some(stream))
+        streams(&d)
+            .copy_to_device_async(buf.ptr(), staging.as_ptr(), data.len(), stream)
             .unwrap();
     }
     // SAFETY: the stream is live until after the request has ended.
@@ -276,16 +286,16 @@ fn a_write_waits_for_the_streams_earlier_work() {
     );
     go_tx.send(()).unwrap();
     assert_eq!(io.wait().unwrap().bytes, data.len() as u64);
-    d.tuning().gpu().stream_synchronize(stream).unwrap();
+    streams(&d).stream_synchronize(stream).unwrap();
     assert!(std::fs::read(&path).unwrap() == data);
-    d.tuning().gpu().stream_destroy(stream).unwrap();
+    streams(&d).stream_destroy(stream).unwrap();
 }
 
 #[test]
 fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_goes_on() {
     let (d, _) = require!(driver());
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-c", 64 << 10, 5);
-    let stream = d.tuning().gpu().stream_create().unwrap();
+    let stream = streams(&d).stream_create().unwrap();
     let mut buf = d.alloc(64 << 10).unwrap();
     let go_tx = hold(&d, stream);
     // SAFETY: the stream is live until the end of the test.
@@ -297,7 +307,7 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     }
     go_tx.send(()).unwrap();
     // The gate was opened by the cancellation: the stream does not wait for ever.
-    d.tuning().gpu().stream_synchronize(stream).unwrap();
+    streams(&d).stream_synchronize(stream).unwrap();
     let mut got = vec![0u8; 64 << 10];
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got.iter().all(|&b| b == 0), "a cancelled read moved bytes");
@@ -311,10 +321,10 @@ fn a_request_dropped_before_its_stream_reaches_it_is_cancelled_and_the_stream_go
     for io in ios {
         assert_eq!(io.wait().unwrap().bytes, 4096);
     }
-    d.tuning().gpu().stream_synchronize(stream).unwrap();
+    streams(&d).stream_synchronize(stream).unwrap();
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got == data);
-    d.tuning().gpu().stream_destroy(stream).unwrap();
+    streams(&d).stream_destroy(stream).unwrap();
 }
 
 /// A request ordered on the null stream, which a synchronous copy on the legacy default
@@ -342,10 +352,7 @@ fn a_request_on_the_null_stream_does_not_wait_for_itself() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(io.wait().unwrap().bytes, 4000);
-    d.tuning()
-        .gpu()
-        .stream_synchronize(StreamHandle(0))
-        .unwrap();
+    streams(&d).stream_synchronize(StreamHandle(0)).unwrap();
     let mut got = vec![0u8; 4000];
     buf.copy_to_host(0, &mut got).unwrap();
     assert!(got[..] == data[7..4007]);

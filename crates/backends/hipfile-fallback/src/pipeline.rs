@@ -43,7 +43,7 @@
 use crate::cache::start_writeback;
 use crate::posix::{ColdReads, Direct, Failed, pread_chunk, pwrite_full};
 use crate::staging::{DeviceRange, StagingConfig, StagingGuard, StagingPool};
-use hipfile_core::runtime::{EventHandle, StreamHandle};
+use hipfile_core::runtime::{EventHandle, StreamHandle, Streams};
 use hipfile_core::{BackendError, FallbackKnobs, GpuRuntime, Op, RuntimeError};
 use std::collections::VecDeque;
 use std::fmt;
@@ -425,18 +425,20 @@ struct Gpu {
 
 impl Gpu {
     /// Makes `device` current on the calling (worker) thread and creates the stream and
-    /// events there, so that they belong to it.
+    /// events there, so that they belong to it. A runtime without streams fails here, the
+    /// first use of them.
     fn create(runtime: &dyn GpuRuntime, device: i32) -> Result<Gpu, BackendError> {
+        let streams = runtime.require_streams().map_err(BackendError::Runtime)?;
         runtime.thread_init().map_err(BackendError::Runtime)?;
         runtime.set_device(device).map_err(BackendError::Runtime)?;
-        let stream = runtime.stream_create().map_err(BackendError::Runtime)?;
+        let stream = streams.stream_create().map_err(BackendError::Runtime)?;
         let mut gpu = Gpu {
             device,
             stream,
             events: Vec::new(),
         };
         for _ in 0..crate::staging::StagingConfig::BUFFERS_PER_WORKER {
-            match runtime.event_create() {
+            match streams.event_create() {
                 Ok(e) => gpu.events.push(e),
                 Err(e) => {
                     gpu.destroy(runtime);
@@ -450,10 +452,13 @@ impl Gpu {
     fn destroy(self, runtime: &dyn GpuRuntime) {
         // Failures cannot be reported from here and leave only a handle behind.
         let _ = runtime.set_device(self.device);
+        let Some(streams) = runtime.streams() else {
+            return; // never made: `create` needs streams
+        };
         for e in self.events {
-            let _ = runtime.event_destroy(e);
+            let _ = streams.event_destroy(e);
         }
-        let _ = runtime.stream_destroy(self.stream);
+        let _ = streams.stream_destroy(self.stream);
     }
 }
 
@@ -627,7 +632,7 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
 /// stream ([`Gpus::forget`]).
 struct InFlight<'a> {
     buffers: Vec<StagingGuard<'a>>,
-    runtime: &'a dyn GpuRuntime,
+    streams: &'a dyn Streams,
     stream: StreamHandle,
     synced: bool,
 }
@@ -635,7 +640,7 @@ struct InFlight<'a> {
 impl InFlight<'_> {
     fn finish(mut self) -> Result<(), RuntimeError> {
         self.synced = true;
-        let synced = self.runtime.stream_synchronize(self.stream);
+        let synced = self.streams.stream_synchronize(self.stream);
         if synced.is_err() {
             self.abandon();
         }
@@ -652,7 +657,7 @@ impl InFlight<'_> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         // A failure cannot be reported from here; the task already failed.
-        if !self.synced && self.runtime.stream_synchronize(self.stream).is_err() {
+        if !self.synced && self.streams.stream_synchronize(self.stream).is_err() {
             self.abandon();
         }
     }
@@ -668,6 +673,10 @@ fn serve_task(
     let g = gpus
         .for_device(runtime, task.gpu)
         .map_err(Failed::after(0))?;
+    // The set was made with them.
+    let streams = runtime
+        .require_streams()
+        .map_err(|e| Failed::after(0)(BackendError::Runtime(e)))?;
     let pool = &shared.pool;
     let mut buffers = vec![pool.acquire().map_err(Failed::after(0))?];
     let chunk = pool.config().chunk_size as u64;
@@ -676,7 +685,7 @@ fn serve_task(
     }
     let mut flight = InFlight {
         buffers,
-        runtime,
+        streams,
         stream: g.stream,
         synced: false,
     };
@@ -718,7 +727,7 @@ fn read_task(
     device: DeviceRange,
     file_offset: u64,
 ) -> Result<u64, BackendError> {
-    let runtime = flight.runtime;
+    let streams = flight.streams;
     let stream = flight.stream;
     let n = flight.buffers.len();
     let chunk = flight.buffers[0].capacity() as u64;
@@ -730,7 +739,7 @@ fn read_task(
         let (piece, after) = rest.split_at(to_boundary(file_offset + done, chunk));
         let slot = i % n;
         if pending[slot] {
-            runtime
+            streams
                 .event_synchronize(events[slot])
                 .map_err(BackendError::Runtime)?;
             pending[slot] = false;
@@ -753,7 +762,7 @@ fn read_task(
             // invariant).
             unsafe { buf.copy_to_device_on(filled, stream) }?;
             pending[slot] = true;
-            runtime
+            streams
                 .event_record(events[slot], stream)
                 .map_err(BackendError::Runtime)?;
         }
@@ -798,7 +807,7 @@ fn write_task(
     for (k, &(piece, at)) in pieces.iter().enumerate() {
         let slot = k % n;
         flight
-            .runtime
+            .streams
             .event_synchronize(events[slot])
             .map_err(|e| Failed::after(written)(BackendError::Runtime(e)))?;
         // A piece is at most a buffer's capacity, a `usize`.
@@ -850,7 +859,7 @@ fn queue_copy(
     // request's device memory outlives the task (module invariant).
     unsafe { flight.buffers[slot].copy_from_device_on(piece, stream) }?;
     flight
-        .runtime
+        .streams
         .event_record(events[slot], stream)
         .map_err(BackendError::Runtime)
 }

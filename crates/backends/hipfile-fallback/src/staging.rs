@@ -38,7 +38,7 @@
 
 #![allow(unsafe_code)]
 
-use hipfile_core::runtime::StreamHandle;
+use hipfile_core::runtime::{StreamHandle, Streams};
 use hipfile_core::{
     BackendError, DevicePtr, FallbackKnobs, GpuRuntime, RuntimeError, ValidRequest,
 };
@@ -356,6 +356,14 @@ impl StagingPool {
         &self.runtime
     }
 
+    /// The runtime's streams, for the copies queued on a stream; a runtime without them
+    /// fails such a copy ([`GpuRuntime::require_streams`]).
+    fn streams(&self) -> Result<&dyn Streams, BackendError> {
+        self.runtime
+            .require_streams()
+            .map_err(BackendError::Runtime)
+    }
+
     /// Allocates one buffer for a slot already counted in `allocating`.
     fn allocate_one(&self) -> Result<Chunk, BackendError> {
         let mut chunks = self.allocate(1)?;
@@ -605,8 +613,8 @@ impl StagingGuard<'_> {
         // the copy completes (this function's contract).
         unsafe {
             self.pool
-                .runtime
-                .copy_to_device(to.start, self.buffer.as_ptr(), len, Some(stream))
+                .streams()?
+                .copy_to_device_async(to.start, self.buffer.as_ptr(), len, stream)
         }
         .map_err(BackendError::Runtime)
     }
@@ -631,9 +639,12 @@ impl StagingGuard<'_> {
         // is no more than the guard's buffer, held through `&mut self`; both stay valid and
         // the buffer untouched until the copy completes (this function's contract).
         unsafe {
-            self.pool
-                .runtime
-                .copy_to_host(self.buffer.as_mut_ptr(), from.start, len, Some(stream))
+            self.pool.streams()?.copy_to_host_async(
+                self.buffer.as_mut_ptr(),
+                from.start,
+                len,
+                stream,
+            )
         }
         .map_err(BackendError::Runtime)
     }
@@ -772,8 +783,8 @@ impl OwnedStaging {
         // and keeps both alive and the buffer unwritten until the copy completes.
         unsafe {
             self.pool
-                .runtime
-                .copy_to_device(to, self.buffer.as_ptr(), len, Some(stream))
+                .streams()?
+                .copy_to_device_async(to, self.buffer.as_ptr(), len, stream)
         }
         .map_err(BackendError::Runtime)
     }
@@ -799,8 +810,8 @@ impl OwnedStaging {
         // SAFETY: as in `copy_to_device_on`, with the buffer held through `&mut self`.
         unsafe {
             self.pool
-                .runtime
-                .copy_to_host(self.buffer.as_mut_ptr(), from, len, Some(stream))
+                .streams()?
+                .copy_to_host_async(self.buffer.as_mut_ptr(), from, len, stream)
         }
         .map_err(BackendError::Runtime)
     }

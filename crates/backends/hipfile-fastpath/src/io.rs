@@ -4,9 +4,10 @@
 //!
 //! # Safety
 //!
-//! The only `unsafe` here calls `GpuRuntime::amd_file_read`/`amd_file_write`, whose contract
-//! is that `address..address + size` is device memory of the runtime, valid for the call.
-//! The request comes from `hipfile-core`'s validation, which guarantees that this range lies
+//! The only `unsafe` here calls `amd_file_read`/`amd_file_write` of the runtime's AMD
+//! file-I/O capability (`GpuRuntime::amd_file_io`), whose contract is that
+//! `address..address + size` is device memory of the runtime, valid for the call. The
+//! request comes from `hipfile-core`'s validation, which guarantees that this range lies
 //! inside the request's buffer (`buffer_offset + size <= buffer length`, no overflow), and the
 //! buffer was checked against its allocation (`hipMemGetAddressRange`) when it was registered
 //! or, unregistered, for this call; `Fastpath::io` passes on only requests validated against
@@ -14,6 +15,7 @@
 
 #![allow(unsafe_code)]
 
+use hipfile_core::runtime::FileIoError;
 use hipfile_core::{BackendError, GpuRuntime, IoTarget, Op, ValidRequest};
 use rustix::io::Errno;
 use std::cell::RefCell;
@@ -21,29 +23,29 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Gives every [`AmdFileIo`] its own identity for the per-thread initialisation record.
+/// Gives every [`FileIo`] its own identity for the per-thread initialisation record.
 /// A counter, not the runtime's address: an address can be reused by a later runtime, which
 /// would then skip its `hipInit`.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// The [`AmdFileIo`]s whose `thread_init` succeeded on this thread.
+    /// The [`FileIo`]s whose `thread_init` succeeded on this thread.
     static INITIALISED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The fastpath's access to a runtime with AMD file I/O. Clones share the runtime and the
 /// per-thread initialisation record.
 #[derive(Clone)]
-pub(crate) struct AmdFileIo {
+pub(crate) struct FileIo {
     runtime: Arc<dyn GpuRuntime>,
     id: u64,
     /// Whether a write ends with an `fdatasync` of the direct descriptor.
     durable_writes: bool,
 }
 
-impl AmdFileIo {
+impl FileIo {
     pub(crate) fn new(runtime: Arc<dyn GpuRuntime>, durable_writes: bool) -> Self {
-        AmdFileIo {
+        FileIo {
             runtime,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             durable_writes,
@@ -79,6 +81,14 @@ impl AmdFileIo {
             )));
         };
         self.ensure_thread_init()?;
+        // Scoring refuses a runtime without AMD file I/O (`runtime_lacks_amd_file_io`), so
+        // only a caller that skipped scoring gets here without it.
+        let Some(file_io) = self.runtime.amd_file_io() else {
+            return Err(BackendError::from_file_io(
+                call_name(r.op()),
+                FileIoError::Unavailable,
+            ));
+        };
         let fd = direct.as_raw_fd();
         // Validation keeps `file_offset + size` within `i64::MAX`.
         let offset = i64::try_from(r.file_offset()).map_err(|_| BackendError::Os {
@@ -90,21 +100,15 @@ impl AmdFileIo {
                 // SAFETY: `r.address..r.address + r.size` lies inside the request's device
                 // buffer, as core's validation guarantees (see the module's `# Safety`); the
                 // buffer outlives this call, which is synchronous.
-                Op::Read => unsafe {
-                    self.runtime
-                        .amd_file_read(fd, r.address(), r.size(), offset)
-                },
+                Op::Read => unsafe { file_io.amd_file_read(fd, r.address(), r.size(), offset) },
                 // SAFETY: as for the read: the range lies inside the request's device buffer
                 // and the call completes before it returns.
-                Op::Write => unsafe {
-                    self.runtime
-                        .amd_file_write(fd, r.address(), r.size(), offset)
-                },
+                Op::Write => unsafe { file_io.amd_file_write(fd, r.address(), r.size(), offset) },
             };
             // An interrupted call is not a failure: it is issued again (BEHAVIOUR.md §1.9),
             // as `pread`/`pwrite` are on the fallback.
             match done {
-                Err(hipfile_core::runtime::FileIoError::Errno(libc::EINTR)) => continue,
+                Err(FileIoError::Errno(libc::EINTR)) => continue,
                 other => break other,
             }
         }

@@ -29,7 +29,7 @@ pub struct Fastpath {
     unsupported_file_systems: bool,
     amd_file_io: bool,
     /// `None` for a fastpath that only scores.
-    io: Option<io::AmdFileIo>,
+    io: Option<io::FileIo>,
 }
 
 impl Fastpath {
@@ -49,8 +49,8 @@ impl Fastpath {
     /// has AMD file I/O is asked once, here.
     pub fn with_runtime(config: &Config, runtime: Arc<dyn GpuRuntime>) -> Self {
         Fastpath {
-            amd_file_io: runtime.has_amd_file_io(),
-            io: Some(io::AmdFileIo::new(runtime, config.durable_writes)),
+            amd_file_io: runtime.amd_file_io().is_some(),
+            io: Some(io::FileIo::new(runtime, config.durable_writes)),
             ..Fastpath::new(config, false)
         }
     }

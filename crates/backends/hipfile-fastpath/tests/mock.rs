@@ -1,9 +1,10 @@
-//! The fastpath's calls into the runtime, checked with core's `MockGpuRuntime`: what it
-//! passes, `hipInit` once per thread, and how each runtime failure is reported.
+//! The fastpath's calls into the runtime, checked with core's mocks (`MockGpuRuntime` for the
+//! base, `MockAmdFileIo` for the file I/O): what it passes, `hipInit` once per thread, and how
+//! each runtime failure is reported.
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile_core::runtime::{FileIoError, MockGpuRuntime};
+use hipfile_core::runtime::{FileIoError, MockAmdFileIo, MockGpuRuntime, MockRuntime};
 use hipfile_core::{
     Backend, BackendError, BufferFacts, Config, DevicePtr, IoTarget, Op, Reason, Request,
     RuntimeError, Submission,
@@ -21,11 +22,15 @@ fn buffer() -> BufferFacts {
     device_buffer(BASE, 1 << 20)
 }
 
-/// A runtime that has AMD file I/O; the test adds the rest of its expectations.
-fn runtime() -> MockGpuRuntime {
-    let mut rt = MockGpuRuntime::new();
-    rt.expect_has_amd_file_io().times(1).return_const(true);
-    rt
+/// The base and the AMD file I/O of a runtime that has it; the test adds its expectations,
+/// then puts them together with [`with_file_io`].
+fn runtime() -> (MockGpuRuntime, MockAmdFileIo) {
+    (MockGpuRuntime::new(), MockAmdFileIo::new())
+}
+
+/// The runtime of `base` with `io` as its AMD file I/O.
+fn with_file_io(base: MockGpuRuntime, io: MockAmdFileIo) -> Arc<MockRuntime> {
+    Arc::new(MockRuntime::new(base).with_amd_file_io(io))
 }
 
 /// Scores and serves `size` bytes at `file_offset` from `buffer_offset` of [`buffer`], with
@@ -76,21 +81,21 @@ fn a_fastpath_is_shared_between_threads() {
 fn passes_the_request_through_and_returns_a_short_count() {
     let file = dev_null();
     let raw = file.as_raw_fd();
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     rt.expect_thread_init().times(1).returning(|| Ok(()));
-    rt.expect_amd_file_read()
+    io.expect_amd_file_read()
         .withf(move |fd, dst, size, offset| {
             (*fd, *dst, *size, *offset) == (raw, DevicePtr(BASE + 4096), 8192, 12288)
         })
         .times(1)
         .returning(|_, _, _, _| Ok(4096));
-    rt.expect_amd_file_write()
+    io.expect_amd_file_write()
         .withf(move |fd, src, size, offset| {
             (*fd, *src, *size, *offset) == (raw, DevicePtr(BASE), 65536, 0)
         })
         .times(1)
         .returning(|_, _, size, _| Ok(size));
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     assert_eq!(
         serve(&fp, Op::Read, 4096, 12288, 8192, Some(&file)).unwrap(),
         4096
@@ -105,15 +110,15 @@ fn passes_the_request_through_and_returns_a_short_count() {
 fn calls_thread_init_once_per_thread() {
     const THREADS: usize = 4;
     let file = dev_null();
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     rt.expect_thread_init().times(THREADS).returning(|| Ok(()));
-    rt.expect_amd_file_read()
+    io.expect_amd_file_read()
         .times(3 * THREADS)
         .returning(|_, _, size, _| Ok(size));
-    rt.expect_amd_file_write()
+    io.expect_amd_file_write()
         .times(THREADS)
         .returning(|_, _, size, _| Ok(size));
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     std::thread::scope(|s| {
         for _ in 0..THREADS {
             s.spawn(|| {
@@ -133,7 +138,7 @@ fn calls_thread_init_once_per_thread() {
 fn a_failed_thread_init_is_a_runtime_error_and_is_tried_again() {
     let file = dev_null();
     let calls = Arc::new(AtomicUsize::new(0));
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     let c = calls.clone();
     rt.expect_thread_init().times(2).returning(move || {
         if c.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -146,10 +151,10 @@ fn a_failed_thread_init_is_a_runtime_error_and_is_tried_again() {
             Ok(())
         }
     });
-    rt.expect_amd_file_read()
+    io.expect_amd_file_read()
         .times(2)
         .returning(|_, _, size, _| Ok(size));
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
     assert!(
         matches!(&e, BackendError::Runtime(r) if r.call == "hipInit"),
@@ -165,19 +170,19 @@ fn a_failed_thread_init_is_a_runtime_error_and_is_tried_again() {
 #[test]
 fn runtime_failures_keep_their_kind() {
     let file = dev_null();
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     rt.expect_thread_init().returning(|| Ok(()));
-    rt.expect_amd_file_read().times(1).returning(|_, _, _, _| {
+    io.expect_amd_file_read().times(1).returning(|_, _, _, _| {
         Err(FileIoError::Runtime(RuntimeError::new(
             "hipAmdFileRead",
             1,
             "invalid argument",
         )))
     });
-    rt.expect_amd_file_write()
+    io.expect_amd_file_write()
         .times(1)
         .returning(|_, _, _, _| Err(FileIoError::Unavailable));
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
     assert_eq!(e.hip_error(), Some(1), "{e:?}");
     let e = serve(&fp, Op::Write, 0, 0, 4096, Some(&file)).unwrap_err();
@@ -189,10 +194,10 @@ fn runtime_failures_keep_their_kind() {
 
 #[test]
 fn without_an_o_direct_descriptor_it_calls_nothing() {
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     rt.expect_thread_init().never();
-    rt.expect_amd_file_read().never();
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    io.expect_amd_file_read().never();
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     let e = serve(&fp, Op::Read, 0, 0, 4096, None).unwrap_err();
     assert!(
         matches!(&e, BackendError::Unsupported(m) if m.contains("O_DIRECT")),
@@ -203,19 +208,18 @@ fn without_an_o_direct_descriptor_it_calls_nothing() {
 #[test]
 fn size_zero_returns_zero_without_the_runtime() {
     let file = dev_null();
-    let mut rt = runtime();
+    let (mut rt, mut io) = runtime();
     rt.expect_thread_init().never();
-    rt.expect_amd_file_read().never();
-    rt.expect_amd_file_write().never();
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    io.expect_amd_file_read().never();
+    io.expect_amd_file_write().never();
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     assert_eq!(serve(&fp, Op::Read, 0, 0, 0, Some(&file)).unwrap(), 0);
     assert_eq!(serve(&fp, Op::Write, 0, 0, 0, Some(&file)).unwrap(), 0);
 }
 
 #[test]
 fn the_runtime_says_whether_it_has_amd_file_io() {
-    let mut rt = MockGpuRuntime::new();
-    rt.expect_has_amd_file_io().times(1).return_const(false);
+    let rt = MockGpuRuntime::new();
     let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
     let buffer = buffer();
     let request = Request {
@@ -236,15 +240,30 @@ fn the_runtime_says_whether_it_has_amd_file_io() {
     assert!(format!("{fp:?}").contains("has_runtime: true"));
 }
 
+/// A fastpath served without scoring on a runtime without AMD file I/O reports the call as
+/// unsupported, as a runtime whose call is missing does.
+#[test]
+fn without_amd_file_io_a_request_is_unsupported() {
+    let file = dev_null();
+    let mut rt = MockGpuRuntime::new();
+    rt.expect_thread_init().times(1).returning(|| Ok(()));
+    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let e = serve(&fp, Op::Read, 0, 0, 4096, Some(&file)).unwrap_err();
+    assert!(
+        matches!(&e, BackendError::Unsupported(m) if m.contains("hipAmdFileRead")),
+        "{e:?}"
+    );
+}
+
 /// Facts that nobody checked (a made-up length, say) can be scored, but the fastpath moves
 /// no bytes for a request validated against them: the runtime is never called.
 #[test]
 fn no_bytes_move_for_a_request_validated_against_made_up_xfs_file() {
-    let mut rt = runtime();
-    rt.expect_amd_file_read().never();
-    rt.expect_amd_file_write().never();
+    let (mut rt, mut io) = runtime();
+    io.expect_amd_file_read().never();
+    io.expect_amd_file_write().never();
     rt.expect_thread_init().never();
-    let fp = Fastpath::with_runtime(&Config::default(), Arc::new(rt));
+    let fp = Fastpath::with_runtime(&Config::default(), with_file_io(rt, io));
     let file = File::open("/dev/null").unwrap();
     let made_up = buffer();
     for op in [Op::Read, Op::Write] {

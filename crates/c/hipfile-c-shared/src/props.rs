@@ -23,6 +23,7 @@ use crate::settings::{
 use crate::state;
 use crate::types::*;
 use facade::Driver;
+use facade::core::runtime::StreamOrdering;
 use std::ffi::c_uint;
 
 const INTERNAL: hipFileError_t = hipFileError_t::code(hipFileInternalError);
@@ -89,7 +90,7 @@ fn properties(st: &state::State) -> hipFileDriverProps_t {
     if st
         .driver
         .as_ref()
-        .is_some_and(|d| d.tuning().gpu().has_stream_wait_value())
+        .is_some_and(|d| StreamOrdering::of(d.tuning().gpu().as_ref()).is_some())
     {
         features |= 1 << hipFileStreamsSupported;
     }

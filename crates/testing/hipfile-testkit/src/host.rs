@@ -9,8 +9,10 @@
 //! instead of corrupting memory. `hipAmdFileRead`/`hipAmdFileWrite` `pread`/`pwrite` the
 //! descriptor straight into device memory: on an `O_DIRECT` descriptor the kernel then
 //! enforces the direct-I/O rules, as the kernel driver does on hardware (misaligned I/O is
-//! `EINVAL`); built with [`Builder::amd_file_io`]`(false)` they answer
-//! `FileIoError::Unavailable`.
+//! `EINVAL`); built with [`Builder::amd_file_io`]`(false)` the runtime has no AMD file I/O
+//! (`GpuRuntime::amd_file_io` is `None`, and the calls, made anyway, answer
+//! `FileIoError::Unavailable`). It has streams, but neither host functions nor stream memory
+//! operations, and its stream and event queries cannot tell (callers then wait).
 //!
 //! It has [`Builder::devices`] devices (1 by default), each with the BAR1 size of
 //! [`Builder::bar1_size`] (none by default), and a current device per thread, shared
@@ -41,7 +43,7 @@
 #![allow(unsafe_code)]
 
 use crate::fault::{Call, Effect, Fault, Faults, Site};
-use hipfile_core::runtime::{EventHandle, FileIoError, StreamHandle};
+use hipfile_core::runtime::{AmdFileIo, EventHandle, FileIoError, StreamHandle, Streams};
 use hipfile_core::{DevicePtr, GpuRuntime, MemoryKind, PointerInfo, RuntimeError};
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -155,7 +157,7 @@ impl Builder {
         self
     }
 
-    /// Whether the AMD file-I/O calls are there (by default they are).
+    /// Whether the runtime has AMD file I/O (by default it has).
     pub fn amd_file_io(mut self, present: bool) -> Builder {
         self.amd_file_io = present;
         self
@@ -374,6 +376,66 @@ impl HostMemRuntime {
         }
     }
 
+    /// A copy into device memory, now or on `stream`: counted, faulted, its ranges checked.
+    fn copy_in(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        self.enter(
+            Call::CopyToDevice,
+            Site {
+                stream,
+                range: Some((dst.0, len as u64)),
+            },
+        )?;
+        assert!(
+            contains(&self.device, dst.0 as usize, len),
+            "copy_to_device to {dst} + {len} leaves device memory"
+        );
+        assert!(
+            contains(&self.pinned, src as usize, len),
+            "copy_to_device from {src:?} + {len} leaves pinned memory"
+        );
+        self.check_route(dst.0 as usize, stream, "copy_to_device");
+        lock(&self.pinned_used).push(src as usize);
+        self.count(&self.bytes_to_device, dst.0 as usize, len);
+        self.copy(dst.0 as usize, src as usize, len, stream);
+        Ok(())
+    }
+
+    /// A copy out of device memory; see [`HostMemRuntime::copy_in`].
+    fn copy_out(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        stream: Option<StreamHandle>,
+    ) -> Result<(), RuntimeError> {
+        self.enter(
+            Call::CopyToHost,
+            Site {
+                stream,
+                range: Some((src.0, len as u64)),
+            },
+        )?;
+        assert!(
+            contains(&self.device, src.0 as usize, len),
+            "copy_to_host from {src} + {len} leaves device memory"
+        );
+        assert!(
+            contains(&self.pinned, dst as usize, len),
+            "copy_to_host to {dst:?} + {len} leaves pinned memory"
+        );
+        self.check_route(src.0 as usize, stream, "copy_to_host");
+        lock(&self.pinned_used).push(dst as usize);
+        self.count(&self.bytes_from_device, src.0 as usize, len);
+        self.copy(dst as usize, src.0 as usize, len, stream);
+        Ok(())
+    }
+
     /// The common part of the file-I/O calls: counting, faults, and the range check. Returns
     /// how many bytes to move.
     fn file_io(&self, call: Call, addr: DevicePtr, size: u64) -> Result<u64, FileIoError> {
@@ -486,10 +548,6 @@ unsafe impl GpuRuntime for HostMemRuntime {
         ))
     }
 
-    fn has_amd_file_io(&self) -> bool {
-        self.amd_file_io
-    }
-
     fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
         if !(0..self.devices).contains(&device) {
             return Err(rt_error("bar1_size", 101, "invalid device ordinal"));
@@ -531,6 +589,37 @@ unsafe impl GpuRuntime for HostMemRuntime {
         }
     }
 
+    unsafe fn copy_to_device(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        self.copy_in(dst, src, len, None)
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        self.copy_out(dst, src, len, None)
+    }
+
+    fn streams(&self) -> Option<&dyn Streams> {
+        Some(self)
+    }
+
+    fn amd_file_io(&self) -> Option<&dyn AmdFileIo> {
+        self.amd_file_io.then_some(self as &dyn AmdFileIo)
+    }
+}
+
+// SAFETY: as for `GpuRuntime`: an asynchronous copy checks its ranges when queued and runs no
+// later than the synchronisation of its stream or of an event recorded after it; work on a
+// stream runs in the order it was queued.
+unsafe impl Streams for HostMemRuntime {
     fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
         self.enter(Call::StreamCreate, Site::default())?;
         let mut q = lock(&self.queues);
@@ -614,64 +703,40 @@ unsafe impl GpuRuntime for HostMemRuntime {
         self.enter(Call::EventDestroy, Site::default())
     }
 
-    unsafe fn copy_to_device(
+    /// This double cannot tell (as a runtime without `hipStreamQuery`): callers wait.
+    fn stream_query(&self, _: StreamHandle) -> Result<bool, RuntimeError> {
+        Err(RuntimeError::unsupported("stream_query"))
+    }
+
+    /// This double cannot tell (as a runtime without `hipEventQuery`).
+    fn event_query(&self, _: EventHandle) -> Result<bool, RuntimeError> {
+        Err(RuntimeError::unsupported("event_query"))
+    }
+
+    unsafe fn copy_to_device_async(
         &self,
         dst: DevicePtr,
         src: *const u8,
         len: usize,
-        stream: Option<StreamHandle>,
+        stream: StreamHandle,
     ) -> Result<(), RuntimeError> {
-        self.enter(
-            Call::CopyToDevice,
-            Site {
-                stream,
-                range: Some((dst.0, len as u64)),
-            },
-        )?;
-        assert!(
-            contains(&self.device, dst.0 as usize, len),
-            "copy_to_device to {dst} + {len} leaves device memory"
-        );
-        assert!(
-            contains(&self.pinned, src as usize, len),
-            "copy_to_device from {src:?} + {len} leaves pinned memory"
-        );
-        self.check_route(dst.0 as usize, stream, "copy_to_device");
-        lock(&self.pinned_used).push(src as usize);
-        self.count(&self.bytes_to_device, dst.0 as usize, len);
-        self.copy(dst.0 as usize, src as usize, len, stream);
-        Ok(())
+        self.copy_in(dst, src, len, Some(stream))
     }
 
-    unsafe fn copy_to_host(
+    unsafe fn copy_to_host_async(
         &self,
         dst: *mut u8,
         src: DevicePtr,
         len: usize,
-        stream: Option<StreamHandle>,
+        stream: StreamHandle,
     ) -> Result<(), RuntimeError> {
-        self.enter(
-            Call::CopyToHost,
-            Site {
-                stream,
-                range: Some((src.0, len as u64)),
-            },
-        )?;
-        assert!(
-            contains(&self.device, src.0 as usize, len),
-            "copy_to_host from {src} + {len} leaves device memory"
-        );
-        assert!(
-            contains(&self.pinned, dst as usize, len),
-            "copy_to_host to {dst:?} + {len} leaves pinned memory"
-        );
-        self.check_route(src.0 as usize, stream, "copy_to_host");
-        lock(&self.pinned_used).push(dst as usize);
-        self.count(&self.bytes_from_device, src.0 as usize, len);
-        self.copy(dst as usize, src.0 as usize, len, stream);
-        Ok(())
+        self.copy_out(dst, src, len, Some(stream))
     }
+}
 
+// SAFETY: as for `GpuRuntime`: each call checks that its range lies inside device memory of
+// this runtime before it moves a byte.
+unsafe impl AmdFileIo for HostMemRuntime {
     unsafe fn amd_file_read(
         &self,
         fd: RawFd,

@@ -6,7 +6,7 @@
 
 use crate::fixtures::pattern;
 use crate::{Call, Fault, Gate, HostMemRuntime, Injected};
-use hipfile_core::runtime::FileIoError;
+use hipfile_core::runtime::{AmdFileIo, FileIoError};
 use hipfile_core::{DevicePtr, GpuRuntime, RuntimeError};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -50,7 +50,7 @@ fn copy_in(rt: &dyn GpuRuntime, dst: DevicePtr, data: &[u8]) -> Result<(), Runti
     // SAFETY: `pinned` is a fresh allocation of `data.len()` bytes.
     unsafe { std::ptr::copy(data.as_ptr(), pinned, data.len()) };
     // SAFETY: both ranges are live allocations of `rt` of `data.len()` bytes.
-    let r = unsafe { rt.copy_to_device(dst, pinned, data.len(), None) };
+    let r = unsafe { rt.copy_to_device(dst, pinned, data.len()) };
     // SAFETY: allocated above; the synchronous copy is done.
     unsafe { rt.free_pinned(pinned) }.unwrap();
     r
@@ -60,7 +60,7 @@ fn copy_in(rt: &dyn GpuRuntime, dst: DevicePtr, data: &[u8]) -> Result<(), Runti
 fn copy_out(rt: &dyn GpuRuntime, src: DevicePtr, len: usize) -> Result<Vec<u8>, RuntimeError> {
     let pinned = rt.alloc_pinned(len).unwrap();
     // SAFETY: both ranges are live allocations of `rt` of `len` bytes.
-    let r = unsafe { rt.copy_to_host(pinned, src, len, None) };
+    let r = unsafe { rt.copy_to_host(pinned, src, len) };
     let mut out = vec![0; len];
     // SAFETY: `pinned` holds `len` bytes.
     unsafe { std::ptr::copy(pinned, out.as_mut_ptr(), len) };
@@ -69,14 +69,19 @@ fn copy_out(rt: &dyn GpuRuntime, src: DevicePtr, len: usize) -> Result<Vec<u8>, 
     r.map(|()| out)
 }
 
+/// `rt`'s AMD file I/O, which the test expects it to have.
+fn file_io(rt: &dyn GpuRuntime) -> &dyn AmdFileIo {
+    rt.amd_file_io().expect("the runtime has no AMD file I/O")
+}
+
 fn read(rt: &dyn GpuRuntime, f: &TempFile, dst: DevicePtr, size: u64) -> Result<u64, FileIoError> {
     // SAFETY: `dst` is device memory of `rt` of at least `size` bytes.
-    unsafe { rt.amd_file_read(f.file.as_raw_fd(), dst, size, 0) }
+    unsafe { file_io(rt).amd_file_read(f.file.as_raw_fd(), dst, size, 0) }
 }
 
 fn write(rt: &dyn GpuRuntime, f: &TempFile, src: DevicePtr, size: u64) -> Result<u64, FileIoError> {
     // SAFETY: `src` is device memory of `rt` of at least `size` bytes.
-    unsafe { rt.amd_file_write(f.file.as_raw_fd(), src, size, 0) }
+    unsafe { file_io(rt).amd_file_write(f.file.as_raw_fd(), src, size, 0) }
 }
 
 #[test]
@@ -185,14 +190,16 @@ fn a_short_transfer_moves_only_its_bytes() {
 fn file_io_can_be_absent_or_refused() {
     let f = TempFile::new(&[0; 512]);
     let rt = HostMemRuntime::builder().amd_file_io(false).build();
-    assert!(!rt.has_amd_file_io());
+    assert!(rt.amd_file_io().is_none());
     let buf = rt.device_with(&[0; 512]);
-    assert_eq!(read(&rt, &f, buf, 512), Err(FileIoError::Unavailable));
+    // SAFETY: `buf` is device memory of `rt` of 512 bytes.
+    let made_anyway = unsafe { AmdFileIo::amd_file_read(&rt, f.file.as_raw_fd(), buf, 512, 0) };
+    assert_eq!(made_anyway, Err(FileIoError::Unavailable));
     let rt = HostMemRuntime::builder()
         .fault(Fault::on(Call::AmdFileWrite).unavailable())
         .build();
     let buf = rt.device_with(&[0; 512]);
-    assert!(rt.has_amd_file_io());
+    assert!(rt.amd_file_io().is_some());
     assert_eq!(write(&rt, &f, buf, 512), Err(FileIoError::Unavailable));
     rt.faults().add(Fault::on(Call::AmdFileRead).fail(7));
     assert!(matches!(
@@ -227,19 +234,20 @@ fn a_failed_stream_synchronisation_leaves_the_work_queued() {
     let pinned = rt.alloc_pinned(64).unwrap();
     // SAFETY: `pinned` holds 64 bytes.
     unsafe { std::ptr::write_bytes(pinned, 9, 64) };
-    let s = rt.stream_create().unwrap();
+    let streams = rt.streams().unwrap();
+    let s = streams.stream_create().unwrap();
     // SAFETY: both ranges are live allocations of 64 bytes, until the stream is synchronised.
-    unsafe { rt.copy_to_device(dst, pinned, 64, Some(s)) }.unwrap();
+    unsafe { streams.copy_to_device_async(dst, pinned, 64, s) }.unwrap();
     assert_eq!(
         rt.read_device(dst, 64),
         [0; 64],
         "a deferred copy ran early"
     );
-    assert_eq!(rt.stream_synchronize(s).unwrap_err().code, 700);
+    assert_eq!(streams.stream_synchronize(s).unwrap_err().code, 700);
     assert_eq!(rt.read_device(dst, 64), [0; 64]);
-    rt.stream_synchronize(s).unwrap();
+    streams.stream_synchronize(s).unwrap();
     assert_eq!(rt.read_device(dst, 64), [9; 64]);
-    rt.stream_destroy(s).unwrap();
+    streams.stream_destroy(s).unwrap();
     // SAFETY: allocated above; its copy is done.
     unsafe { rt.free_pinned(pinned) }.unwrap();
 }
@@ -332,7 +340,8 @@ fn injected_faults_sit_in_front_of_another_runtime() {
     assert_eq!(rt.calls(Call::AmdFileRead), 3);
     assert_eq!(inner.calls(Call::AmdFileRead), 2);
     rt.faults().add(Fault::on(Call::EventCreate).fail(1));
-    assert_eq!(rt.event_create().unwrap_err().call, "hipEventCreate");
+    let streams = rt.streams().unwrap();
+    assert_eq!(streams.event_create().unwrap_err().call, "hipEventCreate");
 }
 
 #[test]
@@ -345,4 +354,18 @@ fn the_page_cache_shows_a_plain_writes_dirty_pages_or_nothing() {
         f.file.sync_all().unwrap();
         assert_eq!(crate::page_cache(&f.file).unwrap().unwritten(), 0);
     }
+}
+
+#[test]
+fn the_doubles_hand_out_the_capabilities_they_have() {
+    let rt = HostMemRuntime::new();
+    let streams = rt.streams().expect("streams");
+    assert!(streams.host_functions().is_none() && streams.stream_mem_ops().is_none());
+    assert!(rt.amd_file_io().is_some());
+    // Injected has what the runtime it wraps has, no more.
+    let without = Arc::new(HostMemRuntime::builder().amd_file_io(false).build());
+    let rt = Injected::new(without);
+    assert!(rt.amd_file_io().is_none());
+    let streams = rt.streams().expect("streams");
+    assert!(streams.host_functions().is_none() && streams.stream_mem_ops().is_none());
 }

@@ -2,7 +2,10 @@
 //! need a real runtime's behaviour (the emulated one, say) and one call to fail or to wait.
 //!
 //! Every call is counted and checked against the faults first; a call no fault hits goes to
-//! the inner runtime unchanged.
+//! the inner runtime unchanged. It has the capabilities the inner runtime has: its streams
+//! and AMD file I/O are counted and faulted as the base is, and its host functions and stream
+//! memory operations are the inner runtime's own, handed out as they are (no test injects
+//! faults into them yet).
 //!
 //! # Safety
 //!
@@ -12,7 +15,9 @@
 #![allow(unsafe_code)]
 
 use crate::fault::{Call, Effect, Faults, Site};
-use hipfile_core::runtime::{EventHandle, FileIoError, HostFunc, StreamHandle};
+use hipfile_core::runtime::{
+    AmdFileIo, EventHandle, FileIoError, HostFunctions, StreamHandle, StreamMemOps, Streams,
+};
 use hipfile_core::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -55,6 +60,12 @@ impl Injected {
         &self.inner
     }
 
+    /// The inner runtime's streams; an error where it has none (only reached through a
+    /// capability handed out because it has them).
+    fn inner_streams(&self) -> Result<&dyn Streams, RuntimeError> {
+        self.inner.require_streams()
+    }
+
     fn enter(&self, call: Call, site: Site) -> Result<(), RuntimeError> {
         match self.faults.hit(call, site) {
             None => Ok(()),
@@ -93,42 +104,9 @@ fn at(range: (u64, usize), stream: Option<StreamHandle>) -> Site {
 }
 
 // SAFETY: every answer is the inner runtime's (whose promises hold) or an error; faults only
-// fail, delay or shorten calls, and a shortened transfer touches a part of its range.
+// fail, delay or shorten calls, and a shortened transfer touches a part of its range. It hands
+// out a capability only where the inner runtime has it.
 unsafe impl GpuRuntime for Injected {
-    // The stream-ordering calls pass through uncounted: no test injects faults into them yet.
-    fn has_stream_wait_value(&self) -> bool {
-        self.inner.has_stream_wait_value()
-    }
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
-        self.inner.launch_host_func(stream, f)
-    }
-    fn host_device_pointer(&self, host: *const u8) -> Result<DevicePtr, RuntimeError> {
-        self.inner.host_device_pointer(host)
-    }
-    unsafe fn stream_wait_value32(
-        &self,
-        stream: StreamHandle,
-        word: DevicePtr,
-        value: u32,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: the caller's promise for the word is passed on unchanged.
-        unsafe { self.inner.stream_wait_value32(stream, word, value) }
-    }
-    unsafe fn stream_write_value32(
-        &self,
-        stream: StreamHandle,
-        word: DevicePtr,
-        value: u32,
-    ) -> Result<(), RuntimeError> {
-        // SAFETY: as above.
-        unsafe { self.inner.stream_write_value32(stream, word, value) }
-    }
-    fn stream_query(&self, stream: StreamHandle) -> Result<bool, RuntimeError> {
-        self.inner.stream_query(stream)
-    }
-    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
-        self.inner.event_query(event)
-    }
     fn thread_init(&self) -> Result<(), RuntimeError> {
         self.enter(Call::ThreadInit, Site::default())?;
         self.inner.thread_init()
@@ -153,9 +131,6 @@ unsafe impl GpuRuntime for Injected {
         self.enter(Call::AddressRange, Site::default())?;
         self.inner.address_range(ptr)
     }
-    fn has_amd_file_io(&self) -> bool {
-        self.inner.has_amd_file_io()
-    }
     fn bar1_size(&self, device: i32) -> Result<u64, RuntimeError> {
         self.inner.bar1_size(device)
     }
@@ -177,63 +152,25 @@ unsafe impl GpuRuntime for Injected {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.free_pinned(ptr) }
     }
-    fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
-        self.enter(Call::StreamCreate, Site::default())?;
-        self.inner.stream_create()
-    }
-    fn stream_destroy(&self, stream: StreamHandle) -> Result<(), RuntimeError> {
-        self.enter(Call::StreamDestroy, Site::default())?;
-        self.inner.stream_destroy(stream)
-    }
-    fn stream_synchronize(&self, stream: StreamHandle) -> Result<(), RuntimeError> {
-        let site = Site {
-            stream: Some(stream),
-            range: None,
-        };
-        self.enter(Call::StreamSynchronize, site)?;
-        self.inner.stream_synchronize(stream)
-    }
-    fn event_create(&self) -> Result<EventHandle, RuntimeError> {
-        self.enter(Call::EventCreate, Site::default())?;
-        self.inner.event_create()
-    }
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<(), RuntimeError> {
-        let site = Site {
-            stream: Some(stream),
-            range: None,
-        };
-        self.enter(Call::EventRecord, site)?;
-        self.inner.event_record(event, stream)
-    }
-    fn event_synchronize(&self, event: EventHandle) -> Result<(), RuntimeError> {
-        self.enter(Call::EventSynchronize, Site::default())?;
-        self.inner.event_synchronize(event)
-    }
-    fn event_destroy(&self, event: EventHandle) -> Result<(), RuntimeError> {
-        self.enter(Call::EventDestroy, Site::default())?;
-        self.inner.event_destroy(event)
-    }
     unsafe fn copy_to_device(
         &self,
         dst: DevicePtr,
         src: *const u8,
         len: usize,
-        stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        self.enter(Call::CopyToDevice, at((dst.0, len), stream))?;
+        self.enter(Call::CopyToDevice, at((dst.0, len), None))?;
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.copy_to_device(dst, src, len, stream) }
+        unsafe { self.inner.copy_to_device(dst, src, len) }
     }
     unsafe fn copy_to_host(
         &self,
         dst: *mut u8,
         src: DevicePtr,
         len: usize,
-        stream: Option<StreamHandle>,
     ) -> Result<(), RuntimeError> {
-        self.enter(Call::CopyToHost, at((src.0, len), stream))?;
+        self.enter(Call::CopyToHost, at((src.0, len), None))?;
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.copy_to_host(dst, src, len, stream) }
+        unsafe { self.inner.copy_to_host(dst, src, len) }
     }
     // The synchronous copies to a named device count (and fail) as synchronous copies.
     unsafe fn copy_to_device_of(
@@ -258,6 +195,98 @@ unsafe impl GpuRuntime for Injected {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.copy_to_host_of(device, dst, src, len) }
     }
+    fn streams(&self) -> Option<&dyn Streams> {
+        self.inner.streams().map(|_| self as &dyn Streams)
+    }
+    fn amd_file_io(&self) -> Option<&dyn AmdFileIo> {
+        self.inner.amd_file_io().map(|_| self as &dyn AmdFileIo)
+    }
+}
+
+// SAFETY: as for `GpuRuntime`; handed out only where the inner runtime has streams.
+unsafe impl Streams for Injected {
+    fn stream_create(&self) -> Result<StreamHandle, RuntimeError> {
+        self.enter(Call::StreamCreate, Site::default())?;
+        self.inner_streams()?.stream_create()
+    }
+    fn stream_destroy(&self, stream: StreamHandle) -> Result<(), RuntimeError> {
+        self.enter(Call::StreamDestroy, Site::default())?;
+        self.inner_streams()?.stream_destroy(stream)
+    }
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<(), RuntimeError> {
+        let site = Site {
+            stream: Some(stream),
+            range: None,
+        };
+        self.enter(Call::StreamSynchronize, site)?;
+        self.inner_streams()?.stream_synchronize(stream)
+    }
+    // The queries pass through uncounted: no test injects faults into them yet.
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool, RuntimeError> {
+        self.inner_streams()?.stream_query(stream)
+    }
+    fn event_create(&self) -> Result<EventHandle, RuntimeError> {
+        self.enter(Call::EventCreate, Site::default())?;
+        self.inner_streams()?.event_create()
+    }
+    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<(), RuntimeError> {
+        let site = Site {
+            stream: Some(stream),
+            range: None,
+        };
+        self.enter(Call::EventRecord, site)?;
+        self.inner_streams()?.event_record(event, stream)
+    }
+    fn event_synchronize(&self, event: EventHandle) -> Result<(), RuntimeError> {
+        self.enter(Call::EventSynchronize, Site::default())?;
+        self.inner_streams()?.event_synchronize(event)
+    }
+    fn event_query(&self, event: EventHandle) -> Result<bool, RuntimeError> {
+        self.inner_streams()?.event_query(event)
+    }
+    fn event_destroy(&self, event: EventHandle) -> Result<(), RuntimeError> {
+        self.enter(Call::EventDestroy, Site::default())?;
+        self.inner_streams()?.event_destroy(event)
+    }
+    unsafe fn copy_to_device_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> Result<(), RuntimeError> {
+        self.enter(Call::CopyToDevice, at((dst.0, len), Some(stream)))?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            self.inner_streams()?
+                .copy_to_device_async(dst, src, len, stream)
+        }
+    }
+    unsafe fn copy_to_host_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        len: usize,
+        stream: StreamHandle,
+    ) -> Result<(), RuntimeError> {
+        self.enter(Call::CopyToHost, at((src.0, len), Some(stream)))?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            self.inner_streams()?
+                .copy_to_host_async(dst, src, len, stream)
+        }
+    }
+    // The stream-ordering capabilities are the inner runtime's, uncounted.
+    fn host_functions(&self) -> Option<&dyn HostFunctions> {
+        self.inner.streams()?.host_functions()
+    }
+    fn stream_mem_ops(&self) -> Option<&dyn StreamMemOps> {
+        self.inner.streams()?.stream_mem_ops()
+    }
+}
+
+// SAFETY: as for `GpuRuntime`; handed out only where the inner runtime has AMD file I/O.
+unsafe impl AmdFileIo for Injected {
     unsafe fn amd_file_read(
         &self,
         fd: RawFd,
@@ -266,8 +295,9 @@ unsafe impl GpuRuntime for Injected {
         offset: i64,
     ) -> Result<u64, FileIoError> {
         let size = self.file_io(Call::AmdFileRead, dst, size)?;
+        let inner = self.inner.amd_file_io().ok_or(FileIoError::Unavailable)?;
         // SAFETY: the caller's promise, for at most the range it was made for.
-        unsafe { self.inner.amd_file_read(fd, dst, size, offset) }
+        unsafe { inner.amd_file_read(fd, dst, size, offset) }
     }
     unsafe fn amd_file_write(
         &self,
@@ -277,7 +307,8 @@ unsafe impl GpuRuntime for Injected {
         offset: i64,
     ) -> Result<u64, FileIoError> {
         let size = self.file_io(Call::AmdFileWrite, src, size)?;
+        let inner = self.inner.amd_file_io().ok_or(FileIoError::Unavailable)?;
         // SAFETY: the caller's promise, for at most the range it was made for.
-        unsafe { self.inner.amd_file_write(fd, src, size, offset) }
+        unsafe { inner.amd_file_write(fd, src, size, offset) }
     }
 }
