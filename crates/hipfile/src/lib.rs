@@ -85,19 +85,9 @@
 
 #![deny(unsafe_code)]
 
-mod batch;
-mod buffer;
-mod driver;
+mod api;
 mod engine;
-mod file;
-mod gates;
-mod null_stream;
-mod ordered;
-mod pending;
-mod publish;
-mod staged;
 mod stats;
-mod view;
 
 /// Unstable: the decision engine (`hipfile-core`). See [the crate documentation](crate#unstable).
 pub use hipfile_core as core;
@@ -106,11 +96,14 @@ pub use hipfile_probe as probe;
 /// Unstable: the raw runtime bindings (`hipfile-sys`). See [the crate documentation](crate#unstable).
 pub use hipfile_sys as sys;
 
-pub use batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
-pub use buffer::{DeviceBuffer, PinnedHostBuffer};
-pub use driver::{Driver, Tuning};
+pub use api::buffer::{DeviceBuffer, PinnedHostBuffer};
+pub use api::driver::{Driver, Tuning};
+pub use api::file::FileHandle;
 pub use engine::IoState;
-pub use file::FileHandle;
+pub use engine::batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
+pub use engine::ordered::Stream;
+#[doc(hidden)]
+pub use engine::ordered::StreamParams;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
@@ -121,21 +114,18 @@ pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{
     NoDevice, NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime,
 };
-pub use ordered::Stream;
-#[doc(hidden)]
-pub use ordered::StreamParams;
 
-pub use pending::{Io, IoOwned, IoOwnedFuture};
-pub use publish::{
+pub use api::view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
+pub use engine::pending::{Io, IoOwned, IoOwnedFuture};
+#[doc(hidden)]
+pub use engine::staged::Report;
+pub use stats::publish::{
     PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,
 };
-#[doc(hidden)]
-pub use staged::Report;
 pub use stats::{
     DeviceStats, DirectionStats, GpuDirectionStats, OpCount, STATS_HISTOGRAM_BUCKETS,
     STATS_MAX_GPUS, StatsSnapshot, histogram_bucket,
 };
-pub use view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 
 use hipfile_core::{Backend, Submission, decide};
 use hipfile_fallback::Fallback;

@@ -1,10 +1,10 @@
 //! Registered files and the read/write calls.
 
-use crate::buffer::{DeviceBuffer, Memory};
-use crate::driver::Driver;
-use crate::null_stream::Order;
+use crate::api::buffer::{DeviceBuffer, Memory};
+use crate::api::driver::Driver;
+use crate::api::view::{DeviceBuf, DeviceBufMut};
+use crate::engine::null_stream::Order;
 use crate::stats::{Registration as Counted, Served};
-use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::IoOutcome;
 use hipfile_core::{
     BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, ValidRequest,
@@ -483,7 +483,7 @@ pub(crate) struct StagedPlan {
     /// The buffer's device.
     pub(crate) device: i32,
     /// A registered buffer's in-flight count, held up until the request ends.
-    pub(crate) in_flight: Option<crate::driver::InFlight>,
+    pub(crate) in_flight: Option<crate::api::driver::InFlight>,
     /// Whether it meets the file's direct-I/O alignment (for the statistics).
     pub(crate) aligned: bool,
 }

@@ -9,12 +9,12 @@
 //! (`mem::forget`) never lets the memory be freed under a transfer: its buffer's bytes are
 //! then unspecified until the request ends, but nothing is freed or reused by hipfile.
 
-use crate::buffer::DeviceBuffer;
+use crate::api::buffer::DeviceBuffer;
+use crate::api::file::FileHandle;
+use crate::api::view::{DeviceBuf, DeviceBufMut};
 use crate::engine::IoState;
+use crate::engine::null_stream::OrderPoint;
 use crate::engine::{Engine, Slot};
-use crate::file::FileHandle;
-use crate::null_stream::OrderPoint;
-use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::IoOutcome;
 use hipfile_core::{Error, Op, Request};
 use std::future::Future;
@@ -284,7 +284,7 @@ impl FileHandle {
         range: impl RangeBounds<usize>,
         offset: u64,
     ) -> Result<IoOwned, (Error, DeviceBuffer)> {
-        let range = match crate::view::bounds(range, buffer.len()) {
+        let range = match crate::api::view::bounds(range, buffer.len()) {
             Ok(r) => r,
             Err(e) => return Err((e, buffer)),
         };

@@ -1,7 +1,7 @@
 //! Device buffers (owned allocations, or memory the caller allocated) and pinned host
 //! buffers.
 
-use crate::driver::{Driver, InFlight};
+use crate::api::driver::{Driver, InFlight};
 use crate::stats::Registration;
 use hipfile_core::buffer::{BufferUse, check_buffer};
 use hipfile_core::{BufferFacts, CheckedBuffer, DevicePtr, Error, MemoryKind, PinnedMemory};

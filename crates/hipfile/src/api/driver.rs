@@ -6,10 +6,10 @@
 //! `buffer.rs`) live beside the types they make, so this module names neither, and they reach
 //! the driver only through the `pub(crate)` methods here.
 
+use crate::engine::gates::Gates;
+use crate::engine::null_stream::{NullStreams, OrderPoint};
 use crate::engine::{Engine, Slot};
-use crate::gates::Gates;
-use crate::null_stream::{NullStreams, OrderPoint};
-use crate::publish::Publisher;
+use crate::stats::publish::Publisher;
 use crate::stats::{DeviceStats, Registration, Served, Stats, StatsSnapshot};
 use hipfile_core::{
     Backend, CheckedBuffer, Config, ConfigBuilder, DevicePtr, Error, GpuRuntime, Op,

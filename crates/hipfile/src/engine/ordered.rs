@@ -19,12 +19,12 @@
 
 #![allow(unsafe_code)]
 
+use crate::api::file::FileHandle;
+use crate::api::view::{DeviceBuf, DeviceBufMut};
 use crate::engine::Engine;
-use crate::file::FileHandle;
-use crate::null_stream::Order;
-use crate::pending::Io;
-use crate::staged::{Report, Staged};
-use crate::view::{DeviceBuf, DeviceBufMut};
+use crate::engine::null_stream::Order;
+use crate::engine::pending::Io;
+use crate::engine::staged::{Report, Staged};
 use hipfile_core::runtime::{StreamHandle, StreamOrdering};
 use hipfile_core::{Error, Op, Request};
 use std::sync::Arc;
@@ -101,7 +101,7 @@ impl FileHandle {
         &self,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::DeviceBuffer,
+        buffer: &crate::api::buffer::DeviceBuffer,
         range: std::ops::Range<usize>,
         offset: u64,
     ) -> Result<Io<'static>, Error> {
@@ -132,7 +132,7 @@ impl FileHandle {
         &self,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::DeviceBuffer,
+        buffer: &crate::api::buffer::DeviceBuffer,
         params: StreamParams,
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
@@ -189,7 +189,7 @@ impl FileHandle {
         ordering: StreamOrdering<'_>,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::DeviceBuffer,
+        buffer: &crate::api::buffer::DeviceBuffer,
         params: StreamParams,
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
@@ -278,11 +278,11 @@ impl std::fmt::Debug for StreamParams {
 /// through [`handle`](Stream::handle).
 #[derive(Debug)]
 pub struct Stream {
-    driver: crate::Driver,
+    driver: crate::api::driver::Driver,
     handle: StreamHandle,
 }
 
-impl crate::Driver {
+impl crate::api::driver::Driver {
     /// A new stream on the calling thread's current device.
     ///
     /// # Errors

@@ -5,6 +5,8 @@
 //! time spent serving them, and the registrations; 2 adds request-size histograms; 3 adds the
 //! figures of each GPU. At level 0 nothing is counted and nothing is published.
 
+pub(crate) mod publish;
+
 use hipfile_core::{BackendKind, Op};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

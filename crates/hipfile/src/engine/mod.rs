@@ -26,6 +26,13 @@
 //! finds only finished work; if the last reference to the driver goes with a job on one of
 //! the engine's own threads, that thread is left to end by itself instead of being joined.
 
+pub(crate) mod batch;
+pub(crate) mod gates;
+pub(crate) mod null_stream;
+pub(crate) mod ordered;
+pub(crate) mod pending;
+pub(crate) mod staged;
+
 use hipfile_core::IoOutcome;
 use hipfile_core::{Error, Op};
 use std::collections::VecDeque;

@@ -7,7 +7,7 @@
 //! cannot read device memory while a request writes it. Memory allocated by another library
 //! comes in through [`DeviceBuffer::from_raw`], whose buffer is a view like any other.
 
-use crate::buffer::DeviceBuffer;
+use crate::api::buffer::DeviceBuffer;
 use hipfile_core::{DevicePtr, Error};
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};

@@ -42,10 +42,10 @@
 
 #![allow(unsafe_code)]
 
-use crate::buffer::Memory;
+use crate::api::buffer::Memory;
+use crate::api::file::{FileHandle, StagedPlan, fallback_failed};
+use crate::engine::gates::{Gate, Gates};
 use crate::engine::{Engine, Slot, Work};
-use crate::file::{FileHandle, StagedPlan, fallback_failed};
-use crate::gates::{Gate, Gates};
 use crate::stats::Served;
 use hipfile_core::IoOutcome;
 use hipfile_core::runtime::{StreamHandle, StreamOrdering};

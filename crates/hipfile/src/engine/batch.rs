@@ -7,12 +7,12 @@
 //! Each request is an ordinary engine request, so a failing one fails alone with its own
 //! error, and the batch holds the views it reads into or writes from for its whole life.
 
-use crate::buffer::Memory;
-use crate::driver::Driver;
+use crate::api::buffer::Memory;
+use crate::api::driver::Driver;
+use crate::api::file::FileHandle;
+use crate::api::view::{DeviceBuf, DeviceBufMut};
+use crate::engine::null_stream::OrderPoint;
 use crate::engine::{Engine, IoState, Slot};
-use crate::file::FileHandle;
-use crate::null_stream::OrderPoint;
-use crate::view::{DeviceBuf, DeviceBufMut};
 use hipfile_core::IoOutcome;
 use hipfile_core::{Error, Op, Request};
 use std::collections::VecDeque;
