@@ -113,8 +113,25 @@ fn examples() -> PathBuf {
         "hipfile",
         "--examples",
     ]);
-    if let Some(target) = profile.parent() {
-        cargo.arg("--target-dir").arg(target);
+    if let Some(dir) = profile.parent() {
+        // A build for an explicit target (as `cargo xtask sanitize` makes) lies under
+        // target/<triple>/<profile>: build the examples for the same triple there.
+        let triple = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.matches('-').count() >= 2);
+        match (triple, dir.parent()) {
+            (Some(triple), Some(root)) => {
+                cargo
+                    .arg("--target")
+                    .arg(triple)
+                    .arg("--target-dir")
+                    .arg(root);
+            }
+            _ => {
+                cargo.arg("--target-dir").arg(dir);
+            }
+        }
     }
     if profile.file_name().is_some_and(|n| n == "release") {
         cargo.arg("--release");
