@@ -16,24 +16,28 @@ pub mod code;
 pub mod config;
 pub mod diag;
 pub mod error;
+pub mod outcome;
 pub mod pinned;
 pub mod process;
 pub mod reason;
 pub mod request;
 pub mod runtime;
 pub mod select;
+pub mod stream;
 pub mod types;
 
-pub use backend::{Backend, BackendError, IoTarget, Submission};
+pub use backend::{Backend, BackendError, IoTarget, StreamOrderedIo, Submission};
 pub use buffer::{BufferUse, check_buffer, inspect_buffer};
 pub use config::{
     Config, ConfigBuilder, ConfigWarning, FallbackKnobs, MemoryTypes, PlatformChoice, SizeError,
     parse_size,
 };
 pub use error::{Error, ErrorCode, HipFileCode};
+pub use outcome::IoOutcome;
 pub use pinned::PinnedMemory;
 pub use reason::{BackendKind, Reason, Verdict};
 pub use request::{BufferFacts, CheckedBuffer, MAX_IO_SIZE, Request, ValidRequest, check_access};
 pub use runtime::{GpuRuntime, PointerInfo, RuntimeError};
-pub use select::{Decision, IoOutcome, decide, submit};
+pub use select::{Decision, decide, stream_path, submit};
+pub use stream::Served;
 pub use types::{DevicePtr, MemoryKind, Op};

@@ -101,6 +101,21 @@ impl ValidRequest {
     pub fn is_checked(&self) -> bool {
         self.checked
     }
+
+    /// Whether the request meets `file`'s direct-I/O alignment (offset, size and memory
+    /// address), as hipFile's statistics count it: a file without a direct descriptor never
+    /// does.
+    pub fn meets_direct_alignment(&self, file: &hipfile_probe::FileFacts) -> bool {
+        let (offset, mem) = (
+            u64::from(file.dio_offset_align()),
+            u64::from(file.dio_mem_align()),
+        );
+        offset != 0
+            && mem != 0
+            && self.file_offset.is_multiple_of(offset)
+            && self.size.is_multiple_of(offset)
+            && self.address.0.is_multiple_of(mem)
+    }
 }
 
 /// Buffer facts that came from the runtime (`hipfile_core::buffer::check_buffer`) for

@@ -1,7 +1,8 @@
 //! Selection by score and the retry rules (docs/BEHAVIOUR.md §1).
 
-use crate::backend::{Backend, BackendError, IoTarget, Submission};
+use crate::backend::{Backend, BackendError, IoTarget, StreamOrderedIo, Submission};
 use crate::error::Error;
+pub use crate::outcome::IoOutcome;
 use crate::reason::{BackendKind, Verdict};
 
 /// Every backend's verdict on one request, and the winner.
@@ -41,34 +42,6 @@ pub fn decide(backends: &[&dyn Backend], s: &Submission<'_>) -> Decision {
         }
     }
     Decision { verdicts, selected }
-}
-
-/// What a served request reports, whichever API made it (the synchronous calls, the engine
-/// and the handles of requests in flight all return it). The count may be short of the
-/// request (end of file, a size clamped to [`MAX_IO_SIZE`](crate::request::MAX_IO_SIZE), a
-/// write that failed part way), so it must be looked at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "the count may be short of the request's size"]
-#[non_exhaustive]
-pub struct IoOutcome {
-    /// Bytes moved.
-    pub bytes: u64,
-    /// The backend that finally served the request.
-    pub backend: BackendKind,
-    /// Whether the fastpath failed first and the fallback served it.
-    pub retried: bool,
-}
-
-impl IoOutcome {
-    /// `bytes` moved by `backend`; `retried` when the fastpath failed first and the fallback
-    /// served the request.
-    pub const fn new(bytes: u64, backend: BackendKind, retried: bool) -> IoOutcome {
-        IoOutcome {
-            bytes,
-            backend,
-            retried,
-        }
-    }
 }
 
 /// Selects a backend, runs the request on it, and applies the retry rules:
@@ -182,4 +155,20 @@ fn leaves_none(d: &Decision) -> bool {
     let has = |k: BackendKind, r: Reason| d.verdict(k).is_some_and(|v| v.reasons().contains(&r));
     has(BackendKind::Fastpath, Reason::ForceCompatMode)
         && has(BackendKind::Fallback, Reason::CompatModeDisallowed)
+}
+
+/// The stream-ordered data path that serves `s`, decided as [`submit`] decides: the selected
+/// backend's ([`Backend::on_stream`]), when it has one and the buffer is not host memory
+/// (which has nothing to copy on the stream). `None` when the request is served when the
+/// stream reaches it, by `submit` (whose selection and retry rules then apply), including
+/// when no backend accepts it (it then fails with the error a synchronous call gives).
+pub fn stream_path<'b>(
+    backends: &[&'b dyn Backend],
+    s: &Submission<'_>,
+) -> Option<&'b dyn StreamOrderedIo> {
+    if s.request.memory().is_host() {
+        return None;
+    }
+    let selected = decide(backends, s).selected?;
+    backends.get(selected)?.on_stream()
 }

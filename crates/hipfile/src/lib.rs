@@ -118,7 +118,7 @@ pub use hipfile_runtime::{
 pub use api::view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
 pub use engine::pending::{Io, IoOwned, IoOwnedFuture};
 #[doc(hidden)]
-pub use engine::staged::Report;
+pub use hipfile_core::stream::Report;
 pub use stats::publish::{
     PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,
 };

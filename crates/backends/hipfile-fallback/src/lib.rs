@@ -19,9 +19,10 @@ mod host;
 mod pipeline;
 mod posix;
 mod staging;
+mod stream;
 mod transfer;
 
-pub use staging::{OwnedStaging, StagingConfig, StagingGuard, StagingPool};
+pub use staging::{StagingConfig, StagingGuard, StagingPool};
 
 use hipfile_core::{
     Backend, BackendError, BackendKind, Config, GpuRuntime, IoTarget, MemoryKind, MemoryTypes,
@@ -43,6 +44,9 @@ pub struct Fallback {
     cold_direct_reads: bool,
     /// Whether a write ends with an `fdatasync`.
     durable_writes: bool,
+    /// The file-I/O threads (`HIPFILE_IO_THREADS`): a quarter of them serve one segment of a
+    /// stream-ordered request (`stream.rs`).
+    io_threads: usize,
     /// `None` for a fallback that only scores.
     staging: Option<Arc<StagingPool>>,
     /// `None` for a fallback that only scores. Declared after `staging`: its drop joins the
@@ -60,6 +64,7 @@ impl Fallback {
             small_io_threshold: config.fallback.small_io_threshold,
             cold_direct_reads: config.fallback.cold_direct_reads,
             durable_writes: config.durable_writes,
+            io_threads: config.fallback.io_threads,
             staging: None,
             pipeline: None,
         }
@@ -134,49 +139,6 @@ impl Fallback {
     pub fn staging(&self) -> Option<&StagingPool> {
         self.staging.as_deref()
     }
-
-    /// The staging pool, shared: for buffers held past a call
-    /// ([`StagingPool::acquire_owned`]).
-    pub fn staging_pool(&self) -> Option<&Arc<StagingPool>> {
-        self.staging.as_ref()
-    }
-
-    /// Fills `buf` from the file at `offset` (plain `pread`s, reissued until `buf` is full or
-    /// the file ends); returns the bytes read. For host memory that the caller then copies
-    /// itself (stream-ordered requests queue that copy on a stream).
-    ///
-    /// # Errors
-    ///
-    /// [`BackendError::Os`] with `pread`'s errno.
-    pub fn read_to_host(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> Result<usize, BackendError> {
-        posix::pread_full(fd, buf, offset)
-    }
-
-    /// Writes all of `buf` to the file at `offset`; with `last`, ends with an `fdatasync`
-    /// when the fallback's writes are durable (docs/BEHAVIOUR.md), as its own writes do.
-    ///
-    /// # Errors
-    ///
-    /// [`BackendError::Os`] with `pwrite`'s or `fdatasync`'s errno; bytes written before a
-    /// failure are not reported.
-    pub fn write_from_host(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &[u8],
-        offset: u64,
-        last: bool,
-    ) -> Result<(), BackendError> {
-        posix::pwrite_full(fd, buf, offset).map_err(|f| f.error)?;
-        if last && self.durable_writes {
-            posix::sync_data(fd)?;
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for Fallback {
@@ -239,6 +201,10 @@ impl Backend for Fallback {
     /// bytes of the leading tasks that finished plus what the failing task wrote before failing;
     /// bytes a later task wrote past it may be in the file too, and, as with any short write, the
     /// bytes after the count are unspecified. A read that fails is an error.
+    fn on_stream(&self) -> Option<&dyn hipfile_core::StreamOrderedIo> {
+        Some(self)
+    }
+
     fn io(&self, s: &Submission<'_>, target: &IoTarget<'_>) -> Result<u64, BackendError> {
         let Some(pool) = &self.staging else {
             return Err(BackendError::Unsupported(format!(

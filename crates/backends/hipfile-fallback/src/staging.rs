@@ -667,32 +667,18 @@ impl fmt::Debug for StagingGuard<'_> {
 }
 
 impl StagingPool {
-    /// Takes a buffer as [`StagingPool::acquire`] does, held apart from any borrow of the
-    /// pool: for work that outlives the call that takes it (copies queued on a caller's
-    /// stream, which release the buffer from a host function when the stream has passed
-    /// them). The buffer goes back to the pool when the [`OwnedStaging`] is dropped.
-    ///
-    /// # Errors
-    ///
-    /// As [`StagingPool::acquire`].
-    pub fn acquire_owned(self: &Arc<Self>) -> Result<OwnedStaging, BackendError> {
-        let guard = self.acquire()?;
-        let mut guard = ManuallyDrop::new(guard);
-        // SAFETY: the guard is never used or dropped again (it is in a `ManuallyDrop` that
-        // goes out of scope here), so the buffer has exactly one owner, the new value.
-        let buffer = unsafe { ManuallyDrop::take(&mut guard.buffer) };
-        Ok(self.owned(buffer))
-    }
-
-    /// Takes `n` buffers at once, or none: waits until `n` are idle or may be allocated,
-    /// so that callers who each need several never hold some while waiting for more (two
-    /// such callers could otherwise wait for each other for ever). `n` is capped at the
-    /// pool's `max_buffers`.
+    /// Takes `n` buffers at once, or none, each held apart from any borrow of the pool (for
+    /// work that outlives the call that takes them: copies queued on a caller's stream,
+    /// which release a buffer from a host function when the stream has passed them; it
+    /// goes back to the pool when its [`OwnedStaging`] is dropped). Waits until `n` are
+    /// idle or may be allocated, so that callers who each need several never hold some while
+    /// waiting for more (two such callers could otherwise wait for each other for ever). `n`
+    /// is capped at the pool's `max_buffers`.
     ///
     /// # Errors
     ///
     /// As [`StagingPool::acquire`]; buffers taken before a failed allocation go back.
-    pub fn acquire_owned_many(
+    pub(crate) fn acquire_owned_many(
         self: &Arc<Self>,
         n: usize,
     ) -> Result<Vec<OwnedStaging>, BackendError> {
@@ -737,8 +723,8 @@ impl StagingPool {
 }
 
 /// Exclusive use of one staging buffer, holding its pool alive; it goes back to the pool on
-/// drop. Made by [`StagingPool::acquire_owned`].
-pub struct OwnedStaging {
+/// drop. Made by [`StagingPool::acquire_owned_many`].
+pub(crate) struct OwnedStaging {
     pool: Arc<StagingPool>,
     /// Taken out only by the drop, which gives it back.
     buffer: ManuallyDrop<Chunk>,
@@ -746,17 +732,12 @@ pub struct OwnedStaging {
 
 impl OwnedStaging {
     /// The buffer's size in bytes (the pool's `chunk_size`).
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.pool.config.chunk_size
     }
 
-    /// The buffer's bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.buffer.as_slice()[..self.capacity()]
-    }
-
     /// The buffer's bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         let capacity = self.capacity();
         &mut self.buffer.as_mut_slice()[..capacity]
     }
@@ -772,7 +753,7 @@ impl OwnedStaging {
     /// # Errors
     ///
     /// The runtime's error; [`BackendError::Unsupported`] when `len` exceeds the buffer.
-    pub unsafe fn copy_to_device_on(
+    pub(crate) unsafe fn copy_to_device_on(
         &self,
         to: DevicePtr,
         len: usize,
@@ -800,7 +781,7 @@ impl OwnedStaging {
     /// # Errors
     ///
     /// As [`OwnedStaging::copy_to_device_on`].
-    pub unsafe fn copy_from_device_on(
+    pub(crate) unsafe fn copy_from_device_on(
         &mut self,
         from: DevicePtr,
         len: usize,
@@ -986,7 +967,7 @@ mod tests {
     fn several_buffers_are_taken_all_at_once_or_not_at_all() {
         let (rt, _live) = pinned_runtime(4);
         let pool = Arc::new(StagingPool::new(Arc::new(rt), config(4)));
-        let one = pool.acquire_owned().unwrap();
+        let one = pool.acquire_owned_many(1).unwrap();
         let three = pool.acquire_owned_many(3).unwrap();
         assert_eq!(three.len(), 3);
         // Four wanted, four exist, none idle: the taker waits with none taken, so the

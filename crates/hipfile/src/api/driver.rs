@@ -491,12 +491,6 @@ impl Driver {
         self.inner.stats.registration(which, ok);
     }
 
-    /// The fallback, for stream-ordered requests that it serves through staging buffers
-    /// copied on the caller's stream (`staged.rs`).
-    pub(crate) fn fallback(&self) -> &Fallback {
-        &self.inner.fallback
-    }
-
     /// The engine that serves requests which do not block their caller.
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine

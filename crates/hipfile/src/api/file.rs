@@ -6,10 +6,8 @@ use crate::api::view::{DeviceBuf, DeviceBufMut};
 use crate::engine::null_stream::Order;
 use crate::stats::{Registration as Counted, Served};
 use hipfile_core::IoOutcome;
-use hipfile_core::{
-    BackendError, BackendKind, DevicePtr, Error, IoTarget, Op, Request, Submission, ValidRequest,
-    check_access, decide, submit,
-};
+use hipfile_core::stream::StreamFile;
+use hipfile_core::{Error, IoTarget, Op, Request, Submission, check_access, submit};
 use hipfile_probe::{FileFacts, ProbedFile, duplicate, probe_fd};
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -418,7 +416,7 @@ impl FileHandle {
                 file: &inner.probed.facts,
                 buffer: facts.facts(),
             };
-            let aligned = is_aligned(&inner.probed.facts, &request);
+            let aligned = request.meets_direct_alignment(&inner.probed.facts);
             if order == Order::AfterNullStream {
                 driver.wait_null_stream(facts.facts().device)?;
             }
@@ -449,20 +447,6 @@ impl FileHandle {
     }
 }
 
-/// Whether `request` meets `file`'s direct-I/O alignment (offset, size and memory address),
-/// as hipFile's statistics count it: a file without a direct descriptor never does.
-fn is_aligned(file: &FileFacts, request: &ValidRequest) -> bool {
-    let (offset, mem) = (
-        u64::from(file.dio_offset_align()),
-        u64::from(file.dio_mem_align()),
-    );
-    offset != 0
-        && mem != 0
-        && request.file_offset().is_multiple_of(offset)
-        && request.size().is_multiple_of(offset)
-        && request.address().0.is_multiple_of(mem)
-}
-
 impl Drop for FileInner {
     fn drop(&mut self) {
         // The last clone of the handle is gone: release the descriptor number, unless
@@ -473,106 +457,26 @@ impl Drop for FileInner {
     }
 }
 
-/// A stream-ordered request that the fallback is selected for: what `staged.rs` needs to
-/// serve it through staging buffers copied on the caller's stream.
-pub(crate) struct StagedPlan {
-    /// The device address of the request's first byte.
-    pub(crate) address: DevicePtr,
-    pub(crate) size: u64,
-    pub(crate) file_offset: u64,
-    /// The buffer's device.
-    pub(crate) device: i32,
-    /// A registered buffer's in-flight count, held up until the request ends.
-    pub(crate) in_flight: Option<crate::api::driver::InFlight>,
-    /// Whether it meets the file's direct-I/O alignment (for the statistics).
-    pub(crate) aligned: bool,
-}
+/// The file as a backend's stream-ordered data path sees it (`hipfile_core::stream`).
+impl StreamFile for FileHandle {
+    fn enter(&self) -> Result<Box<dyn Send>, Error> {
+        self.enter_owned().map(|e| Box::new(e) as Box<dyn Send>)
+    }
 
-impl FileHandle {
-    /// Validates a stream-ordered request and selects its backend now, as a synchronous
-    /// call would: `Some` when the fallback is selected for device or managed memory, `None`
-    /// when another backend is, or the memory is host memory (read and written in place), or
-    /// none is (the engine then serves it, and fails it with the same error a synchronous
-    /// call gives).
-    ///
-    /// # Errors
-    ///
-    /// The request's validation errors, as [`FileHandle::read_at`] gives them.
-    pub(crate) fn plan_staged(
-        &self,
-        op: Op,
-        buffer: &Memory,
-        request: Request,
-    ) -> Result<Option<StagedPlan>, Error> {
+    fn buffered_fd(&self) -> BorrowedFd<'_> {
         let inner = &self.inner;
-        check_access(&inner.probed.facts, op)?;
-        let (facts, in_flight) = buffer.request_facts()?;
-        let valid = request.validate_checked(&facts)?;
-        // Host memory has nothing to copy on the stream: the engine serves it in place when
-        // the stream reaches it.
-        if valid.memory().is_host() {
-            return Ok(None);
-        }
-        let submission = Submission {
-            request: &valid,
-            file: &inner.probed.facts,
-            buffer: facts.facts(),
-        };
-        let decision = decide(&inner.driver.backends(), &submission);
-        if decision.selected_kind() != Some(BackendKind::Fallback) {
-            return Ok(None);
-        }
-        Ok(Some(StagedPlan {
-            address: valid.address(),
-            size: valid.size(),
-            file_offset: valid.file_offset(),
-            device: facts.facts().device,
-            in_flight,
-            aligned: is_aligned(&inner.probed.facts, &valid),
-        }))
+        inner.probed.buffered_fd.as_fd(inner.fd.as_fd())
     }
 
-    /// The file's size now, for a regular file (`None` for other kinds, or when `fstat`
-    /// fails).
-    pub(crate) fn size_now(&self) -> Option<u64> {
-        let stat = rustix::fs::fstat(&self.inner.fd).ok()?;
-        (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile)
-            .then(|| u64::try_from(stat.st_size).ok())
-            .flatten()
+    fn counting(&self) -> bool {
+        self.inner.driver.counting()
     }
 
-    /// Fills `buf` from `offset` with the fallback's reads; the bytes read (fewer at the end
-    /// of the file).
-    pub(crate) fn read_to_host(&self, buf: &mut [u8], offset: u64) -> Result<usize, Error> {
-        let inner = &self.inner;
-        let fd = inner.probed.buffered_fd.as_fd(inner.fd.as_fd());
-        inner
-            .driver
-            .fallback()
-            .read_to_host(fd, buf, offset)
-            .map_err(|e| fallback_failed(Op::Read, e))
+    fn served(&self, served: &Served) {
+        self.inner.driver.count_served(served);
     }
 
-    /// Writes `buf` at `offset` with the fallback's writes; `last` ends the request (a
-    /// durable write synchronises then).
-    pub(crate) fn write_from_host(&self, buf: &[u8], offset: u64, last: bool) -> Result<(), Error> {
-        let inner = &self.inner;
-        let fd = inner.probed.buffered_fd.as_fd(inner.fd.as_fd());
-        inner
-            .driver
-            .fallback()
-            .write_from_host(fd, buf, offset, last)
-            .map_err(|e| fallback_failed(Op::Write, e))
-    }
-}
-
-/// A failure of the fallback's own I/O, as `submit` reports one: no retry was involved.
-pub(crate) fn fallback_failed(op: Op, source: BackendError) -> Error {
-    Error::Backend {
-        op,
-        backend: BackendKind::Fallback,
-        source,
-        retried_from: None,
-        retry_refused: None,
+    fn failed(&self, op: Op, device: i32) {
+        self.inner.driver.count_failed(op, Some(device));
     }
 }

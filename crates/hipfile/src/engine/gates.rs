@@ -10,41 +10,21 @@
 //!
 //! # Safety
 //!
-//! A [`Gate`] is made only by [`Gates::take`], from a 4-byte-aligned word inside a page of
-//! [`PinnedMemory`] that [`Gates`] owns. Pages are never freed while a word is out (the
+//! [`Gates`] makes a [`Gate`] (`Gate::new`) only from a 4-byte-aligned word inside a page of
+//! [`PinnedMemory`] that it owns. Pages are never freed while a word is out (the
 //! `out` count, decremented only when a word comes back), so a gate's address stays valid
 //! for as long as any gate made from it can be opened; the words are only ever accessed as
 //! atomics, by the host, and read by the device.
 
 #![allow(unsafe_code)]
 
+use hipfile_core::stream::{Gate, GateReturns, GateWords};
 use hipfile_core::{DevicePtr, Error, GpuRuntime, PinnedMemory, RuntimeError};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 const PAGE: usize = 4096;
 const WORD: usize = std::mem::size_of::<u32>();
-
-/// One word: its host address and the address the device uses for it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Gate {
-    host: usize,
-    device: DevicePtr,
-}
-
-impl Gate {
-    /// The device address, for the stream's wait.
-    pub(crate) fn device(&self) -> DevicePtr {
-        self.device
-    }
-
-    /// Lets the stream go on past its wait.
-    pub(crate) fn open(&self) {
-        // SAFETY: the word lies in a page that stays allocated while this gate is out (module
-        // invariant), is 4-byte aligned, and is only accessed atomically.
-        unsafe { AtomicU32::from_ptr(self.host as *mut u32) }.store(1, Ordering::Release);
-    }
-}
 
 /// The free words, shared with the host functions that return them.
 #[derive(Debug, Default)]
@@ -54,19 +34,15 @@ pub(crate) struct FreeWords {
     out: Mutex<usize>,
 }
 
-impl FreeWords {
-    /// Returns a word whose stream has passed its wait.
-    pub(crate) fn give_back(&self, gate: Gate) {
+impl GateReturns for FreeWords {
+    fn give_back(&self, gate: Gate) {
         self.words
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(gate);
-        *self.out.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        *out = out.saturating_sub(1);
     }
-
-    /// Forgets a word that will never come back (its stream failed to queue the return):
-    /// it stays out, so its page is never freed.
-    pub(crate) fn lose(&self, _gate: Gate) {}
 }
 
 /// The gates of one driver.
@@ -84,18 +60,15 @@ impl Gates {
             free: Arc::default(),
         }
     }
+}
 
-    /// Where words come back to.
-    pub(crate) fn free_words(&self) -> &Arc<FreeWords> {
-        &self.free
-    }
-
+impl GateWords for Gates {
     /// A closed gate (its word 0), allocating a page of words if none is free.
     ///
     /// # Errors
     ///
     /// [`Error::Runtime`] when a page cannot be allocated or its device address found.
-    pub(crate) fn take(&self) -> Result<Gate, Error> {
+    fn take(&self) -> Result<Gate, Error> {
         let found = self
             .free
             .words
@@ -106,13 +79,18 @@ impl Gates {
             Some(g) => g,
             None => self.add_page()?,
         };
-        // SAFETY: as in `Gate::open`: the word is in a live page and accessed atomically; no
-        // stream waits on it (it was free).
-        unsafe { AtomicU32::from_ptr(gate.host as *mut u32) }.store(0, Ordering::Release);
+        // No stream waits on it: it was free.
+        gate.close();
         *self.free.out.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         Ok(gate)
     }
 
+    fn returns(&self) -> Arc<dyn GateReturns> {
+        Arc::clone(&self.free) as Arc<dyn GateReturns>
+    }
+}
+
+impl Gates {
     /// Allocates a page, keeps all its words but the one returned in the free list.
     fn add_page(&self) -> Result<Gate, Error> {
         // Only stream-ordered requests take gates, and only where the runtime has them
@@ -136,14 +114,18 @@ impl Gates {
                     "the runtime returned a null pointer for a page of stream gates",
                 ))
             })?;
-        let host = page.as_ptr() as usize;
         let device = mem_ops
             .host_device_pointer(page.as_ptr())
             .map_err(Error::Runtime)?;
-        let gates: Vec<Gate> = (0..PAGE / WORD)
-            .map(|i| Gate {
-                host: host + i * WORD,
-                device: DevicePtr(device.0 + (i * WORD) as u64),
+        let host = page.as_ptr().cast::<u32>().cast_mut();
+        let mut gates: Vec<Gate> = (0..PAGE / WORD)
+            .filter_map(|i| {
+                let word = NonNull::new(host.wrapping_add(i))?;
+                // SAFETY: a 4-byte-aligned word of a page of pinned memory that this value
+                // keeps, and frees only when no word is out (`Drop`); the words are only
+                // ever accessed atomically (through `Gate`), by the host, and read by the
+                // device.
+                Some(unsafe { Gate::new(word, DevicePtr(device.0 + (i * WORD) as u64)) })
             })
             .collect();
         self.pages
@@ -155,8 +137,9 @@ impl Gates {
             .words
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        words.extend(gates[1..].iter().copied());
-        Ok(gates[0])
+        let first = gates.swap_remove(0);
+        words.extend(gates);
+        Ok(first)
     }
 }
 

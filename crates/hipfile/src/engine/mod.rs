@@ -31,9 +31,9 @@ pub(crate) mod gates;
 pub(crate) mod null_stream;
 pub(crate) mod ordered;
 pub(crate) mod pending;
-pub(crate) mod staged;
 
 use hipfile_core::IoOutcome;
+use hipfile_core::stream::{IoQueue, JobHandle, QueuedJob};
 use hipfile_core::{Error, Op};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -42,15 +42,15 @@ use std::task::Waker;
 use std::thread::{JoinHandle, ThreadId};
 
 /// What a request thread runs: the whole request, returning its result.
-pub(crate) type Job = Box<dyn FnOnce() -> Result<IoOutcome, Error> + Send>;
+pub(crate) type Job = hipfile_core::stream::JobFn;
 
 /// Called once when a request ends (finished or cancelled), without any lock held.
-pub(crate) type Listener = Box<dyn FnOnce() + Send>;
+pub(crate) type Listener = hipfile_core::stream::OnEnd;
 
 /// What cancelling does instead of ending a waiting request at once, for a request whose
 /// end comes from elsewhere (a stream-ordered request ends when its stream has passed it,
 /// whatever happens to its I/O). Returns whether the I/O was cancelled.
-pub(crate) type CancelHook = Box<dyn Fn() -> bool + Send + Sync>;
+pub(crate) type CancelHook = hipfile_core::stream::OnCancel;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -333,6 +333,34 @@ impl QueueHandle {
     }
 }
 
+/// The file-I/O queue as a backend's stream-ordered data path uses it
+/// (`hipfile_core::stream`): its jobs are [`Work::FileIo`] slots.
+impl IoQueue for QueueHandle {
+    fn job(
+        &self,
+        op: Op,
+        run: Job,
+        on_end: Option<Listener>,
+        on_cancel: Option<CancelHook>,
+    ) -> JobHandle {
+        Engine::slot_with(op, Work::FileIo, run, on_end, on_cancel)
+    }
+
+    fn finished(&self, op: Op, result: Result<IoOutcome, Error>) -> JobHandle {
+        Engine::finished(op, result)
+    }
+
+    fn push(&self, job: JobHandle) {
+        match Slot::of(job) {
+            Some(slot) => QueueHandle::push(self, slot),
+            // Only this queue's jobs are queued here; another's is refused, not lost.
+            None => hipfile_core::diag::line(
+                "hipfile: warning: a job of another queue was pushed on the engine's; ignored",
+            ),
+        }
+    }
+}
+
 /// A request thread: takes queued requests until the engine closes.
 fn work(shared: &Shared) {
     // Whether the job this thread ran last was a request, still counted as running.
@@ -385,7 +413,23 @@ impl std::fmt::Debug for Slot {
     }
 }
 
+impl QueuedJob for Slot {
+    fn cancel(&self) -> bool {
+        Slot::cancel(self)
+    }
+
+    fn wait_ended(&self) {
+        Slot::wait_ended(self);
+    }
+}
+
 impl Slot {
+    /// The slot behind a job handed out as [`QueuedJob`] (`None` for another queue's job).
+    pub(crate) fn of(job: JobHandle) -> Option<Arc<Slot>> {
+        let any: Arc<dyn std::any::Any + Send + Sync> = job;
+        any.downcast::<Slot>().ok()
+    }
+
     /// Runs the job with `run` if the request is still queued, then records its result.
     fn run_with(&self, run: impl FnOnce(Job) -> Result<IoOutcome, Error>) {
         let job = {

@@ -1,15 +1,17 @@
 //! Stream-ordered requests: a read or write queued on the caller's GPU stream, which runs when
 //! the stream reaches it and holds the stream's later work back until it has ended.
 //!
-//! The request is validated and its backend selected at submission. The fallback's requests
-//! move through staging buffers whose copies are queued on the stream (`staged.rs`). The
-//! others (the fastpath's, and those whose size and offsets are read when the stream reaches
-//! them) are served here by the engine as any request: on the stream go a host function that
-//! hands the request to the engine (it only queues: a host function may not call the
-//! runtime), a wait until a gate word in pinned memory is 1, and a host function that returns
-//! the word once the stream has passed the wait; the engine opens the gate when the request
-//! ends, however it ends (served, failed or cancelled), so the stream never waits for ever on
-//! a request that cannot run. docs/decisions/stream-ordered-requests.md says why.
+//! The request is validated and its backend selected at submission (`hipfile_core::stream`).
+//! When the selected backend has a stream-ordered data path (the fallback's staging, whose
+//! copies are queued on the stream), the request goes there, with this driver's file-I/O
+//! queue, gates and file as the path's scheduling. The others (the fastpath's, and those
+//! whose size and offsets are read when the stream reaches them) are served here by the
+//! engine as any request: on the stream go a host function that hands the request to the
+//! engine (it only queues: a host function may not call the runtime), a wait until a gate
+//! word in pinned memory is 1, and a host function that returns the word once the stream has
+//! passed the wait; the engine opens the gate when the request ends, however it ends
+//! (served, failed or cancelled), so the stream never waits for ever on a request that
+//! cannot run. docs/decisions/stream-ordered-requests.md says why.
 //!
 //! # Safety
 //!
@@ -19,15 +21,39 @@
 
 #![allow(unsafe_code)]
 
+use crate::api::buffer::DeviceBuffer;
 use crate::api::file::FileHandle;
 use crate::api::view::{DeviceBuf, DeviceBufMut};
-use crate::engine::Engine;
 use crate::engine::null_stream::Order;
 use crate::engine::pending::Io;
-use crate::engine::staged::{Report, Staged};
+use crate::engine::{Engine, Slot};
 use hipfile_core::runtime::{StreamHandle, StreamOrdering};
-use hipfile_core::{Error, Op, Request};
-use std::sync::Arc;
+use hipfile_core::stream::{
+    Gate, GateReturns, GateWords, IoQueue, Report, StreamFile, StreamRequest, StreamTarget,
+};
+use hipfile_core::{Error, Op, Request, Submission, check_access, stream_path};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A gate shared by the request that opens it and the host function that gives it back:
+/// whichever takes it out first decides, so a gate given back is never opened again.
+struct SharedGate(Mutex<Option<Gate>>);
+
+impl SharedGate {
+    fn open(&self) {
+        if let Some(gate) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            gate.open();
+        }
+    }
+
+    fn take(&self) -> Option<Gate> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
 
 impl FileHandle {
     /// Queues a read into `dst` from file offset `offset` on `stream`: it runs when the
@@ -101,7 +127,7 @@ impl FileHandle {
         &self,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::api::buffer::DeviceBuffer,
+        buffer: &DeviceBuffer,
         range: std::ops::Range<usize>,
         offset: u64,
     ) -> Result<Io<'static>, Error> {
@@ -132,7 +158,7 @@ impl FileHandle {
         &self,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::api::buffer::DeviceBuffer,
+        buffer: &DeviceBuffer,
         params: StreamParams,
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
@@ -148,21 +174,11 @@ impl FileHandle {
             });
         };
         driver.prepare_for_streams();
+        let mut report = report;
         if let StreamParams::Fixed(request) = &params {
-            match self.plan_staged(op, buffer.memory(), *request) {
-                Ok(Some(plan)) => {
-                    let staged = Staged {
-                        fh: self,
-                        ordering,
-                        stream,
-                        op,
-                        memory: Arc::clone(buffer.memory()),
-                        plan,
-                        report,
-                    };
-                    // SAFETY: the caller vouches for the stream.
-                    return Ok(Io::new(unsafe { staged.submit() }));
-                }
+            // SAFETY: the caller vouches for the stream.
+            match unsafe { self.on_stream_path(ordering, stream, buffer, *request, &mut report) } {
+                Ok(Some(slot)) => return Ok(Io::new(slot)),
                 Ok(None) => {}
                 Err(e) => {
                     let result = Err(e);
@@ -177,6 +193,63 @@ impl FileHandle {
         unsafe { self.serve_on_stream(ordering, stream, op, buffer, params, report) }
     }
 
+    /// Validates a stream-ordered request and selects its backend now, as a synchronous
+    /// call would, and queues it on the selected backend's stream-ordered data path when it
+    /// has one (`hipfile_core::stream_path`): `None` when it has none, or the memory is host
+    /// memory (read and written in place), or no backend accepts the request; the engine
+    /// then serves it (and fails it with the error a synchronous call gives).
+    ///
+    /// # Errors
+    ///
+    /// The request's validation errors, as [`FileHandle::read_at`] gives them.
+    ///
+    /// # Safety
+    ///
+    /// `stream` is a live stream of the runtime until the request has ended.
+    unsafe fn on_stream_path(
+        &self,
+        ordering: StreamOrdering<'_>,
+        stream: StreamHandle,
+        buffer: &DeviceBuffer,
+        request: Request,
+        report: &mut Option<Report>,
+    ) -> Result<Option<Arc<Slot>>, Error> {
+        let driver = self.driver();
+        check_access(self.facts(), request.op)?;
+        let memory = buffer.memory();
+        let (facts, in_flight) = memory.request_facts()?;
+        let valid = request.validate_checked(&facts)?;
+        let submission = Submission {
+            request: &valid,
+            file: self.facts(),
+            buffer: facts.facts(),
+        };
+        let backends = driver.backends();
+        let Some(path) = stream_path(&backends, &submission) else {
+            return Ok(None);
+        };
+        let queue: Arc<dyn IoQueue> = Arc::new(driver.engine().queue_handle());
+        let target = StreamTarget {
+            stream,
+            ordering,
+            queue: &queue,
+            gates: driver.gates(),
+            file: Arc::new(self.clone()) as Arc<dyn StreamFile>,
+        };
+        let request = StreamRequest {
+            report: report.take(),
+            // Until the request ends: the memory it copies into or from, the registered
+            // buffer's in-flight count, and the driver.
+            keep: Box::new((Arc::clone(memory), in_flight, driver.clone())),
+        };
+        // SAFETY: the caller vouches for the stream; `keep` holds the validated request's
+        // memory until the request has ended.
+        let job = unsafe { path.queue_on_stream(&submission, target, request) };
+        Slot::of(job).map(Some).ok_or_else(|| {
+            Error::Internal("a stream-ordered request was queued on another queue".into())
+        })
+    }
+
     /// A stream-ordered request that the engine serves as any other (the fastpath's, or one
     /// whose parameters are read when the stream reaches it): the stream waits on a gate
     /// until the request has ended.
@@ -189,7 +262,7 @@ impl FileHandle {
         ordering: StreamOrdering<'_>,
         stream: StreamHandle,
         op: Op,
-        buffer: &crate::api::buffer::DeviceBuffer,
+        buffer: &DeviceBuffer,
         params: StreamParams,
         report: Option<Report>,
     ) -> Result<Io<'static>, Error> {
@@ -197,7 +270,10 @@ impl FileHandle {
         let memory = Arc::clone(buffer.memory());
         let entered = self.enter_owned();
         let gates = driver.gates();
+        let returns = gates.returns();
         let gate = gates.take()?;
+        let device = gate.device();
+        let gate = Arc::new(SharedGate(Mutex::new(Some(gate))));
         let job = Box::new(move || {
             let request = match params {
                 StreamParams::Fixed(r) => Ok(r),
@@ -213,39 +289,49 @@ impl FileHandle {
             }
             result
         });
-        let slot = Engine::slot(op, job, Some(Box::new(move || gate.open())));
+        let opener = Arc::clone(&gate);
+        let slot = Engine::slot(op, job, Some(Box::new(move || opener.open())));
         let queue = driver.engine().queue_handle();
         let reached = Arc::clone(&slot);
-        ordering
+        let give_back = |returns: &dyn GateReturns| {
+            if let Some(g) = gate.take() {
+                returns.give_back(g);
+            }
+        };
+        if let Err(e) = ordering
             .host_functions
             .launch_host_func(stream, Box::new(move || queue.push(reached)))
-            .map_err(|e| {
-                slot.cancel();
-                gates.free_words().give_back(gate);
-                Error::Runtime(e)
-            })?;
+        {
+            slot.cancel();
+            give_back(returns.as_ref());
+            return Err(Error::Runtime(e));
+        }
         // SAFETY: the word is in pinned memory of this runtime that stays allocated while it
         // is out (`gates.rs`), which lasts until the host function queued below has run,
         // after the stream passed the wait; the host touches it only atomically.
-        if let Err(e) = unsafe {
-            ordering
-                .mem_ops
-                .stream_wait_value32(stream, gate.device(), 1)
-        } {
+        if let Err(e) = unsafe { ordering.mem_ops.stream_wait_value32(stream, device, 1) } {
             // The host function may still queue the request: cancelled, it is skipped. No
             // wait refers to the word, so it can go back at once.
             slot.cancel();
-            gates.free_words().give_back(gate);
+            give_back(returns.as_ref());
             return Err(Error::Runtime(e));
         }
-        let free = Arc::clone(gates.free_words());
+        let returned = Arc::clone(&gate);
+        let free = Arc::clone(&returns);
         if ordering
             .host_functions
-            .launch_host_func(stream, Box::new(move || free.give_back(gate)))
+            .launch_host_func(
+                stream,
+                Box::new(move || {
+                    if let Some(g) = returned.take() {
+                        free.give_back(g);
+                    }
+                }),
+            )
             .is_err()
         {
-            // The request is ordered; only the word is lost (its page is never freed).
-            gates.free_words().lose(gate);
+            // The request is ordered; only the word is lost: the request still opens it, and
+            // it is never given back, so its page is never freed.
         }
         Ok(Io::new(slot))
     }

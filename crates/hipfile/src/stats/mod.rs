@@ -197,22 +197,8 @@ pub struct StatsSnapshot {
     pub gpus: Vec<DeviceStats>,
 }
 
-/// A request served, as [`Stats::served`] counts it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Served {
-    pub(crate) op: Op,
-    /// The device of its buffer.
-    pub(crate) device: i32,
-    pub(crate) backend: BackendKind,
-    /// Bytes moved.
-    pub(crate) bytes: u64,
-    /// Bytes asked for (after validation).
-    pub(crate) size: u64,
-    pub(crate) retried: bool,
-    /// Whether offset, size and address met the file's direct-I/O alignment.
-    pub(crate) aligned: bool,
-    pub(crate) took: Duration,
-}
+/// A request served, as the counters take it.
+pub(crate) use hipfile_core::Served;
 
 /// Which registration call [`Stats::registration`] counts.
 #[derive(Debug, Clone, Copy)]

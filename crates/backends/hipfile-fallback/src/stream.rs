@@ -1,10 +1,11 @@
-//! Stream-ordered requests that the fallback serves. The bytes move between the file and
-//! staging buffers on the driver's threads, with file I/O only (no GPU call), and between the
-//! staging buffers and device memory by copies queued on the caller's stream when the request
-//! is submitted. The GPU never waits for work that needs the GPU: every wait on the stream is
-//! released by a `pread` or `pwrite` ending, so streams parked on requests cannot hold back
-//! the copies those requests need (on NVIDIA, streams share a few hardware queues, and a
-//! wait on one holds back work queued behind it on the same queue).
+//! Stream-ordered requests that the fallback serves ([`StreamOrderedIo`]). The bytes move
+//! between the file and staging buffers on the engine's file-I/O threads, with file I/O only
+//! (no GPU call), and between the staging buffers and device memory by copies queued on the
+//! caller's stream when the request is submitted. The GPU never waits for work that needs the
+//! GPU: every wait on the stream is released by a `pread` or `pwrite` ending, so streams
+//! parked on requests cannot hold back the copies those requests need (on NVIDIA, streams
+//! share a few hardware queues, and a wait on one holds back work queued behind it on the
+//! same queue). The facade schedules ([`IoQueue`], [`GateWords`]); this module moves the bytes.
 //!
 //! A request is cut into pieces of one staging buffer each, and those into segments of at
 //! most half the staging pool, so that two requests can always be in flight. Each segment
@@ -13,53 +14,63 @@
 //!
 //! - reads: copies of the device bytes into the buffers of pieces that lie past the end of
 //!   the file as it is at submission (so that a short read leaves those bytes as they were),
-//!   then a host function that queues the segment's I/O on the engine, then per piece a wait
-//!   on the piece's gate and the copy of the piece to the device; then a wait on the
-//!   segment's gate and one host function that returns every gate and buffer of the segment;
+//!   then a host function that queues the segment's I/O, then per piece a wait on the piece's
+//!   gate and the copy of the piece to the device; then a wait on the segment's gate and one
+//!   host function that returns every gate and buffer of the segment;
 //! - writes: copies of every piece from the device, then the host function that queues the
 //!   I/O (and lets go of the buffers, which the I/O holds from then on), then the wait on the
 //!   segment's gate and its return.
 //!
-//! The engine serves a segment's pieces on up to `readers` of its threads at once (the job's
+//! The queue serves a segment's pieces on up to `readers` of its threads at once (the job's
 //! own and helpers it queues), each taking the next piece not yet taken, and opens each
 //! piece's gate as its bytes are in place; the segment's gate opens when the job has ended,
-//! however it ended (the slot's listener opens every gate not yet open, so a panicking or
-//! cancelled job never leaves the stream waiting). A gate is opened once, and goes back to
-//! the free list only from a host function queued after the wait on it (or, when queuing
-//! failed, once the stream has been synchronised), so it is never reused while a stream may
-//! still wait on it. After the last segment, a host function queues the request's own slot,
-//! whose job collects the result on an engine thread: the request ends only once the stream
-//! has passed all of it, so the memory it copies into or from is never released before.
+//! however it ended (the job's `on_end` opens every gate not yet open, so a panicking or
+//! cancelled job never leaves the stream waiting). A gate is opened once, and goes back only
+//! from a host function queued after the wait on it (or, when queuing failed, once the
+//! stream has been synchronised), so it is never reused while a stream may still wait on it.
+//! After the last segment, a host function queues the request's own job, which collects the
+//! result on a file-I/O thread: the request ends only once the stream has passed all of it,
+//! so the memory it copies into or from is never released before.
 //!
 //! # Safety
 //!
 //! The copies on the stream are given the request's device range (validated against the
-//! buffer by `FileHandle::plan_staged`; the request holds the buffer's memory until its own
-//! slot ends, after the stream passed every copy) and staging buffers held until a host
-//! function queued after the copy that uses them has run (or, when queuing fails, until the
-//! stream has been synchronised). The caller of the `unsafe` entry point vouches for the
-//! stream, as `ordered.rs` says.
+//! buffer: [`ValidRequest`](hipfile_core::ValidRequest), checked by `queue_on_stream`; the
+//! caller keeps the buffer's memory until the request's own job ends, after the stream
+//! passed every copy) and staging buffers held until a host function queued after the copy
+//! that uses them has run (or, when queuing fails, until the stream has been synchronised).
+//! The caller of `queue_on_stream` vouches for the stream.
 
 #![allow(unsafe_code)]
 
-use crate::api::buffer::Memory;
-use crate::api::file::{FileHandle, StagedPlan, fallback_failed};
-use crate::engine::gates::{Gate, Gates};
-use crate::engine::{Engine, Slot, Work};
-use crate::stats::Served;
-use hipfile_core::IoOutcome;
+use crate::posix;
+use crate::staging::OwnedStaging;
+use crate::{Fallback, StagingPool};
+use hipfile_core::StreamOrderedIo;
 use hipfile_core::runtime::{StreamHandle, StreamOrdering};
-use hipfile_core::{BackendKind, DevicePtr, Error, Op};
-use hipfile_fallback::OwnedStaging;
+use hipfile_core::stream::{
+    Gate, GateReturns, GateWords, IoQueue, JobHandle, Report, Served, StreamFile, StreamRequest,
+    StreamTarget,
+};
+use hipfile_core::{
+    BackendError, BackendKind, DevicePtr, Error, IoOutcome, MemoryKind, Op, Submission,
+};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-/// Called with a stream-ordered request's result before its stream goes on past it (the C
-/// ABI writes the bytes moved there). Not a stable interface.
-pub type Report = Box<dyn FnOnce(&Result<IoOutcome, Error>) + Send>;
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A failure of the fallback's own I/O, as `submit` reports one: no retry was involved.
+fn failed(op: Op, source: BackendError) -> Error {
+    Error::Backend {
+        op,
+        backend: BackendKind::Fallback,
+        source,
+        retried_from: None,
+        retry_refused: None,
+    }
 }
 
 /// One staging buffer's worth of a request.
@@ -73,13 +84,14 @@ struct Piece {
     kept: bool,
 }
 
-/// The gates of one segment: one per piece for reads, then the segment's own.
+/// The gates of one segment: one per piece for reads, then the segment's own; each with
+/// whether it was opened. Emptied by whatever gives them back.
 struct Gating {
     gates: Mutex<Vec<(Gate, bool)>>,
 }
 
 impl Gating {
-    /// Opens gate `i` unless it is open already: each is opened once.
+    /// Opens gate `i` unless it is open already (or given back): each is opened once.
     fn open(&self, i: usize) {
         if let Some((gate, opened)) = lock(&self.gates).get_mut(i)
             && !*opened
@@ -98,8 +110,20 @@ impl Gating {
         }
     }
 
+    /// The device address of gate `i`, for a wait on the stream.
+    fn device(&self, i: usize) -> Option<DevicePtr> {
+        lock(&self.gates).get(i).map(|(g, _)| g.device())
+    }
+
     fn last(&self) -> usize {
         lock(&self.gates).len().saturating_sub(1)
+    }
+
+    /// Gives every gate back: their stream has passed its waits.
+    fn give_back(&self, returns: &dyn GateReturns) {
+        for (gate, _) in lock(&self.gates).drain(..) {
+            returns.give_back(gate);
+        }
     }
 }
 
@@ -115,11 +139,12 @@ struct Progress {
     error: Mutex<Option<Error>>,
     /// The request's result, set by the last segment's job.
     result: Mutex<Option<Result<IoOutcome, Error>>>,
-    /// For the statistics: when it was submitted (`None` when not counting), its size and
-    /// alignment.
+    /// For the statistics: when it was submitted (`None` when not counting), its size,
+    /// alignment and device.
     started: Option<std::time::Instant>,
     size: u64,
     aligned: bool,
+    device: i32,
     /// Called with the result by whatever ends the request first: the last segment's job,
     /// or the submission when queuing fails.
     report: Mutex<Option<Report>>,
@@ -137,8 +162,8 @@ impl Progress {
         self.submission_over.notify_all();
     }
 
-    /// Waits until the submission is over (it never waits for a job: see `submit`); whether
-    /// it queued the whole request.
+    /// Waits until the submission is over (it never waits for a job: see
+    /// `queue_on_stream`); whether it queued the whole request.
     fn wait_submitted(&self) -> bool {
         let mut whole = lock(&self.queued_whole);
         loop {
@@ -171,6 +196,27 @@ impl Progress {
             false,
         ))
     }
+
+    /// Counts the request's end in `file`'s statistics.
+    fn count(&self, file: &dyn StreamFile, outcome: &Result<IoOutcome, Error>) {
+        match outcome {
+            Ok(o) => {
+                if let Some(started) = self.started {
+                    file.served(&Served {
+                        op: self.op,
+                        device: self.device,
+                        backend: BackendKind::Fallback,
+                        bytes: o.bytes,
+                        size: self.size,
+                        retried: false,
+                        aligned: self.aligned,
+                        took: started.elapsed(),
+                    });
+                }
+            }
+            Err(_) => file.failed(self.op, self.device),
+        }
+    }
 }
 
 /// What a segment's submission keeps until the submission is over, so that nothing it
@@ -180,53 +226,113 @@ struct Queued {
     /// (or, when queuing fails, until the stream has been synchronised).
     _pieces: Vec<Arc<Piece>>,
     gating: Arc<Gating>,
-    io: Arc<Slot>,
+    io: JobHandle,
     /// Whether the host function that returns the segment's gates was queued.
     returned_by_stream: bool,
 }
 
-/// The submission of one staged request.
-pub(crate) struct Staged<'a> {
-    pub(crate) fh: &'a FileHandle,
-    /// The runtime's streams, host functions and waits (`StreamOrdering::of`, checked by
-    /// the caller).
-    pub(crate) ordering: StreamOrdering<'a>,
-    pub(crate) stream: StreamHandle,
-    pub(crate) op: Op,
-    pub(crate) memory: Arc<Memory>,
-    pub(crate) plan: StagedPlan,
-    pub(crate) report: Option<Report>,
+impl StreamOrderedIo for Fallback {
+    unsafe fn queue_on_stream(
+        &self,
+        s: &Submission<'_>,
+        target: StreamTarget<'_>,
+        request: StreamRequest,
+    ) -> JobHandle {
+        let op = s.request.op();
+        let queue = target.queue;
+        let refuse = |error: Error, report: Option<Report>| {
+            let result = Err(error);
+            if let Some(report) = report {
+                report(&result);
+            }
+            queue.finished(op, result)
+        };
+        let Some(pool) = &self.staging else {
+            return refuse(
+                Error::Internal(
+                    "the fallback has no staging pool; the request was not served".into(),
+                ),
+                request.report,
+            );
+        };
+        // As `Backend::io` refuses them.
+        let memory = s.request.memory();
+        if !s.request.is_checked() {
+            return refuse(failed(op, BackendError::unchecked(op)), request.report);
+        }
+        if !matches!(
+            memory,
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Unified
+        ) {
+            return refuse(
+                failed(
+                    op,
+                    BackendError::Unsupported(format!(
+                        "the fallback cannot {op} {} memory on a stream",
+                        memory.as_str()
+                    )),
+                ),
+                request.report,
+            );
+        }
+        let plan = Plan {
+            size: s.request.size(),
+            file_offset: s.request.file_offset(),
+            address: s.request.address(),
+            device: s.buffer.device,
+            aligned: s.request.meets_direct_alignment(s.file),
+        };
+        // SAFETY: the request was validated against checked device memory (above), which the
+        // caller keeps allocated until the returned job ends; the caller vouches for the
+        // stream.
+        unsafe { self.submit(pool, plan, target, request, op) }
+    }
 }
 
-impl Staged<'_> {
-    /// Queues the request on the stream; the returned slot ends when the stream has passed
+/// A validated request's numbers.
+struct Plan {
+    size: u64,
+    file_offset: u64,
+    /// The device address of the request's first byte.
+    address: DevicePtr,
+    /// The buffer's device.
+    device: i32,
+    aligned: bool,
+}
+
+impl Fallback {
+    /// Queues the request on the stream; the returned job ends when the stream has passed
     /// all of it.
     ///
     /// # Safety
     ///
-    /// The stream is a live stream of the driver's runtime until the slot has ended.
-    pub(crate) unsafe fn submit(self) -> Arc<Slot> {
-        let op = self.op;
-        let driver = self.fh.driver().clone();
-        let ordering = self.ordering;
-        let Some(pool) = driver.fallback().staging_pool().cloned() else {
-            return Engine::finished(
-                op,
-                Err(Error::Internal(
-                    "the fallback has no staging pool; the request was not served".into(),
-                )),
-            );
-        };
+    /// As [`StreamOrderedIo::queue_on_stream`]; `plan.address..plan.address + plan.size` is
+    /// device memory of the pool's runtime.
+    unsafe fn submit(
+        &self,
+        pool: &Arc<StagingPool>,
+        plan: Plan,
+        target: StreamTarget<'_>,
+        request: StreamRequest,
+        op: Op,
+    ) -> JobHandle {
+        let StreamTarget {
+            stream,
+            ordering,
+            queue,
+            gates,
+            file,
+        } = target;
         let chunk = pool.config().chunk_size.max(1);
         let per_segment = (pool.config().max_buffers / 2).max(1);
-        // A quarter of the engine's threads per segment: with the pool's default size, four
+        // A quarter of the file-I/O threads per segment: with the pool's default size, four
         // large requests in flight keep every thread busy.
-        let readers = (driver.config().fallback_knobs().io_threads / 4).max(1);
-        let size = self.plan.size;
+        let readers = (self.io_threads / 4).max(1);
+        let size = plan.size;
         let pieces_total = usize::try_from(size.div_ceil(chunk as u64)).unwrap_or(usize::MAX);
         let segments = pieces_total.div_ceil(per_segment).max(1);
         let end_of_file = match op {
-            Op::Read => self.fh.size_now(),
+            Op::Read => size_now(file.as_ref()),
             Op::Write => None,
         };
         let progress = Arc::new(Progress {
@@ -236,17 +342,17 @@ impl Staged<'_> {
             canceled: AtomicBool::new(false),
             error: Mutex::new(None),
             result: Mutex::new(None),
-            started: driver.counting().then(std::time::Instant::now),
+            started: file.counting().then(std::time::Instant::now),
             size,
-            aligned: self.plan.aligned,
-            report: Mutex::new(self.report),
+            aligned: plan.aligned,
+            device: plan.device,
+            report: Mutex::new(request.report),
             queued_whole: Mutex::new(None),
             submission_over: Condvar::new(),
         });
-        let queue = driver.engine().queue_handle();
-        let gates = driver.gates();
+        let returns = gates.returns();
         let mut queued: Vec<Queued> = Vec::new();
-        let mut ios: Vec<Arc<Slot>> = Vec::new();
+        let mut ios: Vec<JobHandle> = Vec::new();
         let mut failure = None;
         for segment in 0..segments {
             let first = segment * per_segment;
@@ -255,7 +361,7 @@ impl Staged<'_> {
             let staging = match pool.acquire_owned_many(count) {
                 Ok(s) => s,
                 Err(e) => {
-                    failure = Some(fallback_failed(op, e));
+                    failure = Some(failed(op, e));
                     break;
                 }
             };
@@ -265,8 +371,8 @@ impl Staged<'_> {
                 .map(|(i, staging)| {
                     let at = (first + i) as u64 * chunk as u64;
                     let len = usize::try_from((size - at).min(chunk as u64)).unwrap_or(chunk);
-                    let kept = end_of_file
-                        .is_some_and(|eof| self.plan.file_offset + at + len as u64 > eof);
+                    let kept =
+                        end_of_file.is_some_and(|eof| plan.file_offset + at + len as u64 > eof);
                     Arc::new(Piece {
                         at,
                         len,
@@ -276,21 +382,23 @@ impl Staged<'_> {
                 })
                 .collect();
             let segment = Segment {
-                fh: self.fh,
+                file: &file,
                 ordering,
                 gates,
-                stream: self.stream,
+                returns: &returns,
+                queue,
+                stream,
                 op,
-                address: self.plan.address,
-                file_offset: self.plan.file_offset,
-                device: self.plan.device,
+                address: plan.address,
+                file_offset: plan.file_offset,
                 progress: &progress,
                 readers,
+                durable_writes: self.durable_writes,
             };
             // SAFETY: the stream is live (this function's contract); the device range is the
-            // validated request's, whose memory the request's own slot holds until the stream
-            // has passed everything queued here.
-            match unsafe { segment.queue(pieces, last_segment, &queue, &mut queued) } {
+            // validated request's, whose memory the caller holds until the request's own job
+            // has ended, after the stream has passed everything queued here.
+            match unsafe { segment.queue(pieces, last_segment, &mut queued) } {
                 Ok(io) => {
                     // Queued whole: its host functions hold its buffers now, and the next
                     // segment may need them back from the pool.
@@ -306,7 +414,7 @@ impl Staged<'_> {
                 }
             }
         }
-        // Nothing between the last segment's queuing and here waits for the engine, so a job
+        // Nothing between the last segment's queuing and here waits for a job, so a job
         // waiting for this (`wait_submitted`) holds its thread only briefly, and the failure
         // path below tells it before waiting for it to end.
         progress.submitted(failure.is_none());
@@ -317,15 +425,13 @@ impl Staged<'_> {
                 q.gating.open_all();
             }
             progress.stop.store(true, Ordering::Release);
-            let _ = ordering.streams.stream_synchronize(self.stream);
+            let _ = ordering.streams.stream_synchronize(stream);
             for q in &queued {
                 q.io.wait_ended();
                 if !q.returned_by_stream {
                     // No host function returns this segment's gates, and the stream has
                     // passed its waits: they go back from here.
-                    for (gate, _) in lock(&q.gating.gates).iter() {
-                        gates.free_words().give_back(*gate);
-                    }
+                    q.gating.give_back(returns.as_ref());
                 }
             }
             drop(queued);
@@ -333,15 +439,13 @@ impl Staged<'_> {
             if let Some(report) = lock(&progress.report).take() {
                 report(&result);
             }
-            return Engine::finished(op, result);
+            return queue.finished(op, result);
         }
-        // The request's own slot: queued by the last host function on the stream, it ends the
-        // request on an engine thread (where dropping the memory may call the runtime).
-        let memory = self.memory;
-        let in_flight = self.plan.in_flight;
+        // The request's own job: queued by the last host function on the stream, it ends the
+        // request on a file-I/O thread (where dropping the memory may call the runtime).
+        let keep = request.keep;
         let collected = Arc::clone(&progress);
-        let held = driver.clone();
-        let job = Box::new(move || {
+        let run = Box::new(move || {
             let result = lock(&collected.result)
                 .take()
                 .unwrap_or_else(|| collected.outcome());
@@ -349,7 +453,7 @@ impl Staged<'_> {
             if let Some(report) = lock(&collected.report).take() {
                 report(&result);
             }
-            drop((memory, in_flight, held));
+            drop(keep);
             result
         });
         let canceled = Arc::clone(&progress);
@@ -365,36 +469,46 @@ impl Staged<'_> {
             }
             any
         });
-        let request = Engine::slot_with(op, Work::FileIo, job, None, Some(hook));
-        let end = Arc::clone(&request);
-        let ending = queue;
+        let ended = queue.job(op, run, None, Some(hook));
+        let end = Arc::clone(&ended);
+        let ending = Arc::clone(queue);
         if ordering
             .host_functions
-            .launch_host_func(self.stream, Box::new(move || ending.push(end)))
+            .launch_host_func(stream, Box::new(move || ending.push(end)))
             .is_err()
         {
             // Queue it from here once the stream has passed the request.
-            let _ = ordering.streams.stream_synchronize(self.stream);
-            driver.engine().queue(Arc::clone(&request));
+            let _ = ordering.streams.stream_synchronize(stream);
+            queue.push(Arc::clone(&ended));
         }
         drop(queued);
-        request
+        ended
     }
+}
+
+/// The file's size now, for a regular file (`None` for other kinds, or when `fstat` fails).
+fn size_now(file: &dyn StreamFile) -> Option<u64> {
+    let stat = rustix::fs::fstat(file.buffered_fd()).ok()?;
+    (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile)
+        .then(|| u64::try_from(stat.st_size).ok())
+        .flatten()
 }
 
 /// One segment's submission.
 struct Segment<'a> {
-    fh: &'a FileHandle,
+    file: &'a Arc<dyn StreamFile>,
     ordering: StreamOrdering<'a>,
-    gates: &'a Gates,
+    gates: &'a dyn GateWords,
+    returns: &'a Arc<dyn GateReturns>,
+    queue: &'a Arc<dyn IoQueue>,
     stream: StreamHandle,
     op: Op,
     address: DevicePtr,
     file_offset: u64,
-    device: i32,
     progress: &'a Arc<Progress>,
-    /// The most engine threads that serve one segment's pieces at once.
+    /// The most file-I/O threads that serve one segment's pieces at once.
     readers: usize,
+    durable_writes: bool,
 }
 
 impl Segment<'_> {
@@ -403,15 +517,14 @@ impl Segment<'_> {
     ///
     /// # Safety
     ///
-    /// As [`Staged::submit`]; `address..address + size` is device memory that stays
+    /// As [`Fallback::submit`]; `address..address + size` is device memory that stays
     /// allocated until the stream has passed the segment.
     unsafe fn queue(
         &self,
         pieces: Vec<Arc<Piece>>,
         last_segment: bool,
-        queue: &crate::engine::QueueHandle,
         queued: &mut Vec<Queued>,
-    ) -> Result<Arc<Slot>, Error> {
+    ) -> Result<JobHandle, Error> {
         let op = self.op;
         let reads = op == Op::Read;
         let mut words = Vec::new();
@@ -421,7 +534,7 @@ impl Segment<'_> {
                 Ok(g) => words.push((g, false)),
                 Err(e) => {
                     for (g, _) in words {
-                        self.gates.free_words().give_back(g);
+                        self.returns.give_back(g);
                     }
                     return Err(e);
                 }
@@ -431,16 +544,10 @@ impl Segment<'_> {
             gates: Mutex::new(words),
         });
         let listener_gates = Arc::clone(&gating);
-        let job = self.job(
-            pieces.clone(),
-            Arc::clone(&gating),
-            last_segment,
-            queue.clone(),
-        );
-        let io = Engine::slot_with(
+        let run = self.job(pieces.clone(), Arc::clone(&gating), last_segment);
+        let io = self.queue.job(
             op,
-            Work::FileIo,
-            job,
+            run,
             Some(Box::new(move || listener_gates.open_all())),
             None,
         );
@@ -451,7 +558,8 @@ impl Segment<'_> {
             returned_by_stream: false,
         });
         let runtime = |e| Error::Runtime(e);
-        let fallback = |e| fallback_failed(op, e);
+        let fallback = |e| failed(op, e);
+        let lost = || Error::Internal("a stream-ordered request lost its gates".into());
         // Device bytes into the buffers first: all of a write, and the pieces of a read that
         // lie past the end of the file.
         for piece in pieces.iter().filter(|p| !reads || p.kept) {
@@ -463,7 +571,7 @@ impl Segment<'_> {
                 .map_err(fallback)?;
         }
         let start = Arc::clone(&io);
-        let starter = queue.clone();
+        let starter = Arc::clone(self.queue);
         let writes_hold = if reads { Vec::new() } else { pieces.clone() };
         self.ordering
             .host_functions
@@ -479,13 +587,14 @@ impl Segment<'_> {
             .map_err(runtime)?;
         if reads {
             for (i, piece) in pieces.iter().enumerate() {
-                let gate = lock(&gating.gates)[i].0;
-                // SAFETY: the gate's word stays allocated while it is out (`gates.rs`), until
-                // the host function queued below returns it after the stream passed the wait.
+                let gate = gating.device(i).ok_or_else(lost)?;
+                // SAFETY: the gate's word stays allocated while it is out (`Gate::new`),
+                // until the host function queued below gives it back after the stream passed
+                // the wait.
                 unsafe {
                     self.ordering
                         .mem_ops
-                        .stream_wait_value32(self.stream, gate.device(), 1)
+                        .stream_wait_value32(self.stream, gate, 1)
                 }
                 .map_err(runtime)?;
                 let at = DevicePtr(self.address.0 + piece.at);
@@ -495,20 +604,18 @@ impl Segment<'_> {
                     .map_err(fallback)?;
             }
         }
-        let last = gating.last();
-        let gate = lock(&gating.gates)[last].0;
+        let gate = gating.device(gating.last()).ok_or_else(lost)?;
         // SAFETY: as above.
         unsafe {
             self.ordering
                 .mem_ops
-                .stream_wait_value32(self.stream, gate.device(), 1)
+                .stream_wait_value32(self.stream, gate, 1)
         }
         .map_err(runtime)?;
-        // One host function returns every gate of the segment and a read's buffers, once the
-        // stream has passed all its waits and copies.
-        let free = self.gates.free_words();
-        let words = Arc::clone(free);
-        let returned: Vec<Gate> = lock(&gating.gates).iter().map(|(g, _)| *g).collect();
+        // One host function gives back every gate of the segment and a read's buffers, once
+        // the stream has passed all its waits and copies.
+        let returns = Arc::clone(self.returns);
+        let returned = Arc::clone(&gating);
         let reads_hold = if reads { pieces.clone() } else { Vec::new() };
         if self
             .ordering
@@ -517,9 +624,7 @@ impl Segment<'_> {
                 self.stream,
                 Box::new(move || {
                     drop(reads_hold);
-                    for gate in returned {
-                        words.give_back(gate);
-                    }
+                    returned.give_back(returns.as_ref());
                 }),
             )
             .is_err()
@@ -532,20 +637,20 @@ impl Segment<'_> {
         Ok(io)
     }
 
-    /// The segment's I/O, run by an engine thread once the stream has reached it: its pieces
-    /// are served by that thread and up to `readers - 1` more of the engine's, each taking
-    /// the next piece not yet taken.
+    /// The segment's I/O, run by a file-I/O thread once the stream has reached it: its
+    /// pieces are served by that thread and up to `readers - 1` more, each taking the next
+    /// piece not yet taken.
     fn job(
         &self,
         pieces: Vec<Arc<Piece>>,
         gating: Arc<Gating>,
         last_segment: bool,
-        queue: crate::engine::QueueHandle,
-    ) -> crate::engine::Job {
+    ) -> hipfile_core::stream::JobFn {
         let work = SegmentIo {
-            fh: self.fh.clone(),
+            file: Arc::clone(self.file),
             op: self.op,
             file_offset: self.file_offset,
+            durable_writes: self.durable_writes,
             progress: Arc::clone(self.progress),
             gating,
             next: AtomicUsize::new(0),
@@ -556,19 +661,24 @@ impl Segment<'_> {
             pieces,
         };
         let readers = self.readers;
-        let device = self.device;
+        let queue = Arc::clone(self.queue);
         Box::new(move || {
-            let entered = work.fh.enter_owned();
-            let go = entered.is_ok() && !work.progress.stop.load(Ordering::Acquire);
+            let entered = match work.file.enter() {
+                Ok(guard) => Some(guard),
+                Err(e) => {
+                    work.progress.fail(e);
+                    None
+                }
+            };
+            let go = entered.is_some() && !work.progress.stop.load(Ordering::Acquire);
             work.go.store(go, Ordering::Release);
             let work = Arc::new(work);
             if go {
                 for _ in 1..readers.min(work.pieces.len()) {
                     let helper = Arc::clone(&work);
                     let op = work.op;
-                    queue.push(Engine::slot_with(
+                    queue.push(queue.job(
                         op,
-                        Work::FileIo,
                         Box::new(move || {
                             helper.serve_pieces();
                             Ok(IoOutcome::new(0, BackendKind::Fallback, false))
@@ -580,30 +690,11 @@ impl Segment<'_> {
             }
             work.serve_pieces();
             let moved = work.wait_all();
-            if let Err(e) = entered {
-                work.progress.fail(e);
-            }
             let progress = &work.progress;
             progress.bytes.fetch_add(moved, Ordering::AcqRel);
             if last_segment {
                 let outcome = progress.outcome();
-                match &outcome {
-                    Ok(o) => {
-                        if let Some(started) = progress.started {
-                            work.fh.driver().count_served(&Served {
-                                op: work.op,
-                                device,
-                                backend: BackendKind::Fallback,
-                                bytes: o.bytes,
-                                size: progress.size,
-                                retried: false,
-                                aligned: progress.aligned,
-                                took: started.elapsed(),
-                            });
-                        }
-                    }
-                    Err(_) => work.fh.driver().count_failed(work.op, Some(device)),
-                }
+                progress.count(work.file.as_ref(), &outcome);
                 // A request whose submission failed is reported, with that failure, by the
                 // submission.
                 if progress.wait_submitted()
@@ -613,17 +704,19 @@ impl Segment<'_> {
                 }
                 *lock(&progress.result) = Some(outcome);
             }
+            drop(entered);
             // The segment's own result; the request's is in `progress`.
             Ok(IoOutcome::new(moved, BackendKind::Fallback, false))
         })
     }
 }
 
-/// The I/O of one segment, shared by the engine threads that serve its pieces.
+/// The I/O of one segment, shared by the file-I/O threads that serve its pieces.
 struct SegmentIo {
-    fh: FileHandle,
+    file: Arc<dyn StreamFile>,
     op: Op,
     file_offset: u64,
+    durable_writes: bool,
     progress: Arc<Progress>,
     gating: Arc<Gating>,
     pieces: Vec<Arc<Piece>>,
@@ -643,6 +736,7 @@ impl SegmentIo {
     /// Serves pieces until none is left to take.
     fn serve_pieces(&self) {
         let go = self.go.load(Ordering::Acquire);
+        let fd = self.file.buffered_fd();
         loop {
             let i = self.next.fetch_add(1, Ordering::AcqRel);
             let Some(piece) = self.pieces.get(i) else {
@@ -654,7 +748,7 @@ impl SegmentIo {
             match self.op {
                 Op::Read => {
                     let got = if go {
-                        self.fh.read_to_host(buf, offset)
+                        posix::pread_full(fd, buf, offset).map_err(|e| failed(Op::Read, e))
                     } else {
                         Ok(0)
                     };
@@ -674,9 +768,9 @@ impl SegmentIo {
                 }
                 Op::Write => {
                     if go {
-                        match self.fh.write_from_host(buf, offset, false) {
+                        match posix::pwrite_full(fd, buf, offset) {
                             Ok(()) => self.got[i].store(piece.len, Ordering::Release),
-                            Err(e) => self.progress.fail(e),
+                            Err(f) => self.progress.fail(failed(Op::Write, f.error)),
                         }
                     }
                 }
@@ -707,10 +801,14 @@ impl SegmentIo {
                 break;
             }
         }
-        if self.op == Op::Write && self.go.load(Ordering::Acquire) && !self.pieces.is_empty() {
+        if self.op == Op::Write
+            && self.durable_writes
+            && self.go.load(Ordering::Acquire)
+            && !self.pieces.is_empty()
+        {
             // A durable write synchronises once its pieces are all written.
-            if let Err(e) = self.fh.write_from_host(&[], self.file_offset, true) {
-                self.progress.fail(e);
+            if let Err(e) = posix::sync_data(self.file.buffered_fd()) {
+                self.progress.fail(failed(Op::Write, e));
             }
         }
         moved
