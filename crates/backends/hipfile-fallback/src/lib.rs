@@ -31,6 +31,7 @@ use hipfile_core::{
 use pipeline::Pipeline;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The fallback backend. Clones share the staging pool and the I/O threads.
 #[derive(Clone)]
@@ -47,6 +48,10 @@ pub struct Fallback {
     /// The file-I/O threads (`HIPFILE_IO_THREADS`): a quarter of them serve one segment of a
     /// stream-ordered request (`stream.rs`).
     io_threads: usize,
+    /// The configured task size (`HIPFILE_TASK_SIZE`).
+    task_size: u64,
+    /// Callers with a request on device memory in the fallback now (`Fallback::io`).
+    callers: Arc<AtomicUsize>,
     /// `None` for a fallback that only scores.
     staging: Option<Arc<StagingPool>>,
     /// `None` for a fallback that only scores. Declared after `staging`: its drop joins the
@@ -65,6 +70,8 @@ impl Fallback {
             cold_direct_reads: config.fallback.cold_direct_reads,
             durable_writes: config.durable_writes,
             io_threads: config.fallback.io_threads,
+            task_size: config.fallback.task_size,
+            callers: Arc::default(),
             staging: None,
             pipeline: None,
         }
@@ -138,6 +145,48 @@ impl Fallback {
     /// The staging pool, for a fallback made with a runtime.
     pub fn staging(&self) -> Option<&StagingPool> {
         self.staging.as_deref()
+    }
+}
+
+impl Fallback {
+    /// Requests on device memory of at most this many bytes run on the caller's thread,
+    /// when `callers` callers (this one included) have one in the fallback: the
+    /// small-request threshold, or, while at least two callers and at least half as many
+    /// callers as there are I/O threads have requests in the fallback, up to one task
+    /// (`task_size`, when larger): the callers' own threads then keep the machine busy, and
+    /// handing each request to the I/O threads and back costs more than it saves (KvikIO's
+    /// 16 threads of 4 MiB reads on an H100: 27 GB/s handed off, 46 on their own threads,
+    /// docs/BENCHMARKS.md). A lone caller's requests are still spread over the I/O threads.
+    /// A threshold of 0 hands off every request, whatever the callers.
+    fn threshold_for(&self, callers: usize) -> u64 {
+        if self.small_io_threshold > 0 && callers >= 2 && callers >= self.io_threads.div_ceil(2) {
+            self.small_io_threshold.max(self.task_size)
+        } else {
+            self.small_io_threshold
+        }
+    }
+}
+
+/// One caller counted in `Fallback::callers` while it lives.
+struct Caller<'a> {
+    count: &'a AtomicUsize,
+    /// The callers counted when this one came, itself included.
+    with_others: usize,
+}
+
+impl<'a> Caller<'a> {
+    fn enter(count: &'a AtomicUsize) -> Caller<'a> {
+        let others = count.fetch_add(1, Ordering::AcqRel);
+        Caller {
+            count,
+            with_others: others + 1,
+        }
+    }
+}
+
+impl Drop for Caller<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -215,7 +264,7 @@ impl Backend for Fallback {
         if !s.request.is_checked() {
             return Err(BackendError::unchecked(s.request.op()));
         }
-        let policy = transfer::Policy {
+        let mut policy = transfer::Policy {
             small_io_threshold: self.small_io_threshold,
             durable_writes: self.durable_writes,
         };
@@ -225,6 +274,8 @@ impl Backend for Fallback {
         if memory.is_host() {
             return transfer::serve_host(policy, s.request, target.buffered);
         }
+        let caller = Caller::enter(&self.callers);
+        policy.small_io_threshold = self.threshold_for(caller.with_others);
         if !matches!(
             memory,
             MemoryKind::Device | MemoryKind::Managed | MemoryKind::Unified

@@ -1656,3 +1656,89 @@ fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
         assert!(e.to_string().contains("did not vouch"), "{e}");
     }
 }
+
+#[test]
+fn with_as_many_callers_as_half_the_threads_a_request_of_one_task_stays_on_its_callers_thread() {
+    let dir = TempDir::new("fallback-callers");
+    let path = dir.path().join("f");
+    let data = pattern(4 * TASK, 9);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    // Four I/O threads: two callers at once are half of them.
+    let fb = with_knobs(&rt, knobs(4, TASK as u64, 256 * KIB as u64, 4096, true));
+    let held = device(&rt, TASK);
+    let mine = device(&rt, TASK);
+    let gate = hipfile_testkit::Gate::new();
+    rt.faults()
+        .add(Fault::on(Call::CopyToDevice).touching(held).park(&gate));
+    let _release = gate.release_on_drop();
+    std::thread::scope(|s| {
+        // A lone caller's request of one task goes to the I/O threads, whose copy parks.
+        let first = s.spawn(|| {
+            run(
+                &fb,
+                &*rt,
+                &file,
+                Op::Read,
+                held,
+                TASK as u64,
+                0,
+                0,
+                TASK as u64,
+            )
+        });
+        gate.wait_parked(|| first.is_finished());
+        assert_eq!(fb.tasks_dispatched(), 1);
+        // A second caller while the first is in: its request of one task is served on its
+        // own thread, so it ends while the first's I/O thread is held.
+        let second = s.spawn(|| {
+            run(
+                &fb,
+                &*rt,
+                &file,
+                Op::Read,
+                mine,
+                TASK as u64,
+                0,
+                TASK as u64,
+                TASK as u64,
+            )
+        });
+        // A guard against waiting for ever, not a measure of speed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !second.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let ended_alone = second.is_finished();
+        gate.release();
+        assert_eq!(second.join().unwrap().unwrap(), TASK as u64);
+        assert!(rt.read_device(mine, TASK) == data[TASK..2 * TASK]);
+        assert!(
+            ended_alone,
+            "the second caller's request waited for the first caller's held I/O thread"
+        );
+        assert_eq!(
+            fb.tasks_dispatched(),
+            1,
+            "the second caller's request was handed to the I/O threads"
+        );
+        assert_eq!(first.join().unwrap().unwrap(), TASK as u64);
+    });
+    assert!(rt.read_device(held, TASK) == data[..TASK]);
+    // Alone again: a request of one task is handed off.
+    let n = run(
+        &fb,
+        &*rt,
+        &file,
+        Op::Read,
+        mine,
+        TASK as u64,
+        0,
+        2 * TASK as u64,
+        TASK as u64,
+    );
+    assert_eq!(n.unwrap(), TASK as u64);
+    assert_eq!(fb.tasks_dispatched(), 2);
+    assert_pool_idle(&fb);
+}
