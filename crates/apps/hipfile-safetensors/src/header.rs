@@ -31,6 +31,8 @@ pub struct Shard {
     pub file: File,
     /// The tensors in file order.
     pub tensors: Vec<Entry>,
+    /// The header's `__metadata__`, when it has one.
+    pub metadata: Option<std::collections::HashMap<String, String>>,
 }
 
 fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> LoadError {
@@ -191,5 +193,6 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
         path: path.to_path_buf(),
         file,
         tensors,
+        metadata: metadata.metadata().clone(),
     })
 }

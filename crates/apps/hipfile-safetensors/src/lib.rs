@@ -10,6 +10,10 @@
 //! refused, a read plan that keeps the fastpath's alignment, and all-or-nothing errors that
 //! name the shard.
 //!
+//! A framework that allocates its own tensors opens the checkpoint's [`Inventory`] (every
+//! header validated, nothing allocated), allocates, and has [`Loader::read_into`] read each
+//! tensor, or a range of one ([`Target`]), into its memory with the same requests and window.
+//!
 //! It does not convert dtypes, build framework tensors or write checkpoints; it never holds
 //! tensor data in host memory (the fallback's staging pool bounds the host memory a load
 //! uses, whatever the checkpoint's size). It depends on the `hipfile` facade only.
@@ -49,12 +53,14 @@ mod error;
 mod glob;
 mod header;
 mod index;
+mod inventory;
 mod load;
 mod plan;
 
 pub use error::LoadError;
 pub use glob::Glob;
 pub use index::{Index, is_index};
+pub use inventory::{Inventory, Target, TensorInfo};
 pub use load::{
     COLD_BELOW, CacheState, Checkpoint, DEFAULT_COLD_IN_FLIGHT, DEFAULT_COLD_REQUEST_SIZE,
     DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress,

@@ -3,12 +3,12 @@
 use crate::cache;
 use crate::error::LoadError;
 use crate::glob::Glob;
-use crate::header::{self, Shard};
-use crate::index::{Index, is_index};
+use crate::header::Shard;
+use crate::inventory::{Inventory, Target};
 use crate::plan::{self, ALIGN, Piece};
 use hipfile::{BackendKind, DeviceBuffer, DeviceSlice, Driver, FileHandle, Io};
 use safetensors::Dtype;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// Bytes per request for a hot checkpoint unless [`Loader::request_size`] says otherwise:
@@ -175,7 +175,7 @@ impl<'a> Loader<'a> {
     /// Loads the tensors of `shards` (the files of one checkpoint) into device memory.
     ///
     /// A path whose name ends in `.json` is read as the checkpoint's index (Hugging Face's
-    /// `model.safetensors.index.json`, see [`Index`]) and stands for the shards it names, in
+    /// `model.safetensors.index.json`, see [`Index`](crate::Index)) and stands for the shards it names, in
     /// the order of their names, relative to its directory; every tensor it names must be
     /// in the shard it names. Shard numbers ([`Tensor::shard`], `device_per_shard`) count
     /// the shards after that expansion.
@@ -194,52 +194,11 @@ impl<'a> Loader<'a> {
         if shards.is_empty() {
             return Err(LoadError::NoShards);
         }
-        if let Some(request) = self.request_size
-            && (!(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN))
-        {
-            return Err(LoadError::Option(format!(
-                "the request size must be a multiple of {ALIGN} from {ALIGN} to {MAX_REQUEST_SIZE}, not {request}"
-            )));
-        }
-        if self.in_flight == Some(0) {
-            return Err(LoadError::Option(
-                "at least one request must be in flight".into(),
-            ));
-        }
+        self.check_options()?;
 
         // Every header first: nothing is allocated for a checkpoint with a bad shard. An
         // index stands for the shards it names, and what it says is checked against them.
-        let (paths, indexes) = expand(shards)?;
-        let opened: Vec<Shard> = paths
-            .iter()
-            .map(|(p, from)| {
-                header::open(p).map_err(|e| match (e, from) {
-                    (LoadError::Io { path, what, source }, Some(i)) => LoadError::Io {
-                        what: format!(
-                            "{what} the shard that the index {} names",
-                            indexes[*i].path().display()
-                        ),
-                        path,
-                        source,
-                    },
-                    (e, _) => e,
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        check_indexes(&indexes, &opened)?;
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        for (i, s) in opened.iter().enumerate() {
-            for t in &s.tensors {
-                if let Some(&first) = seen.get(t.name.as_str()) {
-                    return Err(LoadError::Duplicate {
-                        name: t.name.clone(),
-                        first: opened[first].path.clone(),
-                        second: s.path.clone(),
-                    });
-                }
-                seen.insert(&t.name, i);
-            }
-        }
+        let opened = Inventory::open(shards)?.shards;
 
         // The plan: each shard's selected tensors by device (a part each), extents,
         // requests.
@@ -281,119 +240,23 @@ impl<'a> Loader<'a> {
                 );
             }
         }
-        let total: u64 = parts
+        let extents: Vec<(usize, &[plan::Extent])> = parts
             .iter()
-            .flat_map(|p| p.extents.iter().map(|e| e.need_end - e.file_start))
-            .sum();
-
-        let cold = match self.cache {
-            CacheState::Hot => false,
-            CacheState::Cold => true,
-            CacheState::Detect => {
-                let mut cached = Some(0u64);
-                for p in &parts {
-                    for e in &p.extents {
-                        let c = cache::cached_bytes(
-                            &opened[p.shard].file,
-                            e.file_start,
-                            e.need_end - e.file_start,
-                        );
-                        cached = cached.zip(c).map(|(a, b)| a + b);
-                    }
-                }
-                cached.is_some_and(|c| (c as f64) < COLD_BELOW * total as f64)
-            }
-        };
-        let depth = self.in_flight.unwrap_or(if cold {
-            DEFAULT_COLD_IN_FLIGHT
-        } else {
-            DEFAULT_HOT_IN_FLIGHT
-        });
-        let request = self.request_size.unwrap_or(if cold {
-            DEFAULT_COLD_REQUEST_SIZE
-        } else {
-            DEFAULT_REQUEST_SIZE
-        });
-
-        // Registration, and one buffer per part.
-        let gpu = |path: &Path, what: String| {
-            let path = path.to_path_buf();
-            move |source| LoadError::Gpu {
-                path,
-                what,
-                source: Box::new(source),
-            }
-        };
-        let mut handles = Vec::with_capacity(opened.len());
-        for s in &opened {
-            handles.push(
-                self.driver
-                    .register_file(&s.file)
-                    .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
-            );
-        }
-        // Without AMD file I/O (or with the fallback forced) every request goes through the
-        // fallback's staging buffers: when some request is large enough to be spread over
-        // the I/O threads, their buffers are pinned on another thread while the device
-        // memory is allocated, rather than by the first request.
-        let config = self.driver.config();
-        let staged = (!self.driver.runtime().amd_file_io || config.force_compat_mode)
-            && parts
-                .iter()
-                .any(|p| p.len.min(request) > config.fallback_knobs().small_io_threshold);
+            .map(|p| (p.shard, p.extents.as_slice()))
+            .collect();
+        let lens: Vec<u64> = parts.iter().map(|p| p.len).collect();
+        let (cold, request, depth) = self.read_plan(&opened, &extents, &lens);
         let mut buffers = std::thread::scope(|scope| {
-            let pinning =
-                staged.then(|| scope.spawn(|| self.driver.tuning().prepare_staging(request)));
+            let pinning = self
+                .staged(&lens, request)
+                .then(|| scope.spawn(|| self.driver.tuning().prepare_staging(request)));
             let made = allocate_parts(&self.driver, &opened, &parts);
             // Its failure is left for the requests to report.
             drop(pinning.map(std::thread::ScopedJoinHandle::join));
             made
         })?;
-
-        let per_part = parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| plan::pieces(i, p.shard, &p.extents, request))
-            .collect();
-        let pieces = plan::order(per_part, !cold);
-        let mut tally = Tally {
-            done: 0,
-            total,
-            fastpath: 0,
-            fallback: 0,
-            requests: 0,
-            progress: self.progress.as_mut(),
-        };
-        let short = run_window(&opened, &handles, &mut buffers, &pieces, depth, &mut tally)?;
-        // Requests that came back short (never expected before the end of the data): the
-        // rest, one synchronous request at a time.
-        for (p, mut got) in short {
-            let path = &opened[p.shard].path;
-            let buffer = &mut buffers[p.part];
-            while got < p.need {
-                let at = (p.buf_start + got) as usize..(p.buf_start + p.need) as usize;
-                let mut view = buffer.slice_mut(at).map_err(|source| LoadError::Gpu {
-                    path: path.clone(),
-                    what: "cannot make a view of the part's buffer".into(),
-                    source: Box::new(source),
-                })?;
-                let outcome = handles[p.shard]
-                    .read_at(&mut view, p.file_offset + got)
-                    .map_err(|source| {
-                        read_failed(path, p.file_offset + got, p.need - got, source)
-                    })?;
-                if outcome.bytes == 0 {
-                    return Err(LoadError::Short {
-                        path: path.clone(),
-                        at: p.file_offset + got,
-                        expected: p.file_offset + p.need,
-                    });
-                }
-                got += outcome.bytes;
-                tally.add(outcome.backend, outcome.bytes);
-            }
-        }
-        drop(handles);
+        let mut each: Vec<&mut DeviceBuffer> = buffers.iter_mut().collect();
+        let tally = self.read_extents(&opened, &extents, &mut each, cold, request, depth)?;
 
         // The checkpoint: each selected tensor's place in its part's buffer, shard by shard
         // in file order.
@@ -437,66 +300,216 @@ impl<'a> Loader<'a> {
                 .collect(),
             tensors,
             index,
-            report: LoadReport {
-                bytes_read: tally.done,
-                fastpath_bytes: tally.fastpath,
-                fallback_bytes: tally.fallback,
-                requests: tally.requests,
-                cold,
-                request_size: request,
-                in_flight: depth,
-            },
+            report: tally,
         })
     }
-}
 
-/// A shard to open, and the number of the index that named it, if one did.
-type ToOpen = (PathBuf, Option<usize>);
-
-/// The shards to open, in order: each path given, or, for an index ([`is_index`]), the
-/// shards it names; and the indexes read.
-fn expand<P: AsRef<Path>>(given: &[P]) -> Result<(Vec<ToOpen>, Vec<Index>), LoadError> {
-    let mut paths = Vec::with_capacity(given.len());
-    let mut indexes = Vec::new();
-    for p in given {
-        let p = p.as_ref();
-        if is_index(p) {
-            let index = Index::read(p)?;
-            let i = indexes.len();
-            paths.extend(index.shards().iter().map(|s| (s.clone(), Some(i))));
-            indexes.push(index);
-        } else {
-            paths.push((p.to_path_buf(), None));
+    /// Reads each target's bytes into its buffer, with the same requests, window and
+    /// cold-or-hot choice as [`Loader::load`]; the loader's filter and devices do not apply
+    /// (the targets say what to read, and their memory where). For a framework that
+    /// allocates its own tensors: open the checkpoint's [`Inventory`], allocate, make a
+    /// [`Target`] per tensor (or per range of one), then read. Targets may be host memory
+    /// where the driver's rule serves it ([`hipfile::MemoryTypes::CuFile`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LoadError`] naming the shard, as [`Loader::load`]: what the targets hold is then
+    /// unspecified.
+    pub fn read_into(
+        mut self,
+        inventory: &Inventory,
+        targets: &mut [Target],
+    ) -> Result<LoadReport, LoadError> {
+        self.check_options()?;
+        let extents: Vec<[plan::Extent; 1]> = targets
+            .iter()
+            .map(|t| {
+                [plan::Extent {
+                    file_start: t.bytes.start,
+                    need_end: t.bytes.end,
+                    file_end: t.bytes.end,
+                    buf_start: 0,
+                }]
+            })
+            .collect();
+        let extents: Vec<(usize, &[plan::Extent])> = targets
+            .iter()
+            .zip(&extents)
+            .map(|(t, e)| (t.shard, e.as_slice()))
+            .collect();
+        let lens: Vec<u64> = targets
+            .iter()
+            .map(|t| t.bytes.end - t.bytes.start)
+            .collect();
+        let (cold, request, depth) = self.read_plan(&inventory.shards, &extents, &lens);
+        if self.staged(&lens, request) {
+            // Its failure is left for the requests to report.
+            let _ = self.driver.tuning().prepare_staging(request);
         }
+        let mut buffers: Vec<&mut DeviceBuffer> =
+            targets.iter_mut().map(|t| &mut t.buffer).collect();
+        self.read_extents(
+            &inventory.shards,
+            &extents,
+            &mut buffers,
+            cold,
+            request,
+            depth,
+        )
     }
-    Ok((paths, indexes))
-}
 
-/// Every tensor each index names is in the shard it names it in.
-fn check_indexes(indexes: &[Index], opened: &[Shard]) -> Result<(), LoadError> {
-    if indexes.is_empty() {
-        return Ok(());
+    fn check_options(&self) -> Result<(), LoadError> {
+        if let Some(request) = self.request_size
+            && (!(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN))
+        {
+            return Err(LoadError::Option(format!(
+                "the request size must be a multiple of {ALIGN} from {ALIGN} to {MAX_REQUEST_SIZE}, not {request}"
+            )));
+        }
+        if self.in_flight == Some(0) {
+            return Err(LoadError::Option(
+                "at least one request must be in flight".into(),
+            ));
+        }
+        Ok(())
     }
-    let mut names: HashMap<&Path, HashSet<&str>> = HashMap::new();
-    for s in opened {
-        names
-            .entry(s.path.as_path())
-            .or_insert_with(|| s.tensors.iter().map(|t| t.name.as_str()).collect());
+
+    /// Whether the bytes of `extents` (by shard) are read as cold, and the request size and
+    /// requests in flight that follow.
+    fn read_plan(
+        &self,
+        shards: &[Shard],
+        extents: &[(usize, &[plan::Extent])],
+        lens: &[u64],
+    ) -> (bool, u64, usize) {
+        let total: u64 = lens.iter().sum();
+        let cold = match self.cache {
+            CacheState::Hot => false,
+            CacheState::Cold => true,
+            CacheState::Detect => {
+                let mut cached = Some(0u64);
+                for (shard, ext) in extents {
+                    for e in *ext {
+                        let c = cache::cached_bytes(
+                            &shards[*shard].file,
+                            e.file_start,
+                            e.need_end - e.file_start,
+                        );
+                        cached = cached.zip(c).map(|(a, b)| a + b);
+                    }
+                }
+                cached.is_some_and(|c| (c as f64) < COLD_BELOW * total as f64)
+            }
+        };
+        let depth = self.in_flight.unwrap_or(if cold {
+            DEFAULT_COLD_IN_FLIGHT
+        } else {
+            DEFAULT_HOT_IN_FLIGHT
+        });
+        let request = self.request_size.unwrap_or(if cold {
+            DEFAULT_COLD_REQUEST_SIZE
+        } else {
+            DEFAULT_REQUEST_SIZE
+        });
+        (cold, request, depth)
     }
-    for index in indexes {
-        for (tensor, shard) in index.tensors() {
-            if !names.get(shard).is_some_and(|n| n.contains(tensor)) {
-                return Err(LoadError::Index {
-                    path: index.path().to_path_buf(),
-                    why: format!(
-                        "it names the tensor {tensor:?} in {}, which has no such tensor",
-                        shard.display()
-                    ),
-                });
+
+    /// Whether every request goes through the fallback's staging buffers (no AMD file I/O,
+    /// or the fallback forced) and some is large enough to be spread over the I/O threads:
+    /// then their buffers are best pinned before the first request.
+    fn staged(&self, lens: &[u64], request: u64) -> bool {
+        let config = self.driver.config();
+        (!self.driver.runtime().amd_file_io || config.force_compat_mode)
+            && lens
+                .iter()
+                .any(|&len| len.min(request) > config.fallback_knobs().small_io_threshold)
+    }
+
+    /// Registers the shards, then reads `extents` (part by part: its shard and its extents)
+    /// into `buffers` (one per part), `depth` requests of at most `request` bytes in flight.
+    fn read_extents(
+        &mut self,
+        shards: &[Shard],
+        extents: &[(usize, &[plan::Extent])],
+        buffers: &mut [&mut DeviceBuffer],
+        cold: bool,
+        request: u64,
+        depth: usize,
+    ) -> Result<LoadReport, LoadError> {
+        let gpu = |path: &Path, what: String| {
+            let path = path.to_path_buf();
+            move |source| LoadError::Gpu {
+                path,
+                what,
+                source: Box::new(source),
+            }
+        };
+        let mut handles = Vec::with_capacity(shards.len());
+        for s in shards {
+            handles.push(
+                self.driver
+                    .register_file(&s.file)
+                    .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
+            );
+        }
+        let total: u64 = extents
+            .iter()
+            .flat_map(|(_, ext)| ext.iter().map(|e| e.need_end - e.file_start))
+            .sum();
+        let per_part = extents
+            .iter()
+            .enumerate()
+            .map(|(i, (shard, ext))| plan::pieces(i, *shard, ext, request))
+            .collect();
+        let pieces = plan::order(per_part, !cold);
+        let mut tally = Tally {
+            done: 0,
+            total,
+            fastpath: 0,
+            fallback: 0,
+            requests: 0,
+            progress: self.progress.as_mut(),
+        };
+        let short = run_window(shards, &handles, buffers, &pieces, depth, &mut tally)?;
+        // Requests that came back short (never expected before the end of the data): the
+        // rest, one synchronous request at a time.
+        for (p, mut got) in short {
+            let path = &shards[p.shard].path;
+            let buffer = &mut buffers[p.part];
+            while got < p.need {
+                let at = (p.buf_start + got) as usize..(p.buf_start + p.need) as usize;
+                let mut view = buffer.slice_mut(at).map_err(|source| LoadError::Gpu {
+                    path: path.clone(),
+                    what: "cannot make a view of the part's buffer".into(),
+                    source: Box::new(source),
+                })?;
+                let outcome = handles[p.shard]
+                    .read_at(&mut view, p.file_offset + got)
+                    .map_err(|source| {
+                        read_failed(path, p.file_offset + got, p.need - got, source)
+                    })?;
+                if outcome.bytes == 0 {
+                    return Err(LoadError::Short {
+                        path: path.clone(),
+                        at: p.file_offset + got,
+                        expected: p.file_offset + p.need,
+                    });
+                }
+                got += outcome.bytes;
+                tally.add(outcome.backend, outcome.bytes);
             }
         }
+        drop(handles);
+        Ok(LoadReport {
+            bytes_read: tally.done,
+            fastpath_bytes: tally.fastpath,
+            fallback_bytes: tally.fallback,
+            requests: tally.requests,
+            cold,
+            request_size: request,
+            in_flight: depth,
+        })
     }
-    Ok(())
 }
 
 /// One device buffer per part, on the part's device.
@@ -577,7 +590,7 @@ impl Tally<'_, '_> {
 fn run_window(
     shards: &[Shard],
     handles: &[FileHandle],
-    buffers: &mut [DeviceBuffer],
+    buffers: &mut [&mut DeviceBuffer],
     pieces: &[Piece],
     depth: usize,
     tally: &mut Tally<'_, '_>,

@@ -802,3 +802,58 @@ fn json_given_as_a_shard_is_said_to_look_like_json() {
     assert!(text.contains("JSON"), "{text}");
     assert!(text.contains(".json"), "{text}");
 }
+
+#[test]
+fn read_into_fills_memory_the_caller_allocated_with_whole_tensors_and_ranges() {
+    use hipfile_safetensors::{Inventory, Target};
+    let driver = require!(driver());
+    let dir = TempDir::new("st-read-into");
+    let (paths, expected, specs) = two_shards(&dir);
+    let inventory = Inventory::open(&paths).unwrap();
+    assert_eq!(inventory.len(), specs.len());
+    assert_eq!(inventory.shard_paths().collect::<Vec<_>>(), paths);
+    let info = inventory.get("b.u64").unwrap();
+    assert_eq!(
+        (info.dtype, info.shard, info.shape),
+        (Dtype::U64, 1, &[1usize][..])
+    );
+    assert!(inventory.get("no such tensor").is_none());
+
+    // Whole tensors, and bytes 3..17 of the first, each into a buffer of its own.
+    let mut targets = Vec::new();
+    let mut wanted: Vec<Vec<u8>> = Vec::new();
+    for (name, data) in expected.iter().filter(|(_, d)| !d.is_empty()) {
+        let buffer = driver.alloc(data.len()).unwrap();
+        targets.push(Target::new(&inventory, name, 0..data.len() as u64, buffer).unwrap());
+        wanted.push(data.clone());
+    }
+    let (first, data) = &expected[0];
+    let part = driver.alloc(14).unwrap();
+    targets.push(Target::new(&inventory, first, 3..17, part).unwrap());
+    wanted.push(data[3..17].to_vec());
+    let report = Loader::new(&driver)
+        .request_size(8192)
+        .read_into(&inventory, &mut targets)
+        .unwrap();
+    assert_eq!(
+        report.bytes_read,
+        wanted.iter().map(|w| w.len() as u64).sum::<u64>()
+    );
+    for (target, want) in targets.iter().zip(&wanted) {
+        let mut host = vec![0u8; want.len()];
+        target.buffer().copy_to_host(0, &mut host).unwrap();
+        assert!(host == *want, "the bytes read differ from the file's");
+    }
+
+    // A range outside the tensor, a short buffer or an unknown name is refused.
+    let len = data.len() as u64;
+    for (name, range) in [
+        (first.as_str(), 0..len + 1),
+        (first.as_str(), 0..8),
+        ("nope", 0..1),
+    ] {
+        let small = driver.alloc(4).unwrap();
+        let e = Target::new(&inventory, name, range, small).unwrap_err();
+        assert!(matches!(e, LoadError::Option(_)), "{e}");
+    }
+}
