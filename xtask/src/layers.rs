@@ -43,6 +43,8 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
             "hipfile-fallback",
         ]),
     ),
+    // The PyTorch package's native module: the checkpoint loader and the facade, as the CLI.
+    ("hipfile-torch", Some(&["hipfile", "hipfile-safetensors"])),
     // The C ABIs' one implementation: a translation layer over the facade, allowed what the
     // CLI is; the two libraries export it and may use nothing else.
     (

@@ -8,9 +8,12 @@
 //!   tests of `hipfile` and `hipfile-safetensors` on the emulated runtime, the layering check,
 //!   packaging, the C distribution (`dist` into a scratch tree, the README's C example built
 //!   against it as written, and a cuFile program built with `pkg-config`), and AMD's Python
-//!   bindings built against that tree and run on the emulated runtime (`python.rs`).
+//!   bindings built against that tree and run on the emulated runtime (`python.rs`), then
+//!   the `hipfile-torch` Python package built with maturin and tested with PyTorch from PyPI
+//!   on the emulated runtime (`torch.rs`).
 //! - `dist-check`: only the last two steps of `ci`, the C distribution and the Python
 //!   bindings.
+//! - `torch-check`: only the last step of `ci`, the `hipfile-torch` package.
 //! - `dist [--out DIR] [--hip-soname SONAME]`: the C libraries' installation tree
 //!   (`dist.rs`): `lib/libhipfile.so.0` (which needs the HIP runtime `libamdhip64.so.7`, or
 //!   `SONAME`), `lib/libhipfile.so`, `lib/portable/` (the library without that dependency),
@@ -47,6 +50,7 @@ mod layers;
 mod package;
 mod python;
 mod sanitize;
+mod torch;
 
 use std::process::{Command, ExitCode};
 
@@ -54,7 +58,8 @@ const USAGE: &str = "usage: cargo xtask ci [--allow-skips] | \
                      cargo xtask dist [--out DIR] [--hip-soname SONAME] | \
                      cargo xtask dist-check | cargo xtask docs | \
                      cargo xtask emulated [--release] [--out DIR] | cargo xtask layers | \
-                     cargo xtask package | cargo xtask sanitize [address|thread|all]";
+                     cargo xtask package | cargo xtask sanitize [address|thread|all] | \
+                     cargo xtask torch-check";
 
 /// The examples of the `hipfile` crate (`crates/hipfile/examples/`), which `ci` runs on the
 /// emulated runtime.
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         ["dist-check"] => dist_check(),
+        ["torch-check"] => torch_check(),
         ["docs"] => docs_check(),
         ["layers"] => layers_check(),
         ["package"] => package_check(),
@@ -163,6 +169,7 @@ fn ci(strict: bool) -> Result<(), String> {
     layers_check()?;
     package_check()?;
     dist_check()?;
+    torch_check()?;
     eprintln!("xtask: ci passed");
     Ok(())
 }
@@ -172,6 +179,13 @@ fn dist_check() -> Result<(), String> {
     let metadata = layers::workspace_metadata()?;
     let checked = dist::check(&metadata)?;
     python::check(&metadata, &checked)
+}
+
+/// The PyTorch package, built and tested on the emulated runtime (see `torch.rs`).
+fn torch_check() -> Result<(), String> {
+    let metadata = layers::workspace_metadata()?;
+    let emulated = emulated::build(&emulated::Args::default())?;
+    torch::check(&metadata, &emulated)
 }
 
 /// Runs the `hipfile` examples and the doc tests of `hipfile` and `hipfile-safetensors` on

@@ -1,0 +1,23 @@
+"""hipfile for PyTorch: safetensors checkpoints read straight into tensors' memory.
+
+``load_file`` returns what ``safetensors.torch.load_file`` returns (the same names, dtypes,
+shapes and bytes), read by hipfile's engine into memory that PyTorch allocated; ``safe_open``
+behaves like ``safetensors.safe_open``, and ``get_slice`` reads only the rows a slice needs;
+``save_file`` writes what ``safetensors.torch.save_file`` writes, durably.
+
+The GPU runtime is loaded as hipfile's command-line tool loads it: ROCm's HIP runtime, or
+CUDA's on NVIDIA machines, or the library ``HIPFILE_HIP_LIBRARY`` names.
+"""
+
+from ._native import CheckpointError, __version__
+from ._api import LoadReport, last_report, load_file, safe_open, save_file
+
+__all__ = [
+    "CheckpointError",
+    "LoadReport",
+    "__version__",
+    "last_report",
+    "load_file",
+    "safe_open",
+    "save_file",
+]

@@ -1,0 +1,443 @@
+"""The package's functions: the tensors are allocated here, with PyTorch, and the native
+module reads into (or writes from) their memory while they are held here."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _native
+from ._native import CheckpointError
+
+PathLike = Union[str, "os.PathLike[str]"]
+Filter = Union[None, str, Iterable[str], Callable[[str], bool]]
+Progress = Union[bool, Callable[[int, int], None]]
+
+# safetensors' dtype names and PyTorch's dtypes, as safetensors.torch maps them.
+_TYPES: Dict[str, torch.dtype] = {
+    name: dtype
+    for name, dtype in {
+        "F64": torch.float64,
+        "F32": torch.float32,
+        "F16": torch.float16,
+        "BF16": torch.bfloat16,
+        "I64": torch.int64,
+        "I32": torch.int32,
+        "I16": torch.int16,
+        "I8": torch.int8,
+        "U8": torch.uint8,
+        "BOOL": torch.bool,
+        "C64": torch.complex64,
+        "U64": getattr(torch, "uint64", None),
+        "U32": getattr(torch, "uint32", None),
+        "U16": getattr(torch, "uint16", None),
+        "F8_E4M3": getattr(torch, "float8_e4m3fn", None),
+        "F8_E4M3FNUZ": getattr(torch, "float8_e4m3fnuz", None),
+        "F8_E5M2": getattr(torch, "float8_e5m2", None),
+        "F8_E5M2FNUZ": getattr(torch, "float8_e5m2fnuz", None),
+        "F8_E8M0": getattr(torch, "float8_e8m0fnu", None),
+    }.items()
+    if dtype is not None
+}
+_NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in _TYPES.items()}
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What the last load in this process did: bytes read, and by which of hipfile's
+    backends (the fastpath reads straight into GPU memory; the fallback goes through host
+    staging buffers), requests made, whether the files were read as cold, and seconds."""
+
+    bytes: int
+    fastpath_bytes: int
+    fallback_bytes: int
+    requests: int
+    cold: bool
+    seconds: float
+
+    @property
+    def gbps(self) -> float:
+        """Bytes read per second, in GB/s (10^9 bytes)."""
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+_last: Optional[LoadReport] = None
+
+
+def last_report() -> Optional[LoadReport]:
+    """The report of the last ``load_file``, ``get_tensor`` or ``get_slice`` of this
+    process, or None before the first."""
+    return _last
+
+
+def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+    if isinstance(path_or_paths, (str, os.PathLike)):
+        given = [path_or_paths]
+    else:
+        given = list(path_or_paths)
+    if not given:
+        raise ValueError("no safetensors file to load: the list of paths is empty")
+    out = []
+    for p in given:
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"a path must be a str or os.PathLike, not {type(p).__name__}")
+        out.append(os.fspath(p))
+    return out
+
+
+def _device(device: Union[str, int, torch.device]) -> torch.device:
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    if d.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r}: hipfile_torch loads into 'cpu' or 'cuda' devices")
+    return d
+
+
+def _selector(filter: Filter) -> Callable[[str], bool]:
+    if filter is None:
+        return lambda name: True
+    if isinstance(filter, str):
+        return lambda name: fnmatch.fnmatchcase(name, filter)
+    if callable(filter):
+        return filter
+    names = set(filter)
+    return lambda name: name in names
+
+
+def _torch_dtype(name: str, tensor: str) -> torch.dtype:
+    dtype = _TYPES.get(name)
+    if dtype is None:
+        raise CheckpointError(
+            f"tensor {tensor!r} has dtype {name}, which this PyTorch ({torch.__version__}) "
+            "has no dtype for"
+        )
+    return dtype
+
+
+def _bar(done: int, total: int, started: float) -> None:
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    width = 30
+    filled = width * done // total if total else width
+    sys.stderr.write(
+        f"\rhipfile: [{'#' * filled}{'.' * (width - filled)}] "
+        f"{done / 1e9:.2f}/{total / 1e9:.2f} GB {done / elapsed / 1e9:.2f} GB/s"
+    )
+    sys.stderr.flush()
+
+
+def _read(
+    checkpoint: "_native.Checkpoint",
+    targets: List[Tuple[str, int, int, int, int]],
+    device: torch.device,
+    progress: Progress,
+) -> LoadReport:
+    """Reads the targets (name, start, end, address, length) into memory allocated on
+    `device`, whose current stream is first synchronised: PyTorch may hand out memory that
+    work queued on it still uses."""
+    global _last
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    callback = None
+    started = time.perf_counter()
+    if progress is True:
+        callback = lambda done, total: _bar(done, total, started)  # noqa: E731
+    elif callable(progress):
+        callback = progress
+    elif progress not in (False, None):
+        raise TypeError("progress must be a bool or a callable taking (done, total)")
+    report = _native.read_into(checkpoint, targets, progress=callback)
+    _last = LoadReport(**report)
+    if progress is True:
+        sys.stderr.write(
+            f"\nhipfile: {_last.bytes / 1e9:.2f} GB in {_last.seconds:.2f} s "
+            f"({_last.gbps:.2f} GB/s): fastpath {_last.fastpath_bytes} bytes, fallback "
+            f"{_last.fallback_bytes} bytes, {_last.requests} requests\n"
+        )
+    return _last
+
+
+def load_file(
+    path_or_paths: Union[PathLike, Sequence[PathLike]],
+    device: Union[str, int, torch.device] = "cuda:0",
+    *,
+    filter: Filter = None,
+    progress: Progress = False,
+    process_group=None,
+) -> Dict[str, torch.Tensor]:
+    """Loads a safetensors checkpoint: one file, a list of shards, or a
+    ``model.safetensors.index.json`` (the shards it names). Returns what
+    ``safetensors.torch.load_file`` returns for the same files, each tensor in memory that
+    PyTorch allocated on ``device`` (``"cuda:N"``, a device number, or ``"cpu"``), read
+    there by hipfile.
+
+    ``filter`` keeps some tensors only: a glob pattern (``"model.layers.0.*"``), a
+    collection of names, or a function of the name. ``progress=True`` shows a bar with the
+    rate on stderr and a summary at the end; a function is called with (bytes done, bytes
+    in all). ``last_report()`` then says what the load did.
+
+    With ``process_group`` (a ``torch.distributed`` group; every rank calls with the same
+    files and filter), each rank reads about 1/N of the bytes from storage, tensor by
+    tensor, and every tensor is then broadcast from the rank that read it with
+    ``torch.distributed`` (NCCL or RCCL for GPU tensors, gloo for CPU ones): each rank ends
+    with what a single-process load returns. ``last_report()`` counts this rank's reads.
+
+    Every shard's header is validated before anything is allocated: a truncated shard,
+    overlapping tensors, an unknown dtype, a shape that disagrees with its bytes, a tensor
+    in two shards or a shard an index names that is missing raises ``CheckpointError`` (or
+    ``FileNotFoundError``/``OSError``), and nothing is returned.
+    """
+    dev = _device(device)
+    checkpoint = _native.Checkpoint(_paths(path_or_paths))
+    keep = _selector(filter)
+    tensors: Dict[str, torch.Tensor] = {}
+    wanted = []
+    for name, dtype, shape, _shard, start, end in checkpoint.tensors():
+        if not keep(name):
+            continue
+        tensors[name] = torch.empty(shape, dtype=_torch_dtype(dtype, name), device=dev)
+        wanted.append((name, end - start))
+    owners = _owners(wanted, process_group)
+    targets = [
+        (name, 0, n, tensors[name].data_ptr(), n)
+        for (name, n), owner in zip(wanted, owners)
+        if n > 0 and owner == _rank(process_group)
+    ]
+    _read(checkpoint, targets, dev, progress)
+    if process_group is not None:
+        _share(tensors, wanted, owners, process_group)
+    return tensors
+
+
+def _rank(group) -> int:
+    if group is None:
+        return 0
+    import torch.distributed as dist
+
+    return dist.get_rank(group)
+
+
+def _owners(wanted: List[Tuple[str, int]], group) -> List[int]:
+    """The rank (in `group`) that reads each tensor: the largest first, each to the rank
+    with the fewest bytes so far (ties to the lowest rank), the same on every rank."""
+    if group is None:
+        return [0] * len(wanted)
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("process_group is given but torch.distributed is not initialised")
+    size = dist.get_world_size(group)
+    load = [0] * size
+    owners = [0] * len(wanted)
+    for i in sorted(range(len(wanted)), key=lambda i: (-wanted[i][1], wanted[i][0])):
+        r = min(range(size), key=lambda r: (load[r], r))
+        owners[i] = r
+        load[r] += wanted[i][1]
+    return owners
+
+
+def _share(tensors, wanted, owners, group) -> None:
+    """Broadcasts each tensor from the rank that read it, as bytes (every backend moves
+    uint8; views of the tensors' own memory, so nothing is copied on the way)."""
+    import torch.distributed as dist
+
+    for (name, n), owner in zip(wanted, owners):
+        if n == 0:
+            continue
+        t = tensors[name]
+        as_bytes = t.reshape(-1).view(torch.uint8)
+        dist.broadcast(as_bytes, src=dist.get_global_rank(group, owner), group=group)
+
+
+class _Slice:
+    """A tensor of an open checkpoint, read only when indexed (``safe_open.get_slice``)."""
+
+    def __init__(self, owner: "safe_open", name: str):
+        self._owner = owner
+        self._name = name
+        self._info = owner._info(name)
+
+    def get_shape(self) -> List[int]:
+        return list(self._info[2])
+
+    def get_dtype(self) -> str:
+        return self._info[1]
+
+    def __getitem__(self, index) -> torch.Tensor:
+        return self._owner._read_slice(self._name, index)
+
+
+class safe_open:
+    """Like ``safetensors.safe_open``, for one file, a list of shards or an index:
+    ``keys()``, ``metadata()``, ``get_tensor(name)`` and ``get_slice(name)[...]``. A slice
+    reads only the rows (along the first dimension) that it needs, so a tensor-parallel
+    rank reads its own part of a tensor; slicing along a later dimension reads whole rows
+    and slices them on the device."""
+
+    def __init__(
+        self,
+        paths: Union[PathLike, Sequence[PathLike]],
+        framework: str = "pt",
+        device: Union[str, int, torch.device] = "cpu",
+    ):
+        if framework not in ("pt", "torch", "pytorch"):
+            raise ValueError(f"framework {framework!r}: hipfile_torch makes PyTorch tensors ('pt')")
+        self._device = _device(device)
+        self._checkpoint = _native.Checkpoint(_paths(paths))
+        self._tensors = {t[0]: t for t in self._checkpoint.tensors()}
+
+    def __enter__(self) -> "safe_open":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._checkpoint = None
+
+    def _open(self) -> "_native.Checkpoint":
+        if self._checkpoint is None:
+            raise RuntimeError("the checkpoint is closed: use it inside its `with` block")
+        return self._checkpoint
+
+    def _info(self, name: str):
+        self._open()
+        try:
+            return self._tensors[name]
+        except KeyError:
+            raise KeyError(f"the checkpoint has no tensor {name!r}") from None
+
+    def keys(self) -> List[str]:
+        """The tensors' names, sorted."""
+        self._open()
+        return sorted(self._tensors)
+
+    def offset_keys(self) -> List[str]:
+        """The tensors' names in file order, shard by shard."""
+        self._open()
+        return list(self._tensors)
+
+    def metadata(self) -> Optional[Dict[str, str]]:
+        """The first shard's ``__metadata__``, or None."""
+        return self._open().metadata(0)
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        """The tensor ``name``, read into memory allocated on the device."""
+        _, dtype, shape, _, start, end = self._info(name)
+        t = torch.empty(shape, dtype=_torch_dtype(dtype, name), device=self._device)
+        if end > start:
+            _read(self._open(), [(name, 0, end - start, t.data_ptr(), end - start)], self._device, False)
+        return t
+
+    def get_slice(self, name: str) -> _Slice:
+        """The tensor ``name`` as a slice to index: ``get_slice(name)[a:b]`` reads rows
+        ``a..b`` only."""
+        return _Slice(self, name)
+
+    def _read_slice(self, name: str, index) -> torch.Tensor:
+        _, dtype, shape, _, start, end = self._info(name)
+        torch_dtype = _torch_dtype(dtype, name)
+        if not isinstance(index, tuple):
+            index = (index,)
+        if not shape:
+            return self.get_tensor(name)[index]
+        first, rest = index[0], index[1:]
+        rows = shape[0]
+        row_bytes = (end - start) // rows if rows else 0
+        if isinstance(first, int):
+            i = first + rows if first < 0 else first
+            if not 0 <= i < rows:
+                raise IndexError(f"index {first} is out of range for dimension 0 of size {rows}")
+            lo, hi, local = i, i + 1, 0
+        elif isinstance(first, slice):
+            if first.step is not None and first.step <= 0:
+                raise ValueError("a slice's step must be positive (PyTorch tensors have no negative strides)")
+            picked = range(*first.indices(rows))
+            if len(picked) == 0:
+                lo = hi = 0
+                local = slice(0, 0)
+            else:
+                lo, hi = picked[0], picked[-1] + 1
+                local = slice(0, hi - lo, picked.step)
+        elif first is Ellipsis:
+            return self.get_tensor(name)[index]
+        else:
+            raise TypeError(f"cannot index dimension 0 with {type(first).__name__}")
+        block = torch.empty([hi - lo, *shape[1:]], dtype=torch_dtype, device=self._device)
+        if hi > lo and row_bytes:
+            nbytes = (hi - lo) * row_bytes
+            _read(
+                self._open(),
+                [(name, lo * row_bytes, hi * row_bytes, block.data_ptr(), nbytes)],
+                self._device,
+                False,
+            )
+        out = block[(local, *rest)]
+        # A view of part of the block would keep all of it alive: give back its own copy.
+        return out if out.numel() == block.numel() and out.is_contiguous() else out.clone(memory_format=torch.contiguous_format)
+
+
+def _check_for_save(tensors: Mapping[str, torch.Tensor]) -> None:
+    """What safetensors.torch.save_file refuses, refused the same way."""
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+    by_storage: Dict[tuple, List[Tuple[int, int, str]]] = {}
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(t)}")
+        if t.layout != torch.strided:
+            raise ValueError(f"You are trying to save a sparse tensor: `{name}`; make it dense first")
+        if not t.is_contiguous():
+            raise ValueError(
+                f"You are trying to save a non contiguous tensor: `{name}`; call `.contiguous()` first"
+            )
+        if t.dtype not in _NAMES:
+            raise ValueError(f"tensor `{name}` has dtype {t.dtype}, which safetensors cannot store")
+        if t.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"tensor `{name}` is on {t.device}: hipfile_torch saves cpu and cuda tensors")
+        storage = t.untyped_storage()
+        if storage.data_ptr() and storage.nbytes():
+            nbytes = t.numel() * t.element_size()
+            by_storage.setdefault((t.device, storage.data_ptr()), []).append(
+                (t.data_ptr(), t.data_ptr() + max(nbytes, 1), name)
+            )
+    shared = []
+    for areas in by_storage.values():
+        areas.sort()
+        for (s0, e0, n0), (s1, e1, n1) in zip(areas, areas[1:]):
+            if s1 < e0:
+                shared.append({n0, n1})
+    if shared:
+        raise RuntimeError(
+            f"Some tensors share memory, this will lead to duplicate memory on disk: {shared}; "
+            "save each storage once (safetensors' save_model) or clone them"
+        )
+
+
+def save_file(
+    tensors: Dict[str, torch.Tensor],
+    filename: PathLike,
+    metadata: Optional[Dict[str, str]] = None,
+) -> None:
+    """Writes ``tensors`` (cpu or cuda, contiguous, dense) to ``filename`` as
+    ``safetensors.torch.save_file`` writes them, byte for byte, through hipfile, and makes
+    the file durable before returning. The file is written under a temporary name beside
+    ``filename`` and renamed over it, so a failure leaves what was at ``filename`` as it
+    was."""
+    _check_for_save(tensors)
+    if metadata is not None and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise ValueError("metadata must map str to str")
+    for device in {t.device for t in tensors.values() if t.device.type == "cuda"}:
+        torch.cuda.current_stream(device).synchronize()
+    described = [
+        (name, _NAMES[t.dtype], list(t.shape), t.data_ptr(), t.numel() * t.element_size())
+        for name, t in tensors.items()
+    ]
+    _native.save(os.fspath(filename), described, metadata)

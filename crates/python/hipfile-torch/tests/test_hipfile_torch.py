@@ -1,0 +1,317 @@
+"""hipfile_torch against safetensors.torch, with device="cpu" (on the emulated runtime in
+CI: HIPFILE_HIP_LIBRARY names it). Run: python -m unittest discover -s tests."""
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import safetensors.torch as st
+
+import hipfile_torch as ht
+
+
+def tensors():
+    g = torch.Generator().manual_seed(7)
+    return {
+        "embed.weight": torch.randn(300, 257, generator=g),
+        "layer.0.bf16": torch.randn(33, 17, generator=g).to(torch.bfloat16),
+        "layer.0.f16": torch.randn(5, 7, 3, generator=g).to(torch.float16),
+        "layer.1.f64": torch.randn(11, generator=g).to(torch.float64),
+        "layer.1.i64": torch.arange(-50, 50, dtype=torch.int64),
+        "layer.1.i8": torch.randint(-128, 127, (13, 3), generator=g, dtype=torch.int8),
+        "layer.1.u8": torch.randint(0, 255, (4097,), generator=g, dtype=torch.uint8),
+        "mask": torch.rand(9, 9, generator=g) > 0.5,
+        "scalar": torch.tensor(3.5),
+        "empty": torch.empty(0, 4),
+    }
+
+
+def raw_file(path, header, data=b""):
+    """A safetensors file from a header dict and data bytes, unchecked (for bad input)."""
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="hipfile-torch-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def assertSameTensors(self, got, want):
+        self.assertEqual(sorted(got), sorted(want))
+        for k in want:
+            self.assertEqual(got[k].dtype, want[k].dtype, k)
+            self.assertEqual(got[k].shape, want[k].shape, k)
+            self.assertTrue(torch.equal(got[k], want[k]), k)
+
+
+class LoadFile(Base):
+    def test_one_file_equals_safetensors(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p, metadata={"format": "pt"})
+        got = ht.load_file(p, device="cpu")
+        self.assertSameTensors(got, st.load_file(p))
+        report = ht.last_report()
+        want = sum(t.numel() * t.element_size() for t in tensors().values())
+        self.assertEqual(report.bytes, want)
+        self.assertEqual(report.fastpath_bytes + report.fallback_bytes, want)
+
+    def test_each_tensor_owns_its_memory(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        got = ht.load_file(p, device="cpu")
+        pointers = [t.untyped_storage().data_ptr() for t in got.values() if t.numel()]
+        self.assertEqual(len(pointers), len(set(pointers)))
+
+    def test_shards_and_index_equal_safetensors(self):
+        all_ = tensors()
+        names = sorted(all_)
+        halves = [names[: len(names) // 2], names[len(names) // 2 :]]
+        weight_map = {}
+        for i, half in enumerate(halves):
+            shard = f"model-0000{i + 1}-of-00002.safetensors"
+            st.save_file({n: all_[n] for n in half}, self.path(shard))
+            weight_map.update({n: shard for n in half})
+        index = self.path("model.safetensors.index.json")
+        with open(index, "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+        want = {}
+        for i in range(2):
+            want.update(st.load_file(self.path(f"model-0000{i + 1}-of-00002.safetensors")))
+        self.assertSameTensors(ht.load_file(index, device="cpu"), want)
+        shards = [self.path(f"model-0000{i + 1}-of-00002.safetensors") for i in range(2)]
+        self.assertSameTensors(ht.load_file(shards, device="cpu"), want)
+
+    def test_filter_by_glob_names_and_function(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        self.assertEqual(sorted(ht.load_file(p, "cpu", filter="layer.1.*")), ["layer.1.f64", "layer.1.i64", "layer.1.i8", "layer.1.u8"])
+        self.assertEqual(sorted(ht.load_file(p, "cpu", filter=["mask", "scalar"])), ["mask", "scalar"])
+        self.assertEqual(list(ht.load_file(p, "cpu", filter=lambda n: n.endswith("bf16"))), ["layer.0.bf16"])
+
+    def test_progress_is_called_and_ends_at_the_total(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        calls = []
+        ht.load_file(p, "cpu", progress=lambda done, total: calls.append((done, total)))
+        self.assertTrue(calls)
+        self.assertEqual(calls[-1][0], calls[-1][1])
+        self.assertEqual(calls[-1][1], ht.last_report().bytes)
+
+    def test_an_exception_in_the_progress_function_is_raised(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+
+        def boom(done, total):
+            raise KeyError("from the callback")
+
+        with self.assertRaises(KeyError):
+            ht.load_file(p, "cpu", progress=boom)
+
+
+class BadInput(Base):
+    def assertRefused(self, paths, kind, words):
+        with self.assertRaises(kind) as caught:
+            ht.load_file(paths, device="cpu")
+        text = str(caught.exception)
+        for w in words:
+            self.assertIn(w, text)
+
+    def test_truncated_shard(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        size = os.path.getsize(p)
+        with open(p, "r+b") as f:
+            f.truncate(size - 100)
+        self.assertRefused(p, ht.CheckpointError, ["model.safetensors", "truncated"])
+
+    def test_overlapping_tensors(self):
+        p = self.path("overlap.safetensors")
+        raw_file(p, {
+            "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+            "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
+        }, bytes(24))
+        self.assertRefused(p, ht.CheckpointError, ["overlap.safetensors"])
+
+    def test_unknown_dtype(self):
+        p = self.path("dtype.safetensors")
+        raw_file(p, {"a": {"dtype": "F33", "shape": [4], "data_offsets": [0, 16]}}, bytes(16))
+        self.assertRefused(p, ht.CheckpointError, ["dtype.safetensors"])
+
+    def test_shape_disagreeing_with_its_bytes(self):
+        p = self.path("shape.safetensors")
+        raw_file(p, {"a": {"dtype": "F32", "shape": [5], "data_offsets": [0, 16]}}, bytes(16))
+        self.assertRefused(p, ht.CheckpointError, ["shape.safetensors"])
+
+    def test_missing_shard_named_by_the_index(self):
+        st.save_file({"a": torch.ones(3)}, self.path("one.safetensors"))
+        index = self.path("model.safetensors.index.json")
+        with open(index, "w") as f:
+            json.dump({"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}}, f)
+        self.assertRefused(index, FileNotFoundError, ["two.safetensors", "index"])
+
+    def test_tensor_in_two_shards(self):
+        st.save_file({"a": torch.ones(3)}, self.path("one.safetensors"))
+        st.save_file({"a": torch.zeros(3)}, self.path("two.safetensors"))
+        self.assertRefused([self.path("one.safetensors"), self.path("two.safetensors")], ht.CheckpointError, ['"a"'])
+
+    def test_no_paths_and_not_a_file(self):
+        with self.assertRaises(ValueError):
+            ht.load_file([], device="cpu")
+        self.assertRefused(self.path("absent.safetensors"), FileNotFoundError, ["absent.safetensors"])
+        self.assertRefused(self.dir, ht.CheckpointError, ["directory"])
+
+
+class SafeOpen(Base):
+    def test_keys_metadata_tensors_and_slices(self):
+        p = self.path("model.safetensors")
+        want = tensors()
+        st.save_file(want, p, metadata={"format": "pt", "note": "x"})
+        with ht.safe_open(p, framework="pt", device="cpu") as f, st.safe_open(p, framework="pt") as ref:
+            self.assertEqual(f.keys(), sorted(ref.keys()))
+            self.assertEqual(f.metadata(), ref.metadata())
+            for k in ref.keys():
+                self.assertTrue(torch.equal(f.get_tensor(k), ref.get_tensor(k)), k)
+            s = f.get_slice("embed.weight")
+            self.assertEqual(s.get_shape(), [300, 257])
+            self.assertEqual(s.get_dtype(), "F32")
+            e = want["embed.weight"]
+            for index in [slice(10, 20), slice(290, None), slice(None, None, 7), 5, -1,
+                          (slice(3, 9), slice(100, 120)), (slice(None), 4), slice(400, 500)]:
+                got = s[index]
+                self.assertTrue(torch.equal(got, e[index]), index)
+                self.assertTrue(got.is_contiguous())
+            with self.assertRaises(IndexError):
+                s[300]
+            with self.assertRaises(ValueError):
+                s[::-1]
+        with self.assertRaises(RuntimeError):
+            f.get_tensor("mask")
+
+    def test_a_slice_reads_only_its_rows(self):
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        with ht.safe_open(p, device="cpu") as f:
+            f.get_slice("embed.weight")[100:110]
+            self.assertEqual(ht.last_report().bytes, 10 * 257 * 4)
+
+
+class SaveFile(Base):
+    def test_byte_identical_to_safetensors(self):
+        for metadata in (None, {"format": "pt"}):
+            a, b = self.path("ours.safetensors"), self.path("theirs.safetensors")
+            ht.save_file(tensors(), a, metadata=metadata)
+            st.save_file(tensors(), b, metadata=metadata)
+            with open(a, "rb") as x, open(b, "rb") as y:
+                self.assertEqual(x.read(), y.read())
+            self.assertFalse([n for n in os.listdir(self.dir) if n.endswith(".tmp")])
+
+    def test_several_metadata_keys_give_the_same_header(self):
+        # safetensors writes __metadata__ in a hash map's order, which changes from one
+        # process to the next: the same header, not the same bytes.
+        metadata = {"format": "pt", "z": "last", "a": "first", "q": "1"}
+        a, b = self.path("ours.safetensors"), self.path("theirs.safetensors")
+        ht.save_file(tensors(), a, metadata=metadata)
+        st.save_file(tensors(), b, metadata=metadata)
+
+        def parts(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            n = struct.unpack("<Q", data[:8])[0]
+            return n, json.loads(data[8 : 8 + n]), data[8 + n :]
+
+        self.assertEqual(parts(a), parts(b))
+
+    def test_refuses_what_safetensors_refuses(self):
+        p = self.path("x.safetensors")
+        with self.assertRaises(ValueError):
+            ht.save_file({"t": torch.ones(4, 4).t()}, p)
+        base = torch.ones(10)
+        with self.assertRaises(RuntimeError):
+            ht.save_file({"a": base, "b": base[2:5]}, p)
+        self.assertFalse(os.path.exists(p))
+
+    def test_a_failed_save_leaves_the_old_file(self):
+        p = self.path("x.safetensors")
+        st.save_file({"a": torch.ones(3)}, p)
+        with open(p, "rb") as f:
+            before = f.read()
+        with self.assertRaises(ValueError):
+            ht.save_file({"a": torch.ones(3), "b": "not a tensor"}, p)
+        with self.assertRaises(OSError):
+            ht.save_file({"a": torch.ones(3)}, self.path("no/such/dir/x.safetensors"))
+        with open(p, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def test_round_trip(self):
+        p = self.path("x.safetensors")
+        ht.save_file(tensors(), p)
+        self.assertSameTensors(ht.load_file(p, device="cpu"), tensors())
+
+
+RANK = r"""
+import json, os, sys, torch, torch.distributed as dist
+import safetensors.torch as st
+import hipfile_torch as ht
+dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+index = sys.argv[2]
+got = ht.load_file(index, device="cpu", process_group=dist.group.WORLD)
+want = {}
+for shard in sorted({v for v in json.load(open(index))["weight_map"].values()}):
+    want.update(st.load_file(os.path.join(os.path.dirname(index), shard)))
+same = sorted(got) == sorted(want) and all(
+    got[k].dtype == want[k].dtype and got[k].shape == want[k].shape and torch.equal(got[k], want[k])
+    for k in want)
+print(json.dumps({"same": same, "read": ht.last_report().bytes}))
+dist.destroy_process_group()
+"""
+
+
+class Distributed(Base):
+    def test_two_gloo_ranks_each_read_part_and_end_equal(self):
+        all_ = tensors()
+        names = sorted(all_)
+        weight_map = {}
+        for i, part in enumerate((names[:4], names[4:])):
+            shard = f"model-0000{i + 1}-of-00002.safetensors"
+            st.save_file({n: all_[n] for n in part}, self.path(shard))
+            weight_map.update({n: shard for n in part})
+        index = self.path("model.safetensors.index.json")
+        with open(index, "w") as f:
+            json.dump({"weight_map": weight_map}, f)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        ranks = [
+            subprocess.Popen([sys.executable, "-c", RANK, str(r), index], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for r in range(2)
+        ]
+        results = []
+        for p in ranks:
+            out, err = p.communicate(timeout=240)
+            self.assertEqual(p.returncode, 0, err)
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        total = sum(t.numel() * t.element_size() for t in all_.values())
+        self.assertTrue(all(r["same"] for r in results), results)
+        self.assertEqual(sum(r["read"] for r in results), total)
+        self.assertTrue(all(0 < r["read"] < total for r in results), results)
+
+
+if __name__ == "__main__":
+    unittest.main()
