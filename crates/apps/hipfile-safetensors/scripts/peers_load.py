@@ -1,6 +1,7 @@
 """Loads a safetensors checkpoint into GPU memory with the peer loaders, for `hipfile load`'s
 comparison in docs/BENCHMARKS.md: safetensors' load_file, fastsafetensors (nogds: GDS needs
-nvidia-fs), InstantTensor (default, direct I/O, and BackendPolicy.BUFFERED). Prints one JSON
+nvidia-fs), InstantTensor (default, direct I/O, and BackendPolicy.BUFFERED), and hipfile's
+own PyTorch package (hipfile_torch.load_file, `hipfile-torch`). Prints one JSON
 line per run: loader, cache state, tensors, bytes, seconds, GB/s.
 
 CUDA is started before the clock (as `hipfile load` makes its context before its own); each
@@ -67,7 +68,13 @@ def load_instant(files, buffered):
     return out
 
 
+def load_hipfile_torch(files):
+    import hipfile_torch
+    return hipfile_torch.load_file(files, device="cuda:0")
+
+
 LOADERS = {
+    "hipfile-torch": lambda fs: (load_hipfile_torch(fs), None),
     "safetensors": lambda fs: (load_safetensors(fs), None),
     "fastsafetensors": load_fastsafetensors,
     "instanttensor": lambda fs: (load_instant(fs, False), None),
