@@ -1742,3 +1742,73 @@ fn with_as_many_callers_as_half_the_threads_a_request_of_one_task_stays_on_its_c
     assert_eq!(fb.tasks_dispatched(), 2);
     assert_pool_idle(&fb);
 }
+
+#[test]
+fn with_as_many_callers_as_threads_a_request_of_many_tasks_stays_on_its_callers_thread() {
+    let dir = TempDir::new("fallback-callers-all");
+    let path = dir.path().join("f");
+    let data = pattern(6 * TASK, 11);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    // Two I/O threads: two callers at once are as many.
+    let fb = with_knobs(&rt, knobs(2, TASK as u64, 256 * KIB as u64, 4096, true));
+    let held = device(&rt, TASK);
+    let mine = device(&rt, 4 * TASK);
+    let gate = hipfile_testkit::Gate::new();
+    rt.faults()
+        .add(Fault::on(Call::CopyToDevice).touching(held).park(&gate));
+    let _release = gate.release_on_drop();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            run(
+                &fb,
+                &*rt,
+                &file,
+                Op::Read,
+                held,
+                TASK as u64,
+                0,
+                0,
+                TASK as u64,
+            )
+        });
+        gate.wait_parked(|| first.is_finished());
+        assert_eq!(fb.tasks_dispatched(), 1);
+        // A second caller's request of four tasks, while the first's is held: served on its
+        // own thread, it ends while the first's I/O thread is held, and adds no task.
+        let second = s.spawn(|| {
+            run(
+                &fb,
+                &*rt,
+                &file,
+                Op::Read,
+                mine,
+                4 * TASK as u64,
+                0,
+                TASK as u64,
+                4 * TASK as u64,
+            )
+        });
+        // A guard against waiting for ever, not a measure of speed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !second.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let ended_alone = second.is_finished();
+        gate.release();
+        assert_eq!(second.join().unwrap().unwrap(), 4 * TASK as u64);
+        assert!(rt.read_device(mine, 4 * TASK) == data[TASK..5 * TASK]);
+        assert!(
+            ended_alone,
+            "the second caller's request waited for the first caller's held I/O thread"
+        );
+        assert_eq!(
+            fb.tasks_dispatched(),
+            1,
+            "the second caller's request was handed to the I/O threads"
+        );
+        assert_eq!(first.join().unwrap().unwrap(), TASK as u64);
+    });
+    assert!(rt.read_device(held, TASK) == data[..TASK]);
+}
