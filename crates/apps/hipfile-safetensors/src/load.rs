@@ -444,13 +444,21 @@ impl<'a> Loader<'a> {
                 source: Box::new(source),
             }
         };
-        let mut handles = Vec::with_capacity(shards.len());
-        for s in shards {
-            handles.push(
-                self.driver
-                    .register_file(&s.file)
-                    .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
-            );
+        // Only the shards something is read from: a tensor read alone registers one file.
+        let mut handles: Vec<Option<FileHandle>> = Vec::with_capacity(shards.len());
+        for (i, s) in shards.iter().enumerate() {
+            let used = extents
+                .iter()
+                .any(|(shard, ext)| *shard == i && !ext.is_empty());
+            handles.push(if used {
+                Some(
+                    self.driver
+                        .register_file(&s.file)
+                        .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
+                )
+            } else {
+                None
+            });
         }
         let total: u64 = extents
             .iter()
@@ -483,7 +491,7 @@ impl<'a> Loader<'a> {
                     what: "cannot make a view of the part's buffer".into(),
                     source: Box::new(source),
                 })?;
-                let outcome = handles[p.shard]
+                let outcome = registered(&handles, shards, p.shard)?
                     .read_at(&mut view, p.file_offset + got)
                     .map_err(|source| {
                         read_failed(path, p.file_offset + got, p.need - got, source)
@@ -547,6 +555,28 @@ fn allocate_parts(
     Ok(buffers)
 }
 
+/// The handle of shard `shard`, registered because a request reads from it.
+fn registered<'h>(
+    handles: &'h [Option<FileHandle>],
+    shards: &[Shard],
+    shard: usize,
+) -> Result<&'h FileHandle, LoadError> {
+    handles
+        .get(shard)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| LoadError::Gpu {
+            path: shards
+                .get(shard)
+                .map(|s| s.path.clone())
+                .unwrap_or_default(),
+            what: "reading from a shard that was not registered".into(),
+            source: Box::new(hipfile::Error::InvalidValue {
+                op: None,
+                what: "the loader's plan and its registrations disagree".into(),
+            }),
+        })
+}
+
 fn read_failed(path: &Path, offset: u64, len: u64, source: hipfile::Error) -> LoadError {
     LoadError::Gpu {
         path: path.to_path_buf(),
@@ -589,7 +619,7 @@ impl Tally<'_, '_> {
 /// requests that came back short of what they need, with what they got.
 fn run_window(
     shards: &[Shard],
-    handles: &[FileHandle],
+    handles: &[Option<FileHandle>],
     buffers: &mut [&mut DeviceBuffer],
     pieces: &[Piece],
     depth: usize,
@@ -630,7 +660,8 @@ fn run_window(
         while queue.len() < depth && next < pieces.len() {
             let p = &pieces[next];
             if let Some(view) = views[next].take() {
-                queue.push_back((next, handles[p.shard].read_at_async(view, p.file_offset)));
+                let handle = registered(handles, shards, p.shard)?;
+                queue.push_back((next, handle.read_at_async(view, p.file_offset)));
             }
             next += 1;
         }
