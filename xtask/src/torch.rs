@@ -2,8 +2,9 @@
 //! PyTorch from PyPI on the emulated runtime: the last check of `cargo xtask ci`.
 //!
 //! A virtual environment in `target/torch-venv` (made once, kept between runs: PyTorch is
-//! large) gets PyTorch, NumPy (safetensors.torch saves through it), safetensors and maturin from PyPI; maturin builds the package's abi3
-//! wheel (checking it against its manylinux policy) into `target/torch-wheel`, the wheel is
+//! large) gets PyTorch, NumPy (safetensors.torch saves through it), safetensors and maturin
+//! from PyPI; maturin builds the package's abi3 wheel (checking it against its manylinux
+//! policy) into `target/torch-wheel`, whose version must be the workspace's, the wheel is
 //! installed, and the package's tests (`tests/`, Python's unittest) run with
 //! `HIPFILE_HIP_LIBRARY` naming the emulated runtime. PyPI's torch makes no GPU tensors
 //! here, so the tests load with `device="cpu"` and compare with `safetensors.torch`. Every
@@ -107,8 +108,18 @@ pub fn check(metadata: &Value, emulated: &Path) -> Result<(), String> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    if !(name.contains("-abi3-") && name.contains("manylinux")) {
-        return Err(format!("{name} is not an abi3 manylinux wheel"));
+    let version = metadata["packages"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "hipfile-torch"))
+        .and_then(|p| p["version"].as_str())
+        .ok_or("cargo metadata has no hipfile-torch package")?;
+    if !(name.starts_with(&format!("hipfile_torch-{version}-"))
+        && name.contains("-abi3-")
+        && name.contains("manylinux"))
+    {
+        return Err(format!(
+            "{name} is not an abi3 manylinux wheel of hipfile-torch {version}, the workspace's version"
+        ));
     }
     run(
         &python,
