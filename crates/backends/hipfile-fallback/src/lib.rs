@@ -151,21 +151,15 @@ impl Fallback {
 impl Fallback {
     /// Requests on device memory of at most this many bytes run on the caller's thread,
     /// when `callers` callers (this one included) have one in the fallback: the
-    /// small-request threshold; or, while at least two callers and at least half as many
+    /// small-request threshold, or, while at least two callers and at least half as many
     /// callers as there are I/O threads have requests in the fallback, up to one task
-    /// (`task_size`, when larger); or, while at least as many callers as there are I/O
-    /// threads do, every request. The callers' own threads then keep the machine busy, and
+    /// (`task_size`, when larger): the callers' own threads then keep the machine busy, and
     /// handing each request to the I/O threads and back costs more than it saves (KvikIO's
-    /// 16 threads of 4 MiB reads on an H100: 27 GB/s handed off, 46 on their own threads;
-    /// fastsafetensors' 16 threads of 16 MiB reads, docs/BENCHMARKS.md). A lone caller's
-    /// requests are still spread over the I/O threads. A threshold of 0 hands off every
-    /// request, whatever the callers.
+    /// 16 threads of 4 MiB reads on an H100: 27 GB/s handed off, 46 on their own threads,
+    /// docs/BENCHMARKS.md). A lone caller's requests are still spread over the I/O threads.
+    /// A threshold of 0 hands off every request, whatever the callers.
     fn threshold_for(&self, callers: usize) -> u64 {
-        if self.small_io_threshold == 0 || callers < 2 {
-            self.small_io_threshold
-        } else if callers >= self.io_threads {
-            u64::MAX
-        } else if callers >= self.io_threads.div_ceil(2) {
+        if self.small_io_threshold > 0 && callers >= 2 && callers >= self.io_threads.div_ceil(2) {
             self.small_io_threshold.max(self.task_size)
         } else {
             self.small_io_threshold
