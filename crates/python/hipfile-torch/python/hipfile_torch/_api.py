@@ -134,33 +134,6 @@ def _bar(done: int, total: int, started: float) -> None:
     sys.stderr.flush()
 
 
-# PyTorch's caching allocator serves requests of more than 1 MiB from its large pool, in
-# multiples of 512 bytes.
-_LARGE = 1 << 20
-_ROUND = 512
-# Whether `_reserve` asks for the block (off only to measure what it saves).
-_RESERVE_BLOCK = True
-
-
-def _reserve(device: torch.device, sizes: Iterable[int]) -> None:
-    """Has PyTorch's caching allocator hold one block as large as the large tensors about to
-    be allocated on a GPU, freed into its cache at once: their allocations are then cut from
-    it, one cudaMalloc instead of one per tensor (hundreds for a model). Only the shortfall
-    of what the cache already holds free is asked for; without the memory for one block,
-    the tensors are allocated as usual."""
-    if device.type != "cuda" or not _RESERVE_BLOCK:
-        return
-    need = sum(-(-n // _ROUND) * _ROUND for n in sizes if n > _LARGE)
-    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if need <= cached:
-        return
-    try:
-        block = torch.empty(need, dtype=torch.uint8, device=device)
-    except torch.cuda.OutOfMemoryError:
-        return
-    del block
-
-
 def _read(
     checkpoint: "_native.Checkpoint",
     targets: List[Tuple[str, int, int, int, int]],
@@ -226,10 +199,10 @@ def load_file(
     checkpoint = _native.Checkpoint(_paths(path_or_paths))
     keep = _selector(filter)
     tensors: Dict[str, torch.Tensor] = {}
-    selected = [t for t in checkpoint.tensors() if keep(t[0])]
-    _reserve(dev, (end - start for _, _, _, _, start, end in selected))
     wanted = []
-    for name, dtype, shape, _shard, start, end in selected:
+    for name, dtype, shape, _shard, start, end in checkpoint.tensors():
+        if not keep(name):
+            continue
         tensors[name] = torch.empty(shape, dtype=_torch_dtype(dtype, name), device=dev)
         wanted.append((name, end - start))
     owners = _owners(wanted, process_group)
