@@ -69,18 +69,25 @@ fn command(program: &Path, args: &[String], env: &[(&str, &str)]) -> Command {
 }
 
 fn run(program: &Path, args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
-    eprintln!("xtask: running {} {}", program.display(), args.join(" "));
-    let status = command(program, args, env)
+    run_command(command(program, args, env), program, args)
+}
+
+/// Runs `command` (`program` with `args`, said on stderr first), which must succeed.
+pub fn run_command<S: AsRef<str>>(
+    mut command: Command,
+    program: &Path,
+    args: &[S],
+) -> Result<(), String> {
+    let said: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let said = said.join(" ");
+    eprintln!("xtask: running {} {said}", program.display());
+    let status = command
         .status()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} {} failed ({status})",
-            program.display(),
-            args.join(" ")
-        ))
+        Err(format!("{} {said} failed ({status})", program.display()))
     }
 }
 

@@ -26,7 +26,6 @@ fn run(
     dir: Option<&Path>,
     env: &[(&str, &str)],
 ) -> Result<(), String> {
-    eprintln!("xtask: running {} {}", program.display(), args.join(" "));
     let mut command = Command::new(program);
     command
         .args(args)
@@ -35,18 +34,7 @@ fn run(
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} {} failed ({status})",
-            program.display(),
-            args.join(" ")
-        ))
-    }
+    crate::python::run_command(command, program, args)
 }
 
 /// Builds the package's wheel, installs it into `target/torch-venv` and runs its tests on
