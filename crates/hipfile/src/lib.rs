@@ -87,6 +87,7 @@
 
 mod api;
 mod engine;
+mod requests;
 mod stats;
 
 /// Unstable: the decision engine (`hipfile-core`). See [the crate documentation](crate#unstable).
@@ -100,10 +101,6 @@ pub use api::buffer::{DeviceBuffer, PinnedHostBuffer};
 pub use api::driver::{Driver, Tuning};
 pub use api::file::FileHandle;
 pub use engine::IoState;
-pub use engine::batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
-pub use engine::ordered::Stream;
-#[doc(hidden)]
-pub use engine::ordered::StreamParams;
 pub use hipfile_core::runtime::{FileIoError, StreamHandle};
 pub use hipfile_core::{
     BackendError, BackendKind, BufferFacts, Config, ConfigBuilder, ConfigWarning, Decision,
@@ -114,11 +111,15 @@ pub use hipfile_probe::{FileFacts, ProbeError, Unusable};
 pub use hipfile_runtime::{
     NoDevice, NoRuntime, Platform, RuntimeReport, inspect_runtime, load_runtime,
 };
+pub use requests::batch::{Batch, BatchEvent, BatchIo, BatchStatus, MAX_BATCH_CAPACITY};
+pub use requests::ordered::Stream;
+#[doc(hidden)]
+pub use requests::ordered::StreamParams;
 
 pub use api::view::{DeviceBuf, DeviceBufMut, DeviceSlice, DeviceSliceMut};
-pub use engine::pending::{Io, IoOwned, IoOwnedFuture};
 #[doc(hidden)]
 pub use hipfile_core::stream::Report;
+pub use requests::pending::{Io, IoOwned, IoOwnedFuture};
 pub use stats::publish::{
     PublishedStats, ReadStatsError, STATS_CHANNEL_VERSION, read_published_stats, stats_channel_path,
 };

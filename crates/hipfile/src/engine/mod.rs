@@ -26,11 +26,8 @@
 //! finds only finished work; if the last reference to the driver goes with a job on one of
 //! the engine's own threads, that thread is left to end by itself instead of being joined.
 
-pub(crate) mod batch;
 pub(crate) mod gates;
 pub(crate) mod null_stream;
-pub(crate) mod ordered;
-pub(crate) mod pending;
 
 use hipfile_core::IoOutcome;
 use hipfile_core::stream::{IoQueue, JobHandle, QueuedJob};

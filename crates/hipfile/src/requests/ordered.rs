@@ -25,8 +25,8 @@ use crate::api::buffer::DeviceBuffer;
 use crate::api::file::FileHandle;
 use crate::api::view::{DeviceBuf, DeviceBufMut};
 use crate::engine::null_stream::Order;
-use crate::engine::pending::Io;
 use crate::engine::{Engine, Slot};
+use crate::requests::pending::Io;
 use hipfile_core::runtime::{StreamHandle, StreamOrdering};
 use hipfile_core::stream::{
     Gate, GateReturns, GateWords, IoQueue, Report, StreamFile, StreamRequest, StreamTarget,
