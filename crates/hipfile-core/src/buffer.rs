@@ -177,7 +177,8 @@ fn allocation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{MockGpuRuntime, PointerInfo, RuntimeError};
+    use crate::mock::MockGpuRuntime;
+    use crate::runtime::{PointerInfo, RuntimeError};
     use mockall::predicate::eq;
 
     const BASE: u64 = 0x7f00_0000_0000;

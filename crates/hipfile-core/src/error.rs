@@ -59,7 +59,7 @@ pub enum Error {
         /// What it is.
         memory: MemoryKind,
         /// The rule that refused it.
-        rule: crate::MemoryTypes,
+        rule: crate::config::MemoryTypes,
     },
     /// A buffer range leaves its allocation.
     #[error("buffer {ptr} + {len} bytes leaves its allocation {base} + {alloc_len} bytes")]

@@ -16,6 +16,8 @@ pub mod code;
 pub mod config;
 pub mod diag;
 pub mod error;
+#[cfg(any(test, feature = "mock"))]
+pub mod mock;
 pub mod outcome;
 pub mod pinned;
 pub mod process;

@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 #![allow(missing_docs)] // mockall's generated items carry no documentation.
 
-use super::{
+use crate::runtime::{
     AmdFileIo, DevicePtr, EventHandle, FileIoError, GpuRuntime, PointerInfo, RuntimeError,
     StreamHandle, Streams,
 };

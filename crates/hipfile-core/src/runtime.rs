@@ -77,11 +77,6 @@
 
 #![allow(unsafe_code)]
 
-#[cfg(any(test, feature = "mock"))]
-mod mock;
-#[cfg(any(test, feature = "mock"))]
-pub use mock::{MockAmdFileIo, MockGpuRuntime, MockRuntime, MockStreams};
-
 pub use crate::types::DevicePtr;
 use crate::types::MemoryKind;
 use std::os::fd::RawFd;

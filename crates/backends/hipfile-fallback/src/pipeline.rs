@@ -869,7 +869,7 @@ mod tests {
     use super::*;
     use crate::StagingConfig;
     use hipfile_core::DevicePtr;
-    use hipfile_core::runtime::MockGpuRuntime;
+    use hipfile_core::mock::MockGpuRuntime;
 
     fn pipeline(threads: usize, task_size: u64) -> Pipeline {
         let pool = StagingPool::new(Arc::new(MockGpuRuntime::new()), StagingConfig::default());

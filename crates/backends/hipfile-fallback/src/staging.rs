@@ -885,7 +885,7 @@ impl DeviceRange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hipfile_core::runtime::MockGpuRuntime;
+    use hipfile_core::mock::MockGpuRuntime;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
     use std::time::Duration;

@@ -1618,7 +1618,7 @@ fn buffers_on_several_devices_are_served_at_once() {
 /// no bytes for a request validated against them: it neither copies nor stages anything.
 #[test]
 fn no_bytes_move_for_a_request_validated_against_made_up_facts() {
-    use hipfile_core::runtime::MockGpuRuntime;
+    use hipfile_core::mock::MockGpuRuntime;
     let mut rt = MockGpuRuntime::new();
     rt.expect_alloc_pinned().never();
     rt.expect_copy_to_device().never();

@@ -4,7 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // A failed unwrap is a failed test.
 
-use hipfile_core::runtime::{FileIoError, MockAmdFileIo, MockGpuRuntime, MockRuntime};
+use hipfile_core::mock::{MockAmdFileIo, MockGpuRuntime, MockRuntime};
+use hipfile_core::runtime::FileIoError;
 use hipfile_core::{
     Backend, BackendError, BufferFacts, Config, DevicePtr, IoTarget, Op, Reason, Request,
     RuntimeError, Submission,

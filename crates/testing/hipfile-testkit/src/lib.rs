@@ -8,7 +8,7 @@
 //! It is a dev-dependency only, never a dependency of library code (the layering check in
 //! xtask enforces it), and it is not published. It does not emulate the HIP C ABI: the FFI
 //! chain is tested against `hipfile-emu`. Nor does it check call sequences: tests that expect
-//! exact calls use `hipfile_core::runtime`'s mocks (`MockGpuRuntime`, `MockRuntime`).
+//! exact calls use `hipfile_core::mock`'s mocks (`MockGpuRuntime`, `MockRuntime`).
 //!
 //! [`GpuRuntime`]: hipfile_core::GpuRuntime
 
