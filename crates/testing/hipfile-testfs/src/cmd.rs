@@ -16,7 +16,7 @@ pub(crate) struct Output {
 ///
 /// # Panics
 ///
-/// When the program cannot be started at all (callers check [`crate::has_command`] first).
+/// When the program cannot be started at all (callers check [`crate::host::has_command`] first).
 pub(crate) fn run<I, S>(program: &str, args: I) -> Output
 where
     I: IntoIterator<Item = S>,

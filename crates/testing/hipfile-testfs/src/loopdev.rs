@@ -1,8 +1,9 @@
 //! Loop devices backed by sparse image files.
 
 use crate::cmd::run;
+use crate::host::{is_root, loop_devices};
+use crate::skip::Skip;
 use crate::temp::TempDir;
-use crate::{Skip, is_root, loop_devices};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

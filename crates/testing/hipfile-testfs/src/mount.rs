@@ -1,9 +1,10 @@
 //! Mounted filesystems: ext4 and xfs on loop devices, and tmpfs.
 
 use crate::cmd::{run, run_ok};
+use crate::host::{has_command, is_root, loop_devices};
 use crate::loopdev::{LoopDevice, loop_device};
+use crate::skip::Skip;
 use crate::temp::TempDir;
-use crate::{Skip, has_command, is_root, loop_devices};
 use std::path::{Path, PathBuf};
 
 /// The ext4 `data=` journaling mode to mount with.

@@ -5,7 +5,8 @@
 //! `nvml.h` (`<target>/nvidia-headers/nvml-13.0/include`), the stand-in is built against it,
 //! so that its definitions must match NVML's declarations and its struct is NVML's.
 
-use crate::{Skip, has_command};
+use crate::host::has_command;
+use crate::skip::Skip;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
