@@ -4,7 +4,7 @@
 //! many requests polled until all have ended, or that many requests ordered on as many GPU
 //! streams (one each) and waited for. It uses none of the other jobs' modules.
 
-use super::Api;
+use super::args::Api;
 use crate::tally::Tally;
 use hipfile::{BatchIo, BatchStatus, DeviceBuffer, Driver, FileHandle, IoOutcome, Op, Stream};
 use std::collections::VecDeque;

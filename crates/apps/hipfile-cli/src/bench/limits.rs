@@ -3,13 +3,14 @@
 //! host memory (pinned and pageable) and the device buffers, the latency of single raw
 //! requests beside the library's, and upstream hipFile's serial fallback.
 
+use super::args::Cache;
 use super::common::{Case, HostBuf, alloc, fill_pattern, raw_io};
-use super::report::{Latency, Limits};
-use super::testfile::set_cache;
-use super::{
-    Cache, LATENCY_ITERATIONS, LATENCY_SIZES, PAGE, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, gbps,
+use super::common::{
+    LATENCY_ITERATIONS, LATENCY_SIZES, PAGE, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, gbps,
     parallel, partition, spread,
 };
+use super::report::{Latency, Limits};
+use super::testfile::set_cache;
 use hipfile::{DeviceBuffer, Driver, Op};
 use std::fs::File;
 use std::os::fd::AsRawFd;

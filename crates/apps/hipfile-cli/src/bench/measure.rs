@@ -4,11 +4,12 @@
 //! backend ([`measure`]), with the peak resident memory of the runs.
 
 use super::apis::Thread;
+use super::args::{Api, BenchArgs, Devices};
 use super::common::{Case, Group, HostBuf, alloc, fill_pattern};
+use super::common::{RAW_IO, gbps, parallel, partition, requests};
 use super::limits::FileLimits;
 use super::report::{DeviceRuns, Report};
 use super::testfile::set_cache;
-use super::{Api, BenchArgs, Devices, RAW_IO, gbps, parallel, partition, requests};
 use crate::rss::{peak_rss, reset_peak_rss};
 use crate::tally::Tally;
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver, Op};

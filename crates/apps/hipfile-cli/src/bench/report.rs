@@ -1,7 +1,8 @@
 //! The result of a case ([`Report`]) and its two forms: the table, and the `--json` object
 //! (serde_json, keys in the order they are inserted).
 
-use super::{Api, BackendChoice, Cache, LATENCY_ITERATIONS, Pattern, spread};
+use super::args::{Api, BackendChoice, Cache, Pattern};
+use super::common::{LATENCY_ITERATIONS, spread};
 use crate::tally::Tally;
 use hipfile::Op;
 use serde_json::{Map, Value, json};
@@ -22,11 +23,11 @@ pub struct Latency {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     /// Raw parallel `pread` (reads) or `pwrite` + one `fdatasync` (writes) of the file with
-    /// the best of [`RAW_THREADS`](super::RAW_THREADS), in the case's cache state: the median of one run after
+    /// the best of [`RAW_THREADS`](super::common::RAW_THREADS), in the case's cache state: the median of one run after
     /// each of the case's runs.
     pub raw_io_gbps: f64,
     /// Cold reads only: raw parallel `O_DIRECT` reads of the file into page-aligned memory
-    /// with the best of [`RAW_DIRECT_THREADS`](super::RAW_DIRECT_THREADS), measured as `raw_io_gbps` is; `None` where
+    /// with the best of [`RAW_DIRECT_THREADS`](super::common::RAW_DIRECT_THREADS), measured as `raw_io_gbps` is; `None` where
     /// the file system does no direct I/O.
     pub raw_direct_gbps: Option<f64>,
     /// Synchronous copies between pageable host memory and the device buffers:

@@ -5,8 +5,9 @@
 //! `--file` the test file has no name at all ([`temporary`]): nothing is left behind
 //! however bench ends.
 
+use super::args::{BenchArgs, Cache};
+use super::common::{PAGE, RAW_IO, WARM_THREADS};
 use super::common::{fill_pattern, raw_io};
-use super::{BenchArgs, Cache, PAGE, RAW_IO, WARM_THREADS};
 use hipfile::Op;
 use std::fs::File;
 use std::io;
