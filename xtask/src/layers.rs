@@ -30,6 +30,8 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
     ),
     // The checkpoint loader: an application of the facade, nothing below it.
     ("hipfile-safetensors", Some(&["hipfile"])),
+    // Object storage: an application of the facade, the only crate with an HTTP client.
+    ("hipfile-remote", Some(&["hipfile"])),
     (
         "hipfile-cli",
         Some(&[

@@ -22,6 +22,7 @@ pub const LIBRARIES: &[&str] = &[
     "hipfile-runtime",
     "hipfile",
     "hipfile-safetensors",
+    "hipfile-remote",
 ];
 
 /// The `cargo` arguments that package (and verify) exactly [`LIBRARIES`].

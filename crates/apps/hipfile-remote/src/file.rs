@@ -1,0 +1,300 @@
+//! [`RemoteFile`]: an object opened once (its size and ETag pinned by a `HEAD`), then read
+//! in ranges by many concurrent ranged GETs.
+//!
+//! A read cuts its range into `request_size` parts, keeps up to `concurrency` GETs in
+//! flight, each streaming its body into a staging buffer of its own (pinned host memory for
+//! device reads), and copies each finished part to its place as it arrives, while the other
+//! GETs go on. Staging is `concurrency × request_size` bytes at most. Every GET carries
+//! `If-Match` with the pinned ETag, and the ETag each answer carries is compared as well
+//! (some servers ignore `If-Match`): an object replaced mid-read is an error, never a torn
+//! read. A part that returns more or fewer bytes than asked is an error. On the first error
+//! the GETs still in flight are cancelled and waited for before the read returns: no request
+//! outlives the call.
+
+use crate::error::RemoteError;
+use crate::location::Location;
+use crate::runtime::block_on;
+use crate::settings::RemoteSettings;
+use crate::store::connect;
+use futures::StreamExt;
+use hipfile::{DeviceBuf, DeviceSliceMut, Driver};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use std::ops::{DerefMut, Range};
+use std::sync::Arc;
+use tokio::task::JoinSet;
+
+/// An object of an S3-compatible store or an HTTP(S) server, opened for reading.
+#[derive(Debug)]
+pub struct RemoteFile {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+    etag: Option<String>,
+    settings: RemoteSettings,
+    driver: Driver,
+}
+
+/// One ranged GET: what it needs, owned, so that it can run on the runtime's threads.
+struct Get {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    etag: Option<String>,
+    range: Range<u64>,
+}
+
+impl RemoteFile {
+    /// Opens `url` (`s3://BUCKET/KEY`, `http://HOST/PATH`, `https://HOST/PATH`): checks
+    /// `settings`, and asks the server for the object's size and ETag (`HEAD`), which every
+    /// later read is pinned to. Device reads stage through pinned memory of `driver`.
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteError::Url`], [`RemoteError::Settings`]; [`RemoteError::NotFound`],
+    /// [`RemoteError::Denied`], [`RemoteError::Request`] from the `HEAD`;
+    /// [`RemoteError::Runtime`] when called on an asynchronous runtime's thread.
+    pub fn open(
+        driver: &Driver,
+        url: &str,
+        settings: RemoteSettings,
+    ) -> Result<RemoteFile, RemoteError> {
+        settings.check()?;
+        let location = Location::parse(url)?;
+        let (store, path) = connect(url, &location, &settings)?;
+        let meta = block_on(store.head(&path))?
+            .map_err(|e| RemoteError::from_store(url, "HEAD", None, None, e))?;
+        Ok(RemoteFile {
+            url: url.to_owned(),
+            store,
+            path,
+            size: meta.size,
+            etag: meta.e_tag,
+            settings,
+            driver: driver.clone(),
+        })
+    }
+
+    /// The URL it was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object's size in bytes, as the `HEAD` said.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The ETag every read is pinned to; `None` where the server sends none (then a
+    /// replaced object cannot be told).
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
+    /// The settings it reads with.
+    pub fn settings(&self) -> &RemoteSettings {
+        &self.settings
+    }
+
+    /// Reads the object's bytes from `offset` into `dst`, up to its length or the object's
+    /// end, and returns how many: fewer than `dst` only at the end of the object, 0 at or
+    /// past it.
+    ///
+    /// # Errors
+    ///
+    /// Any [`RemoteError`] of a GET or of a copy; then `dst` holds an unspecified mix of
+    /// old and new bytes.
+    pub fn read(&self, dst: DeviceSliceMut<'_>, offset: u64) -> Result<u64, RemoteError> {
+        let want = self.available(dst.byte_len(), offset);
+        if want == 0 {
+            return Ok(0);
+        }
+        let gpu = |source| RemoteError::Gpu {
+            url: self.url.clone(),
+            source,
+        };
+        let (dst, _) = dst.split_at(want as usize).map_err(gpu)?;
+        let mut chunks = dst.chunks(self.settings.request_size).map_err(gpu)?;
+        let parts = self.parts(offset, want);
+        let slot = self.settings.request_size.min(want as usize);
+        let slots = (0..self.settings.concurrency.min(parts.len()))
+            .map(|_| self.driver.alloc_pinned(slot))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(gpu)?;
+        block_on(self.fetch(&parts, slots, |i, bytes| {
+            chunks
+                .get_mut(i)
+                .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
+                .copy_from_host(bytes)
+                .map_err(gpu)
+        }))??;
+        Ok(want)
+    }
+
+    /// Reads the object's bytes from `offset` into host memory `dst`, as
+    /// [`read`](Self::read) does into device memory (the staging is pageable).
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read).
+    pub fn read_to_host(&self, dst: &mut [u8], offset: u64) -> Result<u64, RemoteError> {
+        let want = self.available(dst.len(), offset);
+        if want == 0 {
+            return Ok(0);
+        }
+        let size = self.settings.request_size;
+        let parts = self.parts(offset, want);
+        let slot = size.min(want as usize);
+        let slots = vec![vec![0u8; slot]; self.settings.concurrency.min(parts.len())];
+        block_on(self.fetch(&parts, slots, |i, bytes| {
+            let at = i * size;
+            dst.get_mut(at..at + bytes.len())
+                .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
+                .copy_from_slice(bytes);
+            Ok(())
+        }))??;
+        Ok(want)
+    }
+
+    /// The bytes a read of `len` at `offset` can return.
+    fn available(&self, len: usize, offset: u64) -> u64 {
+        (len as u64).min(self.size.saturating_sub(offset))
+    }
+
+    /// `offset..offset + len` in `request_size` parts, the last one shorter.
+    fn parts(&self, offset: u64, len: u64) -> Vec<Range<u64>> {
+        let size = self.settings.request_size as u64;
+        (0..len.div_ceil(size))
+            .map(|i| offset + i * size..offset + ((i + 1) * size).min(len))
+            .collect()
+    }
+
+    /// Runs a GET for each of `parts` with at most `slots.len()` in flight, each into a
+    /// slot, and hands part `i`'s bytes to `deliver(i, bytes)` as it finishes. The first
+    /// error cancels the GETs in flight, which are waited for before it is returned.
+    async fn fetch<B>(
+        &self,
+        parts: &[Range<u64>],
+        mut slots: Vec<B>,
+        mut deliver: impl FnMut(usize, &[u8]) -> Result<(), RemoteError>,
+    ) -> Result<(), RemoteError>
+    where
+        B: DerefMut<Target = [u8]> + Send + 'static,
+    {
+        let mut tasks = JoinSet::new();
+        let mut next = 0;
+        let mut failure: Option<RemoteError> = None;
+        loop {
+            while failure.is_none() && next < parts.len() {
+                let Some(slot) = slots.pop() else { break };
+                let get = Get {
+                    url: self.url.clone(),
+                    store: Arc::clone(&self.store),
+                    path: self.path.clone(),
+                    etag: self.etag.clone(),
+                    range: parts[next].clone(),
+                };
+                let index = next;
+                tasks.spawn(async move {
+                    let (slot, result) = get.run(slot).await;
+                    (index, slot, result)
+                });
+                next += 1;
+            }
+            let Some(joined) = tasks.join_next().await else {
+                break;
+            };
+            let outcome = match joined {
+                Ok((index, slot, Ok(n))) => {
+                    let delivered = if failure.is_none() {
+                        deliver(index, &slot[..n])
+                    } else {
+                        Ok(())
+                    };
+                    slots.push(slot);
+                    delivered
+                }
+                Ok((_, slot, Err(e))) => {
+                    slots.push(slot);
+                    Err(e)
+                }
+                Err(e) if e.is_cancelled() => Ok(()),
+                Err(e) => Err(RemoteError::Runtime(format!(
+                    "{}: a GET's task failed: {e}",
+                    self.url
+                ))),
+            };
+            if let (Err(e), None) = (outcome, &failure) {
+                failure = Some(e);
+                tasks.abort_all();
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+impl Get {
+    /// Runs the GET into `slot`, and gives the slot back with the bytes it holds.
+    async fn run<B: DerefMut<Target = [u8]>>(self, mut slot: B) -> (B, Result<usize, RemoteError>) {
+        let result = self.fill(&mut slot).await;
+        (slot, result)
+    }
+
+    fn what(&self) -> String {
+        format!("GET bytes {}..{}", self.range.start, self.range.end)
+    }
+
+    async fn fill(&self, slot: &mut [u8]) -> Result<usize, RemoteError> {
+        let want = (self.range.end - self.range.start) as usize;
+        let options = GetOptions {
+            if_match: self.etag.clone(),
+            range: Some(GetRange::Bounded(self.range.clone())),
+            ..GetOptions::default()
+        };
+        let error = |e| {
+            RemoteError::from_store(
+                &self.url,
+                &self.what(),
+                Some(self.range.clone()),
+                self.etag.as_deref(),
+                e,
+            )
+        };
+        let answer = self
+            .store
+            .get_opts(&self.path, options)
+            .await
+            .map_err(error)?;
+        if let (Some(pinned), Some(now)) = (&self.etag, &answer.meta.e_tag)
+            && pinned != now
+        {
+            return Err(RemoteError::Changed {
+                url: self.url.clone(),
+                range: self.range.clone(),
+                pinned: pinned.clone(),
+                now: now.clone(),
+            });
+        }
+        let short = |got: usize| RemoteError::Short {
+            url: self.url.clone(),
+            range: self.range.clone(),
+            got: got as u64,
+        };
+        let mut body = answer.into_stream();
+        let mut filled = 0;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(error)?;
+            let end = filled + chunk.len();
+            let Some(place) = slot.get_mut(filled..end).filter(|_| end <= want) else {
+                return Err(short(end));
+            };
+            place.copy_from_slice(&chunk);
+            filled = end;
+        }
+        if filled != want {
+            return Err(short(filled));
+        }
+        Ok(filled)
+    }
+}
