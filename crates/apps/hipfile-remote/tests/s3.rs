@@ -5,10 +5,10 @@
 mod common;
 
 use common::proxy::{Fault, Proxy};
-use common::{BUCKET, KEY_ID, SECRET, Server, driver, pattern};
+use common::{driver, pattern};
 use hipfile::Driver;
 use hipfile_remote::{RemoteError, RemoteFile, RemoteSettings, S3Settings};
-use hipfile_testfs::require;
+use hipfile_testfs::{S3Server, require};
 use std::time::{Duration, Instant};
 
 /// Settings that reach `endpoint` with the server's keys, in small parts.
@@ -22,8 +22,8 @@ fn settings(endpoint: &str) -> RemoteSettings {
         s3: S3Settings {
             endpoint: Some(endpoint.to_owned()),
             region: Some("us-east-1".into()),
-            access_key_id: Some(KEY_ID.into()),
-            secret_access_key: Some(SECRET.into()),
+            access_key_id: Some(S3Server::KEY_ID.into()),
+            secret_access_key: Some(S3Server::SECRET.into()),
             session_token: None,
         },
         ..RemoteSettings::default()
@@ -31,7 +31,7 @@ fn settings(endpoint: &str) -> RemoteSettings {
 }
 
 fn url(key: &str) -> String {
-    format!("s3://{BUCKET}/{key}")
+    S3Server::url(key)
 }
 
 /// Reads all of `file` into a fresh device buffer and returns its bytes.
@@ -49,7 +49,7 @@ fn read_all(driver: &Driver, file: &RemoteFile) -> Result<Vec<u8>, RemoteError> 
 #[test]
 fn an_object_reads_into_device_memory_whole_and_in_ranges() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     let bytes = pattern((5 << 20) + 123, 7);
     server.put("weights.bin", &bytes);
     let file =
@@ -89,7 +89,7 @@ fn an_object_reads_into_device_memory_whole_and_in_ranges() {
 #[test]
 fn a_missing_object_and_wrong_keys_are_named() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     server.put("present", b"x");
     let e = RemoteFile::open(
         &driver,
@@ -113,10 +113,10 @@ fn a_missing_object_and_wrong_keys_are_named() {
 #[test]
 fn a_plain_http_url_reads_from_an_anonymous_server() {
     let driver = require!(driver());
-    let server = require!(Server::anonymous());
+    let server = require!(S3Server::anonymous());
     let bytes = pattern(300_000, 3);
     server.put("open.bin", &bytes);
-    let http = format!("{}/{BUCKET}/open.bin", server.endpoint());
+    let http = format!("{}/{}/open.bin", server.endpoint(), S3Server::BUCKET);
     let file = RemoteFile::open(&driver, &http, settings(&server.endpoint())).unwrap();
     assert_eq!(file.size(), bytes.len() as u64);
     assert_eq!(read_all(&driver, &file).unwrap(), bytes);
@@ -125,7 +125,7 @@ fn a_plain_http_url_reads_from_an_anonymous_server() {
 #[test]
 fn an_object_replaced_after_open_fails_the_read() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     server.put("ckpt", &pattern(1 << 20, 1));
     let file = RemoteFile::open(&driver, &url("ckpt"), settings(&server.endpoint())).unwrap();
     server.put("ckpt", &pattern(1 << 20, 2));
@@ -137,12 +137,12 @@ fn an_object_replaced_after_open_fails_the_read() {
 #[test]
 fn server_errors_are_retried_and_then_named() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     let bytes = pattern(1 << 20, 4);
     server.put("flaky", &bytes);
 
     // The first two GETs get 503: retried, the read succeeds.
-    let proxy = Proxy::start(server.port, |method, n| {
+    let proxy = Proxy::start(server.port(), |method, n| {
         if method == "GET" && n <= 2 {
             Fault::Status(503)
         } else {
@@ -155,7 +155,7 @@ fn server_errors_are_retried_and_then_named() {
     assert!(gets >= 16 + 2, "{gets} GETs for 16 parts and 2 retried");
 
     // Every GET gets 500: the read fails after its retries, naming a range.
-    let broken = Proxy::start(server.port, |method, _| {
+    let broken = Proxy::start(server.port(), |method, _| {
         if method == "GET" {
             Fault::Status(500)
         } else {
@@ -173,9 +173,9 @@ fn server_errors_are_retried_and_then_named() {
 #[test]
 fn a_slow_answer_times_out() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     server.put("slow", &pattern(100_000, 5));
-    let proxy = Proxy::start(server.port, |method, _| {
+    let proxy = Proxy::start(server.port(), |method, _| {
         if method == "GET" {
             Fault::Delay(Duration::from_secs(3))
         } else {
@@ -199,9 +199,9 @@ fn a_slow_answer_times_out() {
 #[test]
 fn a_short_ranged_get_is_an_error_naming_its_range() {
     let driver = require!(driver());
-    let server = require!(Server::start());
+    let server = require!(S3Server::start());
     server.put("cut", &pattern(256 << 10, 6));
-    let proxy = Proxy::start(server.port, |method, _| {
+    let proxy = Proxy::start(server.port(), |method, _| {
         if method == "GET" {
             Fault::Shorten(1000)
         } else {
@@ -223,10 +223,10 @@ fn a_short_ranged_get_is_an_error_naming_its_range() {
 #[test]
 fn a_server_stopped_mid_read_fails_the_read() {
     let driver = require!(driver());
-    let mut server = require!(Server::start());
+    let mut server = require!(S3Server::start());
     let bytes = pattern(2 << 20, 8);
     server.put("big", &bytes);
-    let proxy = Proxy::start(server.port, |method, _| {
+    let proxy = Proxy::start(server.port(), |method, _| {
         if method == "GET" {
             Fault::Delay(Duration::from_millis(100))
         } else {
@@ -238,16 +238,9 @@ fn a_server_stopped_mid_read_fails_the_read() {
     s.retries = 2;
     s.retry_timeout = Duration::from_secs(2);
     let file = RemoteFile::open(&driver, &url("big"), s).unwrap();
-    let reader = std::thread::spawn(move || {
-        let driver = file_driver(&driver);
-        read_all(&driver, &file).map(|b| b.len())
-    });
+    let reader = std::thread::spawn(move || read_all(&driver, &file).map(|b| b.len()));
     std::thread::sleep(Duration::from_millis(350));
     server.stop();
     let e = reader.join().unwrap().unwrap_err();
     assert!(matches!(e, RemoteError::Request { .. }), "{e:?}");
-}
-
-fn file_driver(driver: &Driver) -> Driver {
-    driver.clone()
 }

@@ -1,7 +1,8 @@
 //! Test fixtures for real filesystems on loop devices: sparse image files attached with
 //! `losetup`, formatted with `mkfs.ext4` or `mkfs.xfs` and mounted in a fresh temporary
 //! directory; tmpfs mounts; FIFOs; the process's memory mappings ([`maps`]); a stand-in for
-//! NVIDIA's NVML ([`nvml`]); and the capability checks (root, loop devices, commands) that
+//! NVIDIA's NVML ([`nvml`]); a real S3-compatible server on loopback ([`S3Server`]); and the
+//! capability checks (root, loop devices, commands) that
 //! let a test say it skipped instead of failing where the machine cannot run it.
 //!
 //! It is a dev-dependency only and never a dependency of library code: it shells out to
@@ -25,6 +26,7 @@ mod loopdev;
 pub mod maps;
 mod mount;
 pub mod nvml;
+mod s3;
 mod skip;
 mod temp;
 
@@ -32,6 +34,7 @@ pub use built::{cdylib, emulated_runtime};
 pub use host::{has_command, is_root, loop_devices};
 pub use loopdev::{LoopDevice, loop_device};
 pub use mount::{Ext4Data, MountedFs};
+pub use s3::{S3Server, free_port, wait_for};
 #[doc(hidden)]
 pub use skip::skipped;
 pub use skip::{Skip, strict};
