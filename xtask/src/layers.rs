@@ -37,6 +37,7 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
         Some(&[
             "hipfile",
             "hipfile-safetensors",
+            "hipfile-remote",
             "hipfile-core",
             "hipfile-probe",
             "hipfile-sys",

@@ -13,6 +13,14 @@ pub struct Tally {
     pub fallback_bytes: u64,
     /// Requests that failed on the fastpath and were served by the fallback.
     pub retries: u64,
+    /// Bytes read from object storage or an HTTP(S) server (`cp URL DST`); not in the JSON
+    /// where 0, which a local copy's always is.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub remote_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -41,14 +49,21 @@ impl Tally {
         self.fastpath_bytes += other.fastpath_bytes;
         self.fallback_bytes += other.fallback_bytes;
         self.retries += other.retries;
+        self.remote_bytes += other.remote_bytes;
     }
 
-    /// One line: `fastpath N, fallback N, retries N`.
+    /// One line: `fastpath N, fallback N, retries N` (`remote N` first where remote bytes
+    /// were counted).
     pub fn text(self) -> String {
-        format!(
+        let local = format!(
             "fastpath {}, fallback {}, retries {}",
             self.fastpath_bytes, self.fallback_bytes, self.retries
-        )
+        );
+        if self.remote_bytes > 0 {
+            format!("remote {}, {local}", self.remote_bytes)
+        } else {
+            local
+        }
     }
 }
 
@@ -68,6 +83,13 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&t).ok().as_deref(),
             Some(r#"{"fastpath_bytes":10,"fallback_bytes":5,"retries":1}"#)
+        );
+        t.remote_bytes = 7;
+        assert_eq!(t.text(), "remote 7, fastpath 10, fallback 5, retries 1");
+        assert!(
+            serde_json::to_string(&t)
+                .unwrap()
+                .ends_with(r#""remote_bytes":7}"#)
         );
     }
 }

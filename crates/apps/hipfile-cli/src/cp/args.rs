@@ -69,7 +69,9 @@ pub struct CpArgs {
     /// development only)
     #[arg(long, value_name = "RUNTIME", value_enum, default_value_t)]
     pub runtime: RuntimeChoice,
-    /// The file to copy
+    /// The file to copy; or a URL: s3://BUCKET/KEY (endpoint, region and credentials from
+    /// AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_SESSION_TOKEN) or http(s)://HOST/PATH, read with concurrent ranged GETs
     #[arg(value_name = "SRC")]
     pub src: PathBuf,
     /// The copy

@@ -78,6 +78,16 @@ impl Summary {
     }
 }
 
+/// The zeros that pad a chunk to `align` in a buffer of `len` bytes.
+pub(super) fn zeros_for(align: u64, len: u64) -> Vec<u8> {
+    vec![
+        0u8;
+        usize::try_from(align)
+            .unwrap_or(usize::MAX)
+            .min(len as usize)
+    ]
+}
+
 /// `n` rounded up to a multiple of `align` (≥ 1), saturating.
 pub fn round_up(n: u64, align: u64) -> u64 {
     n.div_ceil(align).saturating_mul(align)
@@ -187,12 +197,7 @@ impl CopyJob<'_> {
         dst_fd: &OwnedFd,
     ) -> Result<Summary, String> {
         let align = write_align(self.dst.facts().dio_offset_align());
-        let zeros = vec![
-            0u8;
-            usize::try_from(align)
-                .unwrap_or(usize::MAX)
-                .min(len as usize)
-        ];
+        let zeros = zeros_for(align, len);
         let mut read = Tally::default();
         let mut write = Tally::default();
         let mut progress = Progress::new(src_size);
@@ -211,16 +216,16 @@ impl CopyJob<'_> {
             if n == 0 {
                 break;
             }
-            let padded = padded_len(n, align, len);
-            if padded > n {
-                // Stale bytes of an earlier chunk must not reach the copy, even briefly: the
-                // tail is cut off only at the end.
-                let fill = usize::try_from(padded - n).unwrap_or(usize::MAX);
-                self.buf
-                    .copy_from_host(n as usize, &zeros[..fill])
-                    .map_err(|e| format!("cannot clear the GPU buffer's tail: {e}"))?;
-            }
-            self.write_chunk(n, padded, offset, &mut write)?;
+            let padded = pad_chunk(&mut self.buf, n, align, len, &zeros)?;
+            write_chunk(
+                &self.dst,
+                &self.buf,
+                self.dst_path,
+                n,
+                padded,
+                offset,
+                &mut write,
+            )?;
             offset += n;
             progress.update(offset);
             // A short read is the end of a file whose size is right; procfs files and the
@@ -232,33 +237,13 @@ impl CopyJob<'_> {
             }
         }
         progress.finish();
-        let dst = self.dst_path.display();
-        rustix::fs::ftruncate(dst_fd, offset).map_err(|e| {
-            format!(
-                "cannot set the size of the copy to {dst} to {offset} bytes: {}{}",
-                io::Error::from(e),
-                write_hint(Some(e.raw_os_error()))
-            )
-        })?;
-        // Where blocks are allocated at writeback, a full file system is only found here.
-        rustix::fs::fdatasync(dst_fd).map_err(|e| {
-            format!(
-                "cannot flush the copy to {dst} to storage: {}{}",
-                io::Error::from(e),
-                write_hint(Some(e.raw_os_error()))
-            )
-        })?;
-        let seconds = start.elapsed().as_secs_f64();
-        let stat = rustix::fs::fstat(dst_fd)
-            .map_err(|e| format!("cannot look at the copy to {dst}: {}", io::Error::from(e)))?;
-        let dst_size = u64::try_from(stat.st_size).unwrap_or(0);
-        if dst_size != offset {
-            return Err(format!(
-                "the copy to {dst} has {dst_size} bytes after the copy, but {offset} bytes \
-                 were read from {}",
-                self.src_path.display()
-            ));
-        }
+        let seconds = finish_copy(
+            dst_fd,
+            offset,
+            self.dst_path,
+            &self.src_path.display().to_string(),
+            start,
+        )?;
         Ok(Summary {
             bytes: offset,
             seconds,
@@ -266,47 +251,105 @@ impl CopyJob<'_> {
             write,
         })
     }
+}
 
-    /// Writes the buffer's first `size` bytes at `offset`, going on after short writes: the
-    /// chunk's `data` bytes and the padding after them. Only the data bytes count in `moved`,
-    /// so that its totals are the file's size. A write that fails part-way comes back short
-    /// (as `pwrite` does: the bytes written, if any, else the error), so the error is that of
-    /// the write of the rest; a write that moves nothing fails the copy too.
-    fn write_chunk(
-        &self,
-        data: u64,
-        size: u64,
-        offset: u64,
-        moved: &mut Tally,
-    ) -> Result<(), String> {
-        let mut done = 0u64;
-        while done < size {
-            let at = offset + done;
-            let cannot = |what: String| {
-                format!(
-                    "cannot write the copy to {} ({} bytes at offset {at}): {what}",
-                    self.dst_path.display(),
-                    size - done
-                )
-            };
-            // Both ends are inside the buffer, whose length is a usize.
-            let part = self
-                .buf
-                .slice(done as usize..size as usize)
-                .map_err(|e| cannot(e.to_string()))?;
-            let outcome = self
-                .dst
-                .write_at(&part, at)
-                .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
-            // The padding to DST's alignment is not the file's data.
-            moved.count_bytes(&outcome, outcome.bytes.min(data.saturating_sub(done)));
-            if outcome.bytes == 0 {
-                return Err(cannot("no byte was written".into()));
-            }
-            done += outcome.bytes;
-        }
-        Ok(())
+/// Zeroes the buffer from `n` up to `n` rounded up to `align` (within its `len` bytes), and
+/// returns that rounded length: stale bytes of an earlier chunk must not reach the copy, even
+/// briefly (the tail is cut off only at the end). `zeros` holds at least `align` zeros, or
+/// `len`.
+pub(super) fn pad_chunk(
+    buf: &mut DeviceBuffer,
+    n: u64,
+    align: u64,
+    len: u64,
+    zeros: &[u8],
+) -> Result<u64, String> {
+    let padded = padded_len(n, align, len);
+    if padded > n {
+        let fill = usize::try_from(padded - n).unwrap_or(usize::MAX);
+        buf.copy_from_host(n as usize, &zeros[..fill])
+            .map_err(|e| format!("cannot clear the GPU buffer's tail: {e}"))?;
     }
+    Ok(padded)
+}
+
+/// Cuts the copy in `dst_fd` (named `dst_path`) to the `offset` bytes read from `src_name`,
+/// flushes it and checks its size; returns the seconds since `start`.
+pub(super) fn finish_copy(
+    dst_fd: &OwnedFd,
+    offset: u64,
+    dst_path: &Path,
+    src_name: &str,
+    start: Instant,
+) -> Result<f64, String> {
+    let dst = dst_path.display();
+    rustix::fs::ftruncate(dst_fd, offset).map_err(|e| {
+        format!(
+            "cannot set the size of the copy to {dst} to {offset} bytes: {}{}",
+            io::Error::from(e),
+            write_hint(Some(e.raw_os_error()))
+        )
+    })?;
+    // Where blocks are allocated at writeback, a full file system is only found here.
+    rustix::fs::fdatasync(dst_fd).map_err(|e| {
+        format!(
+            "cannot flush the copy to {dst} to storage: {}{}",
+            io::Error::from(e),
+            write_hint(Some(e.raw_os_error()))
+        )
+    })?;
+    let seconds = start.elapsed().as_secs_f64();
+    let stat = rustix::fs::fstat(dst_fd)
+        .map_err(|e| format!("cannot look at the copy to {dst}: {}", io::Error::from(e)))?;
+    let dst_size = u64::try_from(stat.st_size).unwrap_or(0);
+    if dst_size != offset {
+        return Err(format!(
+            "the copy to {dst} has {dst_size} bytes after the copy, but {offset} bytes \
+             were read from {src_name}"
+        ));
+    }
+    Ok(seconds)
+}
+
+/// Writes the buffer's first `size` bytes at `offset`, going on after short writes: the
+/// chunk's `data` bytes and the padding after them. Only the data bytes count in `moved`,
+/// so that its totals are the file's size. A write that fails part-way comes back short
+/// (as `pwrite` does: the bytes written, if any, else the error), so the error is that of
+/// the write of the rest; a write that moves nothing fails the copy too.
+pub(super) fn write_chunk(
+    dst: &FileHandle,
+    buf: &DeviceBuffer,
+    dst_path: &Path,
+    data: u64,
+    size: u64,
+    offset: u64,
+    moved: &mut Tally,
+) -> Result<(), String> {
+    let mut done = 0u64;
+    while done < size {
+        let at = offset + done;
+        let cannot = |what: String| {
+            format!(
+                "cannot write the copy to {} ({} bytes at offset {at}): {what}",
+                dst_path.display(),
+                size - done
+            )
+        };
+        // Both ends are inside the buffer, whose length is a usize.
+        let part = buf
+            .slice(done as usize..size as usize)
+            .map_err(|e| cannot(e.to_string()))?;
+        let outcome = dst
+            .write_at(&part, at)
+            .map_err(|e| cannot(format!("{e}{}", write_hint(e.errno()))))?;
+        // The padding to DST's alignment is not the file's data.
+        moved.count_bytes(&outcome, outcome.bytes.min(data.saturating_sub(done)));
+        if outcome.bytes == 0 {
+            return Err(cannot("no byte was written".into()));
+        }
+        done += outcome.bytes;
+    }
+    Ok(())
 }
 
 /// What to do about a write to the copy that failed with `errno`, where the file system or a
@@ -361,7 +404,7 @@ impl Progress {
         }
     }
 
-    fn update(&mut self, done: u64) {
+    pub(super) fn update(&mut self, done: u64) {
         if !self.on || self.last.elapsed() < PROGRESS_EVERY {
             return;
         }
@@ -382,7 +425,7 @@ impl Progress {
         let _ = err.flush();
     }
 
-    fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         if self.shown {
             // Carriage return, then erase the line, so that what follows starts clean.
             let mut err = io::stderr().lock();

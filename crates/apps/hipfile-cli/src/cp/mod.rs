@@ -1,5 +1,7 @@
 //! `hipfile cp`: copies a file through one GPU buffer with the library's reads and writes,
-//! then reports how many bytes each backend moved and how many requests were retried.
+//! then reports how many bytes each backend moved and how many requests were retried. A
+//! source that is a URL (`s3://BUCKET/KEY`, `http(s)://HOST/PATH`) is read with ranged GETs
+//! into the buffer instead ([`remote`]).
 //!
 //! The source is read to its end: until a read returns no byte, or comes back short where a
 //! byte of plain `pread` finds nothing more. A file whose metadata gives no size or a wrong
@@ -15,10 +17,12 @@
 mod args;
 mod copy;
 mod files;
+mod remote;
 
 pub use args::{CpArgs, MAX_CHUNK};
 use copy::Setup;
 use files::{Destination, TempFile, open_source, refuse_same_file, sync_directory};
+use remote::{RemoteSetup, remote_url};
 
 use crate::failure::Failure;
 use std::io::{self, Write};
@@ -35,14 +39,22 @@ pub fn run(args: &CpArgs) -> Result<u8, Failure> {
     let failed = |message: String| Failure::msg(EXIT_FAILED, message);
     let settings =
         crate::runtime::settings(args.runtime).map_err(|m| Failure::msg(EXIT_USAGE, m))?;
-    let (src_fd, src_size) = open_source(&args.src).map_err(failed)?;
-    refuse_same_file(&src_fd, &args.src, &args.dst).map_err(failed)?;
-    let dest = Destination::find(&args.dst).map_err(failed)?;
-    let setup = Setup::new(args, settings, &src_fd, src_size).map_err(failed)?;
-    let temp = TempFile::create(&dest, &args.dst).map_err(failed)?;
-    let copied = setup
-        .copy_into(&src_fd, src_size, &temp.fd, &args.src, &args.dst)
-        .and_then(|summary| temp.take_place_of(&dest, &args.dst).map(|()| summary));
+    let (dest, temp, copied) = if let Some(url) = remote_url(&args.src) {
+        let dest = Destination::find(&args.dst).map_err(failed)?;
+        let setup = RemoteSetup::new(args, settings, url).map_err(failed)?;
+        let temp = TempFile::create(&dest, &args.dst).map_err(failed)?;
+        let copied = setup.copy_into(&temp.fd, &args.dst);
+        (dest, temp, copied)
+    } else {
+        let (src_fd, src_size) = open_source(&args.src).map_err(failed)?;
+        refuse_same_file(&src_fd, &args.src, &args.dst).map_err(failed)?;
+        let dest = Destination::find(&args.dst).map_err(failed)?;
+        let setup = Setup::new(args, settings, &src_fd, src_size).map_err(failed)?;
+        let temp = TempFile::create(&dest, &args.dst).map_err(failed)?;
+        let copied = setup.copy_into(&src_fd, src_size, &temp.fd, &args.src, &args.dst);
+        (dest, temp, copied)
+    };
+    let copied = copied.and_then(|summary| temp.take_place_of(&dest, &args.dst).map(|()| summary));
     let summary = match copied {
         Ok(s) => s,
         Err(message) => {
@@ -139,11 +151,13 @@ mod tests {
                 fastpath_bytes: 2_000_000_000,
                 fallback_bytes: 0,
                 retries: 0,
+                remote_bytes: 0,
             },
             write: Tally {
                 fastpath_bytes: 1_999_995_904,
                 fallback_bytes: 4096,
                 retries: 1,
+                remote_bytes: 0,
             },
         };
         let v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();

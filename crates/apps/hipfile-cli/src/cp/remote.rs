@@ -1,0 +1,123 @@
+//! `hipfile cp URL DST`: an object of an S3-compatible store (`s3://BUCKET/KEY`) or a file
+//! of an HTTP(S) server copied through the GPU buffer: ranged GETs into the buffer
+//! (`hipfile-remote`), the library's writes out of it, as a local copy writes.
+
+use super::args::CpArgs;
+use super::copy::{
+    Progress, Summary, buffer_len, finish_copy, pad_chunk, write_align, write_chunk, zeros_for,
+};
+use crate::runtime::register_failed;
+use crate::tally::Tally;
+use hipfile::{ConfigBuilder, DeviceBuffer, Driver};
+use hipfile_remote::{RemoteFile, RemoteSettings};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Instant;
+
+/// The URL that `src` names, if it names one (`s3://`, `http://`, `https://`).
+pub(super) fn remote_url(src: &Path) -> Option<&str> {
+    let text = src.to_str()?;
+    ["s3://", "http://", "https://"]
+        .iter()
+        .any(|scheme| text.starts_with(scheme))
+        .then_some(text)
+}
+
+/// The driver, the opened object and the registered GPU buffer.
+pub(super) struct RemoteSetup {
+    driver: Driver,
+    object: RemoteFile,
+    buf: DeviceBuffer,
+    len: u64,
+}
+
+impl RemoteSetup {
+    pub(super) fn new(
+        args: &CpArgs,
+        settings: ConfigBuilder,
+        url: &str,
+    ) -> Result<RemoteSetup, String> {
+        let driver = crate::runtime::open_driver(settings, args.runtime)?;
+        let object = RemoteFile::open(&driver, url, RemoteSettings::default())
+            .map_err(|e| format!("cannot open {e}"))?;
+        let len = buffer_len(args.chunk, object.size());
+        let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
+        let runtime_note = crate::runtime::runtime_note(&driver);
+        let buf = driver.alloc(alloc_len).map_err(|e| {
+            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
+        })?;
+        driver
+            .register_buffer(&buf)
+            .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
+        Ok(RemoteSetup {
+            driver,
+            object,
+            buf,
+            len,
+        })
+    }
+
+    /// Copies the object into `dst_fd` (the temporary file, named `dst_path` in messages)
+    /// and flushes it.
+    pub(super) fn copy_into(
+        mut self,
+        dst_fd: &OwnedFd,
+        dst_path: &Path,
+    ) -> Result<Summary, String> {
+        let dst = self
+            .driver
+            .register_file(dst_fd)
+            .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
+        let align = write_align(dst.facts().dio_offset_align());
+        let zeros = zeros_for(align, self.len);
+        let size = self.object.size();
+        let url = self.object.url().to_owned();
+        let mut read = Tally::default();
+        let mut write = Tally::default();
+        let mut progress = Progress::new(size);
+        let start = Instant::now();
+        let mut offset = 0u64;
+        while offset < size {
+            let view = self
+                .buf
+                .slice_mut(..)
+                .map_err(|e| format!("cannot use the GPU buffer: {e}"))?;
+            let n = self
+                .object
+                .read(view, offset)
+                .map_err(|e| format!("cannot read {e}"))?;
+            if n == 0 {
+                return Err(format!(
+                    "{url} ended at {offset} bytes, but its HEAD said {size}"
+                ));
+            }
+            read.remote_bytes += n;
+            let padded = pad_chunk(&mut self.buf, n, align, self.len, &zeros)?;
+            write_chunk(&dst, &self.buf, dst_path, n, padded, offset, &mut write)?;
+            offset += n;
+            progress.update(offset);
+        }
+        progress.finish();
+        let seconds = finish_copy(dst_fd, offset, dst_path, &url, start)?;
+        Ok(Summary {
+            bytes: offset,
+            seconds,
+            read,
+            write,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        assert_eq!(remote_url(Path::new("s3://b/k")), Some("s3://b/k"));
+        assert_eq!(remote_url(Path::new("https://h/p")), Some("https://h/p"));
+        assert_eq!(remote_url(Path::new("http://h/p")), Some("http://h/p"));
+        assert_eq!(remote_url(Path::new("./s3:/b/k")), None);
+        assert_eq!(remote_url(Path::new("/tmp/x")), None);
+    }
+}
