@@ -160,6 +160,28 @@ pub struct BenchArgs {
     /// development only; its limit is the host memory bandwidth)
     #[arg(long, value_name = "RUNTIME", value_enum, default_value_t)]
     pub runtime: RuntimeChoice,
+    /// Read an object instead of a local file: s3://BUCKET/KEY (endpoint, region and
+    /// credentials from the AWS_* variables) or http(s)://HOST/PATH. Each run reads it whole
+    /// into GPU memory with ranged GETs; --limits reads it into host memory with the same
+    /// GETs, in the same process
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["file", "overwrite", "cold", "hot", "devices"]
+    )]
+    pub url: Option<String>,
+    /// With --url: bytes per ranged GET
+    #[arg(long, value_name = "N", default_value = "8MiB", value_parser = io_size, requires = "url")]
+    pub request_size: u64,
+    /// With --url: ranged GETs in flight
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "16",
+        value_parser = clap::value_parser!(u32).range(1..=256),
+        requires = "url"
+    )]
+    pub in_flight: u32,
 }
 
 impl BenchArgs {

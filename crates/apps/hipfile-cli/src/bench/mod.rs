@@ -12,7 +12,8 @@
 //! existing test file is written only with `--overwrite`; a read benchmark of its exact size
 //! opens it read-only instead. A test file this run created but could not finish is removed.
 //!
-//! The arguments and the choices they name are in [`args`]. The jobs, one a module:
+//! The arguments and the choices they name are in [`args`]. With `--url`, [`remote`] times
+//! an object of object storage instead of a local file. The jobs, one a module:
 //! [`testfile`] decides on and prepares the test file, [`measure`]
 //! sets up the devices and times the case's runs, [`limits`] measures the raw baselines
 //! (`pread`/`pwrite`, copies, latencies, upstream's serial fallback, the staged path at the
@@ -27,6 +28,7 @@ mod args;
 mod common;
 mod limits;
 mod measure;
+mod remote;
 mod report;
 mod testfile;
 
@@ -55,6 +57,18 @@ pub fn run(args: &BenchArgs) -> Result<u8, Failure> {
             args.queue_depth
         )));
     }
+    if let Some(url) = &args.url {
+        if let Some(why) = remote::refused(args) {
+            return Err(usage(why));
+        }
+        let report = remote::measure(args, url).map_err(failed)?;
+        let text = if args.json {
+            format!("{}\n", report.to_json())
+        } else {
+            report.text()
+        };
+        return print(&text);
+    }
     let settings = crate::runtime::settings(args.runtime).map_err(usage)?;
     let settings = backend_settings(settings, args.backend);
     // Nothing is created or written before the arguments, the runtime and the devices are
@@ -68,6 +82,11 @@ pub fn run(args: &BenchArgs) -> Result<u8, Failure> {
     } else {
         report.text()
     };
+    print(&text)
+}
+
+/// Writes the report to stdout.
+fn print(text: &str) -> Result<u8, Failure> {
     let mut stdout = io::stdout().lock();
     stdout
         .write_all(text.as_bytes())

@@ -1,5 +1,6 @@
-//! `hipfile cp URL DST` against a real S3-compatible server (`s3s-fs`) on loopback, on the
-//! emulated runtime: credentials and endpoint in the `AWS_*` variables, as a user gives them.
+//! `hipfile cp URL DST` and `hipfile bench --url URL` against a real S3-compatible server
+//! (`s3s-fs`) on loopback, on the emulated runtime: credentials and endpoint in the `AWS_*`
+//! variables, as a user gives them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -16,9 +17,14 @@ fn cp(server: &S3Server, url: &str, dst: &Path, extra: &[&str], secret: &str) ->
     args.extend(extra.iter().map(OsStr::new));
     args.push(OsStr::new(url));
     args.push(dst.as_os_str());
+    with_keys(server, &args, secret)
+}
+
+/// `hipfile ARGS` with the server's endpoint and keys (or `secret`) in the environment.
+fn with_keys(server: &S3Server, args: &[&OsStr], secret: &str) -> Run {
     let endpoint = server.endpoint();
     hipfile(
-        &args,
+        args,
         &[
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
             ("AWS_ACCESS_KEY_ID", S3Server::KEY_ID),
@@ -117,4 +123,51 @@ fn a_missing_object_or_wrong_keys_fail_and_leave_dst_as_it_was() {
         1,
         "a temporary file was left"
     );
+}
+
+#[test]
+fn bench_times_an_object_into_gpu_and_host_memory() {
+    let server = require!(S3Server::start());
+    server.put("bench.bin", &object(3 << 20));
+    let url = S3Server::url("bench.bin");
+    let words = [
+        "bench",
+        "--runtime=emulated",
+        "--url",
+        &url,
+        "--limits",
+        "--json",
+        "--runs",
+        "2",
+        "--request-size",
+        "256K",
+        "--in-flight",
+        "4",
+    ];
+    let args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();
+    let run = with_keys(&server, &args, S3Server::SECRET);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    assert_eq!(v["bytes"], 3u64 << 20, "{v}");
+    assert_eq!(v["request_size"], 256u64 << 10, "{v}");
+    assert_eq!(v["in_flight"], 4, "{v}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["limit_runs"].as_array().unwrap().len(), 2, "{v}");
+    for key in ["gbps", "limit_gbps", "ratio"] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+
+    // What a remote bench cannot do is refused before any request.
+    for extra in [
+        &["--op", "write"][..],
+        &["--threads", "2"],
+        &["--api", "async"],
+    ] {
+        let words = ["bench", "--runtime=emulated", "--url", &url];
+        let mut args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();
+        args.extend(extra.iter().map(OsStr::new));
+        let run = with_keys(&server, &args, S3Server::SECRET);
+        assert_eq!(run.status, 2, "{extra:?}: {}", run.stderr);
+        assert!(run.stderr.contains("--url"), "{extra:?}: {}", run.stderr);
+    }
 }
