@@ -247,8 +247,10 @@ impl Get {
 
     async fn fill(&self, slot: &mut [u8]) -> Result<usize, RemoteError> {
         let want = (self.range.end - self.range.start) as usize;
+        // A weak ETag (`W/"..."`) never matches `If-Match`, whose comparison is strong
+        // (RFC 9110 13.1.1): such a server gets no `If-Match`, and only the compare below.
         let options = GetOptions {
-            if_match: self.etag.clone(),
+            if_match: self.etag.clone().filter(|e| !e.starts_with("W/")),
             range: Some(GetRange::Bounded(self.range.clone())),
             ..GetOptions::default()
         };

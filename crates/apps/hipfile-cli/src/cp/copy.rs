@@ -99,6 +99,25 @@ pub fn buffer_len(chunk: u64, src_size: u64) -> u64 {
     chunk.min(round_up(src_size, CHUNK_UNIT)).max(CHUNK_UNIT)
 }
 
+/// The copy's GPU buffer for a source of `src_size` bytes and `--chunk` `chunk`
+/// ([`buffer_len`]), allocated and registered, with its length.
+pub(super) fn gpu_buffer(
+    driver: &Driver,
+    chunk: u64,
+    src_size: u64,
+) -> Result<(DeviceBuffer, u64), String> {
+    let len = buffer_len(chunk, src_size);
+    let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
+    let runtime_note = crate::runtime::runtime_note(driver);
+    let buf = driver
+        .alloc(alloc_len)
+        .map_err(|e| format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}"))?;
+    driver
+        .register_buffer(&buf)
+        .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
+    Ok((buf, len))
+}
+
 /// The alignment the destination is written in: its direct-I/O offset alignment, or
 /// [`DEFAULT_ALIGN`] without direct I/O.
 pub fn write_align(dio_offset_align: u32) -> u64 {
@@ -135,15 +154,7 @@ impl Setup {
         let src = driver
             .register_file(src_fd)
             .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;
-        let len = buffer_len(args.chunk, src_size);
-        let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
-        let runtime_note = crate::runtime::runtime_note(&driver);
-        let buf = driver.alloc(alloc_len).map_err(|e| {
-            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
-        })?;
-        driver
-            .register_buffer(&buf)
-            .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
+        let (buf, len) = gpu_buffer(&driver, args.chunk, src_size)?;
         Ok(Setup {
             driver,
             src,

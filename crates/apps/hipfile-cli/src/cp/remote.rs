@@ -4,7 +4,7 @@
 
 use super::args::CpArgs;
 use super::copy::{
-    Progress, Summary, buffer_len, finish_copy, pad_chunk, write_align, write_chunk, zeros_for,
+    Progress, Summary, finish_copy, gpu_buffer, pad_chunk, write_align, write_chunk, zeros_for,
 };
 use crate::runtime::register_failed;
 use crate::tally::Tally;
@@ -40,15 +40,7 @@ impl RemoteSetup {
         let driver = crate::runtime::open_driver(settings, args.runtime)?;
         let object = RemoteFile::open(&driver, url, RemoteSettings::default())
             .map_err(|e| format!("cannot open {e}"))?;
-        let len = buffer_len(args.chunk, object.size());
-        let alloc_len = usize::try_from(len).map_err(|_| format!("--chunk {len} is too large"))?;
-        let runtime_note = crate::runtime::runtime_note(&driver);
-        let buf = driver.alloc(alloc_len).map_err(|e| {
-            format!("cannot allocate a GPU buffer of {len} bytes: {e}{runtime_note}")
-        })?;
-        driver
-            .register_buffer(&buf)
-            .map_err(|e| format!("cannot register the GPU buffer of {len} bytes: {e}"))?;
+        let (buf, len) = gpu_buffer(&driver, args.chunk, object.size())?;
         Ok(RemoteSetup {
             driver,
             object,
