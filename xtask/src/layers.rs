@@ -29,7 +29,8 @@ pub const ALLOWED: &[(&str, Option<&[&str]>)] = &[
         ]),
     ),
     // The checkpoint loader: an application of the facade, nothing below it.
-    ("hipfile-safetensors", Some(&["hipfile"])),
+    // With its `remote` feature, it reads shards at URLs through hipfile-remote.
+    ("hipfile-safetensors", Some(&["hipfile", "hipfile-remote"])),
     // Object storage: an application of the facade, the only crate with an HTTP client.
     ("hipfile-remote", Some(&["hipfile"])),
     (

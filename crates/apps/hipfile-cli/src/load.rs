@@ -7,7 +7,8 @@ use crate::options;
 use crate::runtime::{RuntimeChoice, open_driver, runtime_note};
 use clap::{Args, ValueEnum};
 use hipfile_safetensors::{
-    CacheState, Checkpoint, Index, Loader, MAX_REQUEST_SIZE, Progress, is_index,
+    CacheState, Checkpoint, Index, Loader, MAX_REQUEST_SIZE, Progress, RemoteSettings, is_index,
+    is_url,
 };
 use serde_json::json;
 use std::fs::File;
@@ -123,7 +124,9 @@ pub struct LoadArgs {
     pub runtime: RuntimeChoice,
     /// The checkpoint's .safetensors files; a path ending in .json is the checkpoint's
     /// index (model.safetensors.index.json), read in place of the shards it names (relative
-    /// to its directory)
+    /// to its directory). Or URLs: s3://BUCKET/KEY, http(s)://HOST/PATH (shards or the
+    /// index), or s3://BUCKET/PREFIX/ (its index, else its .safetensors objects), read by
+    /// ranged GETs with endpoint and keys from the AWS_* variables
     #[arg(value_name = "SHARD", required = true)]
     pub shards: Vec<PathBuf>,
 }
@@ -185,6 +188,24 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
             );
         }
     }
+    // Shards at URLs are read with ranged GETs; all of them, or none.
+    let urls: Vec<&str> = args
+        .shards
+        .iter()
+        .filter_map(|p| p.to_str().filter(|t| is_url(t)))
+        .collect();
+    if !urls.is_empty() && urls.len() != args.shards.len() {
+        return Err(Failure::msg(
+            EXIT_USAGE,
+            "give local shards or URLs (s3://, http://, https://), not both".to_owned(),
+        ));
+    }
+    if !urls.is_empty() && args.verify {
+        return Err(Failure::msg(
+            EXIT_USAGE,
+            "--verify compares with local files: it is not available for URLs".to_owned(),
+        ));
+    }
     let mut runs = Vec::with_capacity(args.runs);
     let mut checkpoint = None;
     for _ in 0..args.runs {
@@ -197,7 +218,11 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         // a reset.
         let peak_reset = crate::rss::reset_peak_rss();
         let start = Instant::now();
-        let loaded = loader.load(&args.shards);
+        let loaded = if urls.is_empty() {
+            loader.load(&args.shards)
+        } else {
+            loader.load_urls(&urls, &RemoteSettings::default())
+        };
         let seconds = start.elapsed().as_secs_f64();
         let peak = crate::rss::peak_rss().filter(|_| peak_reset);
         bar.finish();
@@ -389,6 +414,10 @@ fn to_json(ck: &Checkpoint, runs: &[Timing], verified: Option<&Verified>, list: 
             .collect::<Vec<_>>()
             .into();
     }
+    if r.remote_bytes > 0 {
+        v["remote_bytes"] = r.remote_bytes.into();
+        v["cache"] = "remote".into();
+    }
     v.to_string()
 }
 
@@ -410,15 +439,26 @@ fn to_text(ck: &Checkpoint, runs: &[Timing], verified: Option<&Verified>, list: 
     }
     out += &format!(
         "loaded {} tensors, {} bytes from {} shards in {seconds:.3} s: {:.2} GB/s ({}, {} requests of up to {} bytes, {} in flight)\n\
-         fastpath {} bytes, fallback {} bytes",
+         {}fastpath {} bytes, fallback {} bytes",
         ck.len(),
         ck.tensor_bytes(),
         ck.shard_paths().count(),
         gbps(ck.tensor_bytes(), seconds),
-        if r.cold { "cold" } else { "hot" },
+        if r.remote_bytes > 0 {
+            "remote"
+        } else if r.cold {
+            "cold"
+        } else {
+            "hot"
+        },
         r.requests,
         r.request_size,
         r.in_flight,
+        if r.remote_bytes > 0 {
+            format!("remote {} bytes, ", r.remote_bytes)
+        } else {
+            String::new()
+        },
         r.fastpath_bytes,
         r.fallback_bytes,
     );

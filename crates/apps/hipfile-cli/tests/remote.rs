@@ -171,3 +171,74 @@ fn bench_times_an_object_into_gpu_and_host_memory() {
         assert!(run.stderr.contains("--url"), "{extra:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn load_reads_a_checkpoint_from_a_prefix_as_from_its_folder() {
+    let server = require!(S3Server::start());
+    let dir = server.object_path("ck");
+    let dir_arg = dir.display().to_string();
+    let written = hipfile(
+        &[
+            "checkpoint",
+            "--out",
+            &dir_arg,
+            "--layers",
+            "4",
+            "--scale",
+            "0.005",
+            "--shards",
+            "2",
+        ],
+        &[],
+    );
+    assert_eq!(written.status, 0, "{}", written.stderr);
+    let local = hipfile(
+        &[
+            "load",
+            "--runtime=emulated",
+            "--json",
+            "--list",
+            &format!("{dir_arg}/model.safetensors.index.json"),
+        ],
+        &[],
+    );
+    assert_eq!(local.status, 0, "{}", local.stderr);
+    let local = local.one();
+
+    let words = [
+        "load",
+        "--runtime=emulated",
+        "--json",
+        "--list",
+        "s3://models/ck/",
+    ];
+    let args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();
+    let run = with_keys(&server, &args, S3Server::SECRET);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let remote = run.one();
+    assert_eq!(remote["cache"], "remote", "{remote}");
+    assert_eq!(remote["remote_bytes"], remote["bytes_read"], "{remote}");
+    for key in ["shards", "tensors", "bytes"] {
+        assert_eq!(remote[key], local[key], "{key}");
+    }
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["tensor_list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&remote), names(&local));
+
+    // Local shards and URLs together, and --verify with URLs, are refused before any load.
+    let index = format!("{dir_arg}/model.safetensors.index.json");
+    for words in [
+        vec!["load", "--runtime=emulated", "s3://models/ck/", &index],
+        vec!["load", "--runtime=emulated", "--verify", "s3://models/ck/"],
+    ] {
+        let args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();
+        let run = with_keys(&server, &args, S3Server::SECRET);
+        assert_eq!(run.status, 2, "{words:?}: {}", run.stderr);
+    }
+}

@@ -36,6 +36,7 @@
 
 mod error;
 mod file;
+mod list;
 mod location;
 mod runtime;
 mod settings;
@@ -43,6 +44,7 @@ mod store;
 
 pub use error::RemoteError;
 pub use file::RemoteFile;
+pub use list::list;
 pub use location::Location;
 pub use settings::{MAX_CONCURRENCY, MAX_REQUEST_SIZE, RemoteSettings, S3Settings};
 

@@ -82,6 +82,11 @@ pub enum LoadError {
         #[source]
         source: Box<hipfile::Error>,
     },
+    /// A shard or index at a URL could not be listed, opened or read (the error names the
+    /// URL and the range).
+    #[cfg(feature = "remote")]
+    #[error(transparent)]
+    Remote(#[from] hipfile_remote::RemoteError),
     /// A shard ended before the bytes its header promises (it changed during the load).
     #[error("{}: the file ended at byte {at}, before the tensor data its header describes (up to byte {expected}); was it changed while loading?", path.display())]
     Short {

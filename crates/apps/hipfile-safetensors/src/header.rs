@@ -28,7 +28,7 @@ pub struct Entry {
 #[derive(Debug)]
 pub struct Shard {
     pub path: PathBuf,
-    pub file: File,
+    pub source: Source,
     /// The tensors in file order.
     pub tensors: Vec<Entry>,
     /// The header's `__metadata__`, when it has one.
@@ -100,12 +100,50 @@ fn kind_name(kind: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// A header's `__metadata__`.
+pub type HeaderMetadata = std::collections::HashMap<String, String>;
+
+/// Where a shard's bytes are: a local file, or an object read by ranged GETs.
+#[derive(Debug)]
+pub enum Source {
+    /// A regular file or a block device.
+    File(File),
+    /// An object of an S3-compatible store or an HTTP(S) server.
+    #[cfg(feature = "remote")]
+    Remote(Box<hipfile_remote::RemoteFile>),
+}
+
 /// Opens `path` and validates its header: the length within the file, the JSON as the
 /// safetensors crate reads it (dtypes, shapes against offsets, offsets contiguous from 0,
 /// so no two tensors overlap), and the data section ending exactly at the end of the file.
 /// Only regular files and block devices are read ([`open_checked`]).
 pub fn open(path: &Path) -> Result<Shard, LoadError> {
     let (file, size) = open_checked(path)?;
+    let (tensors, metadata) = parse(path, size, |buf, at| {
+        file.read_exact_at(buf, at).map_err(io(
+            path,
+            if at == 0 {
+                "cannot read the header's length"
+            } else {
+                "cannot read the header"
+            },
+        ))
+    })?;
+    Ok(Shard {
+        path: path.to_path_buf(),
+        source: Source::File(file),
+        tensors,
+        metadata,
+    })
+}
+
+/// The tensors and `__metadata__` of the shard named `path` of `size` bytes, whose bytes
+/// `read_at(buf, offset)` fills exactly, validated as [`open`] says.
+pub fn parse(
+    path: &Path,
+    size: u64,
+    mut read_at: impl FnMut(&mut [u8], u64) -> Result<(), LoadError>,
+) -> Result<(Vec<Entry>, Option<HeaderMetadata>), LoadError> {
     if size < 8 {
         return Err(invalid(
             path,
@@ -113,8 +151,7 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
         ));
     }
     let mut len = [0u8; 8];
-    file.read_exact_at(&mut len, 0)
-        .map_err(io(path, "cannot read the header's length"))?;
+    read_at(&mut len, 0)?;
     let n = u64::from_le_bytes(len);
     // A JSON file (an index under another name, most likely) gives a length from its first
     // eight characters that makes no sense: say what the file looks like.
@@ -145,8 +182,7 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
     }
     // n <= MAX_HEADER, so it fits in memory and in usize.
     let mut json = vec![0u8; n as usize];
-    file.read_exact_at(&mut json, 8)
-        .map_err(io(path, "cannot read the header"))?;
+    read_at(&mut json, 8)?;
     let text = std::str::from_utf8(&json).map_err(|e| LoadError::Format {
         path: path.to_path_buf(),
         source: safetensors::SafeTensorError::InvalidHeader(e),
@@ -189,10 +225,5 @@ pub fn open(path: &Path) -> Result<Shard, LoadError> {
             })
         })
         .collect();
-    Ok(Shard {
-        path: path.to_path_buf(),
-        file,
-        tensors,
-        metadata: metadata.metadata().clone(),
-    })
+    Ok((tensors, metadata.metadata().clone()))
 }

@@ -59,8 +59,22 @@ impl Index {
                 what: "cannot read the index".into(),
                 source,
             })?;
+        Index::parse(path, &text)
+    }
+
+    /// The index at `path` whose text is `text`; its shards are named relative to `path`'s
+    /// parent (a folder, or a URL's prefix).
+    ///
+    /// # Errors
+    ///
+    /// [`LoadError::Index`] when it is not such an index.
+    pub fn parse(path: &Path, text: &str) -> Result<Index, LoadError> {
+        let bad = |why: String| LoadError::Index {
+            path: path.to_path_buf(),
+            why,
+        };
         let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("it is not valid JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| bad(format!("it is not valid JSON: {e}")))?;
         let Some(map) = value.get("weight_map") else {
             return Err(bad(
                 "it has no \"weight_map\" (the index of a checkpoint maps each tensor to its \

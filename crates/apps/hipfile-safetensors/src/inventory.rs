@@ -70,7 +70,15 @@ impl Inventory {
                 })
             })
             .collect::<Result<_, _>>()?;
-        check_indexes(&indexes, &shards)?;
+        Inventory::from_shards(shards, &indexes)
+    }
+
+    /// The inventory of `shards`, whose headers are valid, checked against `indexes`.
+    pub(crate) fn from_shards(
+        shards: Vec<Shard>,
+        indexes: &[Index],
+    ) -> Result<Inventory, LoadError> {
+        check_indexes(indexes, &shards)?;
         let mut by_name: HashMap<String, (usize, usize)> = HashMap::new();
         for (i, s) in shards.iter().enumerate() {
             for (t, tensor) in s.tensors.iter().enumerate() {

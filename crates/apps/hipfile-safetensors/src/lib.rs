@@ -56,9 +56,13 @@ mod index;
 mod inventory;
 mod load;
 mod plan;
+#[cfg(feature = "remote")]
+mod remote;
 
 pub use error::LoadError;
 pub use glob::Glob;
+#[cfg(feature = "remote")]
+pub use hipfile_remote::{RemoteError, RemoteSettings, S3Settings};
 pub use index::{Index, is_index};
 pub use inventory::{Inventory, Target, TensorInfo};
 pub use load::{
@@ -66,6 +70,8 @@ pub use load::{
     DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress,
     Tensor,
 };
+#[cfg(feature = "remote")]
+pub use remote::is_url;
 /// The safetensors crate this one reads the format with (for its [`Dtype`] and writers).
 pub use safetensors;
 pub use safetensors::Dtype;

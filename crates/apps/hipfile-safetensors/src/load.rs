@@ -3,7 +3,7 @@
 use crate::cache;
 use crate::error::LoadError;
 use crate::glob::Glob;
-use crate::header::Shard;
+use crate::header::{Shard, Source};
 use crate::inventory::{Inventory, Target};
 use crate::plan::{self, ALIGN, Piece};
 use hipfile::{BackendKind, DeviceBuffer, DeviceSlice, Driver, FileHandle, Io};
@@ -73,7 +73,7 @@ enum DeviceFn<'a> {
     Shard(ShardDevice<'a>),
     Tensor(TensorDevice<'a>),
 }
-type ProgressFn<'a> = Box<dyn FnMut(Progress) + 'a>;
+pub(crate) type ProgressFn<'a> = Box<dyn FnMut(Progress) + 'a>;
 
 /// Loads safetensors checkpoints into device memory: set the options, then
 /// [`load`](Loader::load).
@@ -190,7 +190,7 @@ impl<'a> Loader<'a> {
     /// [`LoadError`], naming the shard (or the index) and the problem: a shard an index
     /// names that cannot be opened is [`LoadError::Io`] naming both. Nothing is returned on
     /// error: what was allocated is freed.
-    pub fn load<P: AsRef<Path>>(mut self, shards: &[P]) -> Result<Checkpoint, LoadError> {
+    pub fn load<P: AsRef<Path>>(self, shards: &[P]) -> Result<Checkpoint, LoadError> {
         if shards.is_empty() {
             return Err(LoadError::NoShards);
         }
@@ -199,7 +199,12 @@ impl<'a> Loader<'a> {
         // Every header first: nothing is allocated for a checkpoint with a bad shard. An
         // index stands for the shards it names, and what it says is checked against them.
         let opened = Inventory::open(shards)?.shards;
+        self.load_opened(opened)
+    }
 
+    /// Loads the selected tensors of `opened`, whose headers are valid: plans, allocates,
+    /// reads, and places each tensor.
+    pub(crate) fn load_opened(mut self, opened: Vec<Shard>) -> Result<Checkpoint, LoadError> {
         // The plan: each shard's selected tensors by device (a part each), extents,
         // requests.
         let mut parts: Vec<Part> = Vec::new();
@@ -358,6 +363,12 @@ impl<'a> Loader<'a> {
         )
     }
 
+    /// The driver the loader reads with.
+    #[cfg(feature = "remote")]
+    pub(crate) fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
     fn check_options(&self) -> Result<(), LoadError> {
         if let Some(request) = self.request_size
             && (!(ALIGN..=MAX_REQUEST_SIZE).contains(&request) || !request.is_multiple_of(ALIGN))
@@ -390,11 +401,14 @@ impl<'a> Loader<'a> {
                 let mut cached = Some(0u64);
                 for (shard, ext) in extents {
                     for e in *ext {
-                        let c = cache::cached_bytes(
-                            &shards[*shard].file,
-                            e.file_start,
-                            e.need_end - e.file_start,
-                        );
+                        let c = match &shards[*shard].source {
+                            Source::File(file) => {
+                                cache::cached_bytes(file, e.file_start, e.need_end - e.file_start)
+                            }
+                            // An object is neither hot nor cold to the page cache.
+                            #[cfg(feature = "remote")]
+                            Source::Remote(_) => None,
+                        };
                         cached = cached.zip(c).map(|(a, b)| a + b);
                     }
                 }
@@ -444,16 +458,31 @@ impl<'a> Loader<'a> {
                 source: Box::new(source),
             }
         };
+        #[cfg(feature = "remote")]
+        if shards.iter().any(|s| matches!(s.source, Source::Remote(_))) {
+            return crate::remote::read_extents(shards, extents, buffers, self.progress.as_mut());
+        }
         // Only the shards something is read from: a tensor read alone registers one file.
         let mut handles: Vec<Option<FileHandle>> = Vec::with_capacity(shards.len());
         for (i, s) in shards.iter().enumerate() {
             let used = extents
                 .iter()
                 .any(|(shard, ext)| *shard == i && !ext.is_empty());
+            // Without the `remote` feature, `Source` has one variant.
+            #[allow(clippy::infallible_destructuring_match)]
+            let file = match &s.source {
+                Source::File(file) => file,
+                #[cfg(feature = "remote")]
+                Source::Remote(_) => {
+                    return Err(LoadError::Option(
+                        "a checkpoint's shards are all local files or all URLs".into(),
+                    ));
+                }
+            };
             handles.push(if used {
                 Some(
                     self.driver
-                        .register_file(&s.file)
+                        .register_file(file)
                         .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
                 )
             } else {
@@ -512,6 +541,7 @@ impl<'a> Loader<'a> {
             bytes_read: tally.done,
             fastpath_bytes: tally.fastpath,
             fallback_bytes: tally.fallback,
+            remote_bytes: 0,
             requests: tally.requests,
             cold,
             request_size: request,
@@ -733,6 +763,8 @@ pub struct LoadReport {
     pub fastpath_bytes: u64,
     /// Bytes the fallback moved (through host staging buffers).
     pub fallback_bytes: u64,
+    /// Bytes read from object storage or HTTP(S) servers (shards at URLs).
+    pub remote_bytes: u64,
     /// Requests made.
     pub requests: usize,
     /// Whether the checkpoint was read as cold.
