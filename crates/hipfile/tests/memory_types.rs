@@ -231,3 +231,28 @@ fn hipfiles_rule_refuses_host_and_managed_memory() {
         assert!(e.to_string().contains("buffer_not_device_memory"), "{e}");
     }
 }
+
+#[test]
+fn host_memory_described_as_a_buffer_takes_synchronous_copies() {
+    let d = require!(driver(MemoryTypes::CuFile));
+    let mut pageable = vec![0u8; LEN];
+    let mut pinned = d.alloc_pinned(LEN).unwrap();
+    for p in [pageable.as_mut_ptr(), pinned.as_mut_ptr()] {
+        let mut buf = describe(&d, p, LEN);
+        let bytes = pattern(LEN - 100, 5);
+        buf.copy_from_host(100, &bytes).unwrap();
+        // SAFETY: `p..p+LEN` is this test's live memory, and no copy is in flight.
+        let written = unsafe { std::slice::from_raw_parts(p, LEN) };
+        assert!(
+            written[100..] == bytes[..],
+            "copy_from_host did not reach host memory"
+        );
+        let mut back = vec![0u8; LEN - 100];
+        buf.copy_to_host(100, &mut back).unwrap();
+        assert!(back == bytes, "copy_to_host did not read host memory");
+        assert!(
+            buf.copy_from_host(LEN - 1, &[1, 2]).is_err(),
+            "a copy past the end"
+        );
+    }
+}

@@ -370,12 +370,21 @@ impl Memory {
     }
 
     /// Waits until the null stream of the memory's device has done the work queued on it
-    /// so far, as a copy of `cudaMemcpy`/`hipMemcpy` would (`null_stream.rs`).
-    fn after_null_stream(&self) -> Result<(), Error> {
-        match self.device_now() {
-            Some(device) => self.driver.wait_null_stream(device),
-            None => Ok(()),
-        }
+    /// so far, as a copy of `cudaMemcpy`/`hipMemcpy` would (`null_stream.rs`); says whether
+    /// the memory is host memory (pinned, registered or pageable, which only a driver whose
+    /// rule serves it takes in `from_raw`), which a synchronous copy reaches with a plain
+    /// `memcpy`: the runtime's host-to-device copy refuses a host destination.
+    fn after_null_stream(&self) -> Result<bool, Error> {
+        let Ok((checked, _in_flight)) = self.request_facts() else {
+            // The copy's own call reports what is wrong with the memory.
+            return Ok(false);
+        };
+        let facts = checked.facts();
+        self.driver.wait_null_stream(facts.device)?;
+        Ok(matches!(
+            facts.memory,
+            MemoryKind::Host | MemoryKind::Unregistered
+        ))
     }
 
     /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
@@ -386,7 +395,17 @@ impl Memory {
     pub(crate) fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         let dst = self.range(offset, data.len())?;
         self.driver.in_this_process()?;
-        self.after_null_stream()?;
+        if self.after_null_stream()? {
+            // SAFETY: host memory of this process (vouched for by `from_raw`'s caller, who
+            // keeps it readable and writable while the buffer lives), `dst..dst+len` inside
+            // the buffer (checked above), and `data` a live slice that cannot overlap memory
+            // the buffer lends out only through `&mut`.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst.0 as *mut u8, data.len());
+            }
+            return Ok(());
+        }
         // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
         // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
         // `data` is a live slice for the synchronous copy.
@@ -407,7 +426,15 @@ impl Memory {
     fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let src = self.range(offset, out.len())?;
         self.driver.in_this_process()?;
-        self.after_null_stream()?;
+        if self.after_null_stream()? {
+            // SAFETY: as in `copy_from_host`'s host branch, with `out` a live, exclusively
+            // borrowed slice.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.0 as *const u8, out.as_mut_ptr(), out.len());
+            }
+            return Ok(());
+        }
         // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
         #[allow(unsafe_code)]
         unsafe {
