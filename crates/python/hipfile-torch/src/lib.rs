@@ -10,9 +10,13 @@
 //! which the package's own functions guarantee.
 
 use hipfile::{ConfigBuilder, DeviceBuffer, DevicePtr, Driver, MemoryTypes};
-use hipfile_safetensors::{Dtype, Inventory, LoadError, Loader, Progress, Target};
+use hipfile_safetensors::{
+    Dtype, Inventory, LoadError, Loader, Progress, RemoteError, RemoteSettings, Target, is_url,
+};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::borrow::Cow;
@@ -64,6 +68,11 @@ fn load_error(e: LoadError) -> PyErr {
         }
         LoadError::Io { .. } => PyOSError::new_err(text),
         LoadError::Gpu { .. } => PyRuntimeError::new_err(text),
+        LoadError::Remote(RemoteError::NotFound { .. }) => PyFileNotFoundError::new_err(text),
+        LoadError::Remote(RemoteError::Denied { .. }) => PyPermissionError::new_err(text),
+        LoadError::Remote(RemoteError::Request { .. } | RemoteError::Runtime(_)) => {
+            PyOSError::new_err(text)
+        }
         _ => CheckpointError::new_err(text),
     }
 }
@@ -88,10 +97,25 @@ struct Checkpoint {
 #[pymethods]
 impl Checkpoint {
     /// Opens `paths`: safetensors files, or `model.safetensors.index.json` indexes standing
-    /// for the shards they name.
+    /// for the shards they name; or URLs of them (`s3://`, `http(s)://`, and
+    /// `s3://BUCKET/PREFIX/` for a prefix), all files or all URLs.
     #[new]
     fn new(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Checkpoint> {
-        let inventory = py.detach(|| Inventory::open(&paths)).map_err(load_error)?;
+        let urls: Vec<&str> = paths
+            .iter()
+            .filter_map(|p| p.to_str().filter(|t| is_url(t)))
+            .collect();
+        let inventory = if urls.is_empty() {
+            py.detach(|| Inventory::open(&paths))
+        } else if urls.len() == paths.len() {
+            let driver = driver()?;
+            py.detach(|| Inventory::open_urls(&driver, &urls, &RemoteSettings::default()))
+        } else {
+            return Err(CheckpointError::new_err(
+                "give local files or URLs (s3://, http://, https://), not both",
+            ));
+        }
+        .map_err(load_error)?;
         Ok(Checkpoint { inventory })
     }
 
@@ -197,6 +221,7 @@ fn read_into<'py>(
     out.set_item("bytes", report.bytes_read)?;
     out.set_item("fastpath_bytes", report.fastpath_bytes)?;
     out.set_item("fallback_bytes", report.fallback_bytes)?;
+    out.set_item("remote_bytes", report.remote_bytes)?;
     out.set_item("requests", report.requests)?;
     out.set_item("cold", report.cold)?;
     out.set_item("seconds", started.elapsed().as_secs_f64())?;

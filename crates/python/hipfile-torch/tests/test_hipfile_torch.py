@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
@@ -311,6 +312,84 @@ class Distributed(Base):
         self.assertTrue(all(r["same"] for r in results), results)
         self.assertEqual(sum(r["read"] for r in results), total)
         self.assertTrue(all(0 < r["read"] < total for r in results), results)
+
+
+class ObjectStorage(Base):
+    """URLs against a real S3-compatible server (s3s-fs, from crates.io) on loopback."""
+
+    KEYS = {"AWS_ACCESS_KEY_ID": "hipfile-test-key", "AWS_SECRET_ACCESS_KEY": "hipfile-test-secret",
+            "AWS_REGION": "us-east-1"}
+
+    def setUp(self):
+        super().setUp()
+        if shutil.which("s3s-fs") is None:
+            self.skipTest("s3s-fs is not on PATH (cargo install --locked s3s-fs@0.14.1 --features binary)")
+        self.root = os.path.join(self.dir, "s3")
+        os.makedirs(os.path.join(self.root, "models"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.server = subprocess.Popen(
+            ["s3s-fs", "--host", "127.0.0.1", "--port", str(port),
+             "--access-key", self.KEYS["AWS_ACCESS_KEY_ID"],
+             "--secret-key", self.KEYS["AWS_SECRET_ACCESS_KEY"], self.root],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(1000):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        self.saved = {k: os.environ.get(k) for k in [*self.KEYS, "AWS_ENDPOINT_URL"]}
+        os.environ.update(self.KEYS, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self.server.kill()
+        self.server.wait()
+        super().tearDown()
+
+    def object(self, key):
+        path = os.path.join(self.root, "models", key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def test_a_file_and_a_prefix_equal_safetensors(self):
+        want = tensors()
+        st.save_file(want, self.object("one.safetensors"))
+        got = ht.load_file("s3://models/one.safetensors", device="cpu")
+        self.assertSameTensors(got, want)
+        report = ht.last_report()
+        self.assertEqual(report.remote_bytes, report.bytes)
+        self.assertEqual(report.fastpath_bytes + report.fallback_bytes, 0)
+
+        names = sorted(want)
+        weight_map = {}
+        for i, part in enumerate((names[:5], names[5:])):
+            shard = f"model-0000{i + 1}-of-00002.safetensors"
+            st.save_file({n: want[n] for n in part}, self.object(f"ck/{shard}"))
+            weight_map.update({n: shard for n in part})
+        with open(self.object("ck/model.safetensors.index.json"), "w") as f:
+            json.dump({"weight_map": weight_map}, f)
+        self.assertSameTensors(ht.load_file("s3://models/ck/", device="cpu"), want)
+        some = ht.load_file("s3://models/ck/", device="cpu", filter="layer.1.*")
+        self.assertEqual(sorted(some), [n for n in names if n.startswith("layer.1.")])
+
+    def test_missing_objects_wrong_keys_and_mixed_paths_raise(self):
+        st.save_file(tensors(), self.object("one.safetensors"))
+        with self.assertRaises(FileNotFoundError) as e:
+            ht.load_file("s3://models/absent.safetensors", device="cpu")
+        self.assertIn("s3://models/absent.safetensors", str(e.exception))
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "wrong"
+        with self.assertRaises(PermissionError):
+            ht.load_file("s3://models/one.safetensors", device="cpu")
+        with self.assertRaises(ht.CheckpointError):
+            ht.load_file(["s3://models/one.safetensors", self.object("one.safetensors")],
+                         device="cpu")
 
 
 if __name__ == "__main__":

@@ -52,11 +52,13 @@ _NAMES: Dict[torch.dtype, str] = {dtype: name for name, dtype in _TYPES.items()}
 class LoadReport:
     """What the last load in this process did: bytes read, and by which of hipfile's
     backends (the fastpath reads straight into GPU memory; the fallback goes through host
-    staging buffers), requests made, whether the files were read as cold, and seconds."""
+    staging buffers) or from object storage (``remote_bytes``, for URLs), requests made,
+    whether the files were read as cold, and seconds."""
 
     bytes: int
     fastpath_bytes: int
     fallback_bytes: int
+    remote_bytes: int
     requests: int
     cold: bool
     seconds: float
@@ -160,7 +162,8 @@ def _read(
         sys.stderr.write(
             f"\nhipfile: {_last.bytes / 1e9:.2f} GB in {_last.seconds:.2f} s "
             f"({_last.gbps:.2f} GB/s): fastpath {_last.fastpath_bytes} bytes, fallback "
-            f"{_last.fallback_bytes} bytes, {_last.requests} requests\n"
+            f"{_last.fallback_bytes} bytes, remote {_last.remote_bytes} bytes, "
+            f"{_last.requests} requests\n"
         )
     return _last
 
@@ -174,7 +177,11 @@ def load_file(
     process_group=None,
 ) -> Dict[str, torch.Tensor]:
     """Loads a safetensors checkpoint: one file, a list of shards, or a
-    ``model.safetensors.index.json`` (the shards it names). Returns what
+    ``model.safetensors.index.json`` (the shards it names); or the same at URLs:
+    ``s3://BUCKET/KEY``, ``http(s)://HOST/PATH``, or ``s3://BUCKET/PREFIX/`` (its index, else
+    its ``.safetensors`` objects), read by ranged GETs pinned to each object's ETag, with the
+    endpoint and keys from ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN``. Returns what
     ``safetensors.torch.load_file`` returns for the same files, each tensor in memory that
     PyTorch allocated on ``device`` (``"cuda:N"``, a device number, or ``"cpu"``), read
     there by hipfile.
