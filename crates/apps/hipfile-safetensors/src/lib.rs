@@ -50,6 +50,8 @@
 
 mod cache;
 mod error;
+#[cfg(feature = "remote")]
+mod fetch;
 mod glob;
 mod header;
 mod index;
@@ -58,6 +60,7 @@ mod load;
 mod plan;
 #[cfg(feature = "remote")]
 mod remote;
+mod report;
 
 pub use error::LoadError;
 pub use glob::Glob;

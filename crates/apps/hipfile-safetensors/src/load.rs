@@ -6,6 +6,8 @@ use crate::glob::Glob;
 use crate::header::{Shard, Source};
 use crate::inventory::{Inventory, Target};
 use crate::plan::{self, ALIGN, Piece};
+use crate::report::ProgressFn;
+pub use crate::report::{LoadReport, Progress};
 use hipfile::{BackendKind, DeviceBuffer, DeviceSlice, Driver, FileHandle, Io};
 use safetensors::Dtype;
 use std::collections::{HashMap, VecDeque};
@@ -53,16 +55,6 @@ pub enum CacheState {
     Cold,
 }
 
-/// Bytes read so far and in all, as the progress callback gets them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
-    /// Bytes read so far.
-    pub done: u64,
-    /// Bytes the load reads in all (the selected tensors' data and what lies between
-    /// neighbours read as one request).
-    pub total: u64,
-}
-
 /// A shard's device, from its index and path.
 type ShardDevice<'a> = Box<dyn Fn(usize, &Path) -> i32 + 'a>;
 /// A tensor's device, from its name and its shard's index.
@@ -73,7 +65,6 @@ enum DeviceFn<'a> {
     Shard(ShardDevice<'a>),
     Tensor(TensorDevice<'a>),
 }
-pub(crate) type ProgressFn<'a> = Box<dyn FnMut(Progress) + 'a>;
 
 /// Loads safetensors checkpoints into device memory: set the options, then
 /// [`load`](Loader::load).
@@ -460,7 +451,7 @@ impl<'a> Loader<'a> {
         };
         #[cfg(feature = "remote")]
         if shards.iter().any(|s| matches!(s.source, Source::Remote(_))) {
-            return crate::remote::read_extents(shards, extents, buffers, self.progress.as_mut());
+            return crate::fetch::read_extents(shards, extents, buffers, self.progress.as_mut());
         }
         // Only the shards something is read from: a tensor read alone registers one file.
         let mut handles: Vec<Option<FileHandle>> = Vec::with_capacity(shards.len());
@@ -750,29 +741,6 @@ struct LoadedPart {
     shard: usize,
     buffer: DeviceBuffer,
     device: Option<i32>,
-}
-
-/// How a load went: bytes per backend, requests, and how it read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LoadReport {
-    /// Bytes read from the files that the load needed (tensor data, and the gaps read with
-    /// it).
-    pub bytes_read: u64,
-    /// Bytes the fastpath moved (file to GPU memory, no host copy).
-    pub fastpath_bytes: u64,
-    /// Bytes the fallback moved (through host staging buffers).
-    pub fallback_bytes: u64,
-    /// Bytes read from object storage or HTTP(S) servers (shards at URLs).
-    pub remote_bytes: u64,
-    /// Requests made.
-    pub requests: usize,
-    /// Whether the checkpoint was read as cold.
-    pub cold: bool,
-    /// Bytes per request.
-    pub request_size: u64,
-    /// Requests in flight at once.
-    pub in_flight: usize,
 }
 
 /// A checkpoint in device memory: one buffer per shard (per shard and device with

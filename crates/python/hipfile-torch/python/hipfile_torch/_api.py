@@ -12,8 +12,10 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 import torch
 
-from . import _native
+from ._native import Checkpoint as _Checkpoint
 from ._native import CheckpointError
+from ._native import read_into as _read_into
+from ._native import save as _save
 
 PathLike = Union[str, "os.PathLike[str]"]
 Filter = Union[None, str, Iterable[str], Callable[[str], bool]]
@@ -137,7 +139,7 @@ def _bar(done: int, total: int, started: float) -> None:
 
 
 def _read(
-    checkpoint: "_native.Checkpoint",
+    checkpoint: "_Checkpoint",
     targets: List[Tuple[str, int, int, int, int]],
     device: torch.device,
     progress: Progress,
@@ -156,7 +158,7 @@ def _read(
         callback = progress
     elif progress not in (False, None):
         raise TypeError("progress must be a bool or a callable taking (done, total)")
-    report = _native.read_into(checkpoint, targets, progress=callback)
+    report = _read_into(checkpoint, targets, progress=callback)
     _last = LoadReport(**report)
     if progress is True:
         sys.stderr.write(
@@ -203,7 +205,7 @@ def load_file(
     ``FileNotFoundError``/``OSError``), and nothing is returned.
     """
     dev = _device(device)
-    checkpoint = _native.Checkpoint(_paths(path_or_paths))
+    checkpoint = _Checkpoint(_paths(path_or_paths))
     keep = _selector(filter)
     tensors: Dict[str, torch.Tensor] = {}
     wanted = []
@@ -298,7 +300,7 @@ class safe_open:
         if framework not in ("pt", "torch", "pytorch"):
             raise ValueError(f"framework {framework!r}: hipfile_torch makes PyTorch tensors ('pt')")
         self._device = _device(device)
-        self._checkpoint = _native.Checkpoint(_paths(paths))
+        self._checkpoint = _Checkpoint(_paths(paths))
         self._tensors = {t[0]: t for t in self._checkpoint.tensors()}
 
     def __enter__(self) -> "safe_open":
@@ -307,7 +309,7 @@ class safe_open:
     def __exit__(self, *exc) -> None:
         self._checkpoint = None
 
-    def _open(self) -> "_native.Checkpoint":
+    def _open(self) -> "_Checkpoint":
         if self._checkpoint is None:
             raise RuntimeError("the checkpoint is closed: use it inside its `with` block")
         return self._checkpoint
@@ -447,4 +449,4 @@ def save_file(
         (name, _NAMES[t.dtype], list(t.shape), t.data_ptr(), t.numel() * t.element_size())
         for name, t in tensors.items()
     ]
-    _native.save(os.fspath(filename), described, metadata)
+    _save(os.fspath(filename), described, metadata)
