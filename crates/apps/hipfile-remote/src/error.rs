@@ -119,8 +119,59 @@ impl RemoteError {
             other => RemoteError::Request {
                 url: url.to_owned(),
                 what: what.to_owned(),
-                detail: other.to_string(),
+                detail: with_causes(&other),
             },
         }
+    }
+}
+
+/// `e`'s text followed by each cause's that it does not already say ("error sending
+/// request" alone hides a timeout or a refused connection).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !said.is_empty() && !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Chain(&'static str, Option<Box<Chain>>);
+
+    impl std::fmt::Display for Chain {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Chain {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|c| c as _)
+        }
+    }
+
+    #[test]
+    fn causes_are_added_once() {
+        let e = Chain(
+            "HTTP error: error sending request",
+            Some(Box::new(Chain(
+                "error sending request",
+                Some(Box::new(Chain("operation timed out", None))),
+            ))),
+        );
+        assert_eq!(
+            with_causes(&e),
+            "HTTP error: error sending request: operation timed out"
+        );
     }
 }

@@ -189,6 +189,7 @@ fn a_slow_answer_times_out() {
     let started = Instant::now();
     let e = read_all(&driver, &file).unwrap_err();
     assert!(matches!(e, RemoteError::Request { .. }), "{e:?}");
+    assert!(e.to_string().contains("timed out"), "{e}");
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -242,5 +243,6 @@ fn a_server_stopped_mid_read_fails_the_read() {
     std::thread::sleep(Duration::from_millis(350));
     server.stop();
     let e = reader.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("s3://models/big: GET bytes "), "{e}");
     assert!(matches!(e, RemoteError::Request { .. }), "{e:?}");
 }
