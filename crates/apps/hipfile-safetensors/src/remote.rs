@@ -26,7 +26,8 @@ impl Inventory {
     /// alone, no tensor data): each URL a shard, an index (`…/model.safetensors.index.json`,
     /// standing for the shards it names beside it), or an `s3://BUCKET/PREFIX/` prefix,
     /// which stands for its `model.safetensors.index.json` if it has one, else for its
-    /// `*.safetensors` objects in name order.
+    /// `*.safetensors` objects in name order (its own objects, not those of the folders
+    /// below it).
     ///
     /// # Errors
     ///
@@ -44,7 +45,11 @@ impl Inventory {
         let mut indexes = Vec::new();
         for &url in urls {
             if url.ends_with('/') {
-                let listed = hipfile_remote::list(url, settings)?;
+                // The prefix's own objects: those of folders below it are another model's.
+                let listed: Vec<String> = hipfile_remote::list(url, settings)?
+                    .into_iter()
+                    .filter(|u| u.strip_prefix(url).is_some_and(|name| !name.contains('/')))
+                    .collect();
                 if let Some(index) = listed
                     .iter()
                     .find(|u| u.ends_with(&format!("/{INDEX_NAME}")))

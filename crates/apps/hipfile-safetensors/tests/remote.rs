@@ -138,6 +138,10 @@ fn a_prefix_without_an_index_loads_its_safetensors_objects() {
     server.put("plain/b.safetensors", &shard(B, 2));
     server.put("plain/a.safetensors", &shard(A, 1));
     server.put("plain/README.md", b"not a shard");
+    // Another model below the prefix is not part of it.
+    std::fs::create_dir(server.object_path("plain/other")).unwrap();
+    server.put("plain/other/model.safetensors.index.json", b"{}");
+    server.put("plain/other/c.safetensors", b"not a shard either");
     let ck = Loader::new(&driver)
         .load_urls(&["s3://models/plain/"], &settings(&server))
         .unwrap();
