@@ -45,7 +45,7 @@ mod store;
 pub use error::RemoteError;
 pub use file::RemoteFile;
 pub use list::list;
-pub use location::Location;
+pub use location::{Location, is_url};
 pub use settings::{MAX_CONCURRENCY, MAX_REQUEST_SIZE, RemoteSettings, S3Settings};
 
 // The README's examples, compiled as doc tests (`cargo xtask docs` checks that they are here).

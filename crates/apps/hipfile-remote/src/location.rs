@@ -23,6 +23,15 @@ pub enum Location {
     },
 }
 
+/// The schemes [`Location::parse`] reads.
+pub const SCHEMES: [&str; 3] = ["s3://", "http://", "https://"];
+
+/// Whether `text` is a URL this crate reads (`s3://`, `http://`, `https://`), as opposed to
+/// a local path: what the loader, the CLI and the Python package tell them apart with.
+pub fn is_url(text: &str) -> bool {
+    SCHEMES.iter().any(|scheme| text.starts_with(scheme))
+}
+
 impl Location {
     /// Parses `url`.
     ///
@@ -86,6 +95,12 @@ impl Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        assert!(is_url("s3://b/k") && is_url("https://h/p") && is_url("http://h/p"));
+        assert!(!is_url("/tmp/s3://x") && !is_url("./s3:/b/k") && !is_url("model.safetensors"));
+    }
 
     #[test]
     fn s3_urls() {

@@ -65,7 +65,7 @@ mod report;
 pub use error::LoadError;
 pub use glob::Glob;
 #[cfg(feature = "remote")]
-pub use hipfile_remote::{RemoteError, RemoteSettings, S3Settings};
+pub use hipfile_remote::{RemoteError, RemoteSettings, S3Settings, is_url};
 pub use index::{Index, is_index};
 pub use inventory::{Inventory, Target, TensorInfo};
 pub use load::{
@@ -73,8 +73,6 @@ pub use load::{
     DEFAULT_HOT_IN_FLIGHT, DEFAULT_REQUEST_SIZE, LoadReport, Loader, MAX_REQUEST_SIZE, Progress,
     Tensor,
 };
-#[cfg(feature = "remote")]
-pub use remote::is_url;
 /// The safetensors crate this one reads the format with (for its [`Dtype`] and writers).
 pub use safetensors;
 pub use safetensors::Dtype;

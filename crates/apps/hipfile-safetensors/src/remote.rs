@@ -11,13 +11,6 @@ use hipfile::Driver;
 use hipfile_remote::{RemoteFile, RemoteSettings};
 use std::path::{Path, PathBuf};
 
-/// Whether `text` is a URL the loader reads remotely (`s3://`, `http://`, `https://`).
-pub fn is_url(text: &str) -> bool {
-    ["s3://", "http://", "https://"]
-        .iter()
-        .any(|scheme| text.starts_with(scheme))
-}
-
 /// The index's name that a prefix's listing is loaded through, when the prefix has one.
 const INDEX_NAME: &str = "model.safetensors.index.json";
 
@@ -149,16 +142,5 @@ impl Loader<'_> {
     ) -> Result<Checkpoint, LoadError> {
         let opened = Inventory::open_urls(self.driver(), urls, settings)?.shards;
         self.load_opened(opened)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_told_from_paths() {
-        assert!(is_url("s3://b/k") && is_url("https://h/p") && is_url("http://h/p"));
-        assert!(!is_url("/tmp/s3://x") && !is_url("model.safetensors"));
     }
 }

@@ -14,13 +14,9 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Instant;
 
-/// The URL that `src` names, if it names one (`s3://`, `http://`, `https://`).
+/// The URL that `src` names, if it names one ([`hipfile_remote::is_url`]).
 pub(super) fn remote_url(src: &Path) -> Option<&str> {
-    let text = src.to_str()?;
-    ["s3://", "http://", "https://"]
-        .iter()
-        .any(|scheme| text.starts_with(scheme))
-        .then_some(text)
+    src.to_str().filter(|text| hipfile_remote::is_url(text))
 }
 
 /// The driver, the opened object and the registered GPU buffer.
