@@ -79,7 +79,7 @@ impl Summary {
 }
 
 /// The zeros that pad a chunk to `align` in a buffer of `len` bytes.
-pub(super) fn zeros_for(align: u64, len: u64) -> Vec<u8> {
+fn zeros_for(align: u64, len: u64) -> Vec<u8> {
     vec![
         0u8;
         usize::try_from(align)
@@ -173,53 +173,44 @@ impl Setup {
         src_path: &Path,
         dst_path: &Path,
     ) -> Result<Summary, String> {
-        let dst = self
-            .driver
-            .register_file(dst_fd)
-            .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
-        let mut job = CopyJob {
+        let job = CopyJob {
             src: self.src,
-            dst,
+            dst: Sink::open(&self.driver, dst_fd, dst_path, self.len)?,
             buf: self.buf,
             src_path,
-            dst_path,
         };
-        job.run(self.len, src_fd, src_size, dst_fd)
+        job.run(self.len, src_fd, src_size)
     }
 }
 
 /// The registered files and buffer of one copy, with their paths for messages.
 pub(super) struct CopyJob<'a> {
     src: FileHandle,
-    dst: FileHandle,
+    dst: Sink<'a>,
     buf: DeviceBuffer,
     src_path: &'a Path,
-    dst_path: &'a Path,
 }
 
 impl CopyJob<'_> {
     /// Copies until a read returns no byte, then cuts the copy to the bytes read and flushes
     /// it. `src_size` (what the source claimed) only sizes the progress line.
-    fn run(
-        &mut self,
-        len: u64,
-        src_fd: &OwnedFd,
-        src_size: u64,
-        dst_fd: &OwnedFd,
-    ) -> Result<Summary, String> {
-        let align = write_align(self.dst.facts().dio_offset_align());
-        let zeros = zeros_for(align, len);
+    fn run(self, len: u64, src_fd: &OwnedFd, src_size: u64) -> Result<Summary, String> {
+        let CopyJob {
+            src,
+            mut dst,
+            mut buf,
+            src_path,
+        } = self;
         let mut read = Tally::default();
-        let mut write = Tally::default();
         let mut progress = Progress::new(src_size);
         let start = Instant::now();
         let mut offset = 0u64;
         loop {
             // The buffer is `len` bytes long: each read asks for all of it.
-            let outcome = self.src.read_at(&mut self.buf, offset).map_err(|e| {
+            let outcome = src.read_at(&mut buf, offset).map_err(|e| {
                 format!(
                     "cannot read {} ({len} bytes at offset {offset}): {e}",
-                    self.src_path.display()
+                    src_path.display()
                 )
             })?;
             read.count(&outcome);
@@ -227,34 +218,19 @@ impl CopyJob<'_> {
             if n == 0 {
                 break;
             }
-            let padded = pad_chunk(&mut self.buf, n, align, len, &zeros)?;
-            write_chunk(
-                &self.dst,
-                &self.buf,
-                self.dst_path,
-                n,
-                padded,
-                offset,
-                &mut write,
-            )?;
+            dst.put(&mut buf, n, offset)?;
             offset += n;
             progress.update(offset);
             // A short read is the end of a file whose size is right; procfs files and the
             // like also read short before it. A read of the library at the unaligned offset
             // that follows would be refused where only the fastpath is allowed, so a byte of
             // plain `pread` says whether there is more.
-            if n < len && !has_more(src_fd, offset, self.src_path)? {
+            if n < len && !has_more(src_fd, offset, src_path)? {
                 break;
             }
         }
         progress.finish();
-        let seconds = finish_copy(
-            dst_fd,
-            offset,
-            self.dst_path,
-            &self.src_path.display().to_string(),
-            start,
-        )?;
+        let (seconds, write) = dst.finish(offset, &src_path.display().to_string(), start)?;
         Ok(Summary {
             bytes: offset,
             seconds,
@@ -264,11 +240,78 @@ impl CopyJob<'_> {
     }
 }
 
+/// The copy's destination: the temporary file, registered, written in its direct-I/O
+/// alignment from the GPU buffer, with what the writes moved.
+pub(super) struct Sink<'a> {
+    handle: FileHandle,
+    fd: &'a OwnedFd,
+    path: &'a Path,
+    align: u64,
+    zeros: Vec<u8>,
+    len: u64,
+    written: Tally,
+}
+
+impl<'a> Sink<'a> {
+    /// Registers `fd` (named `path` in messages) for writes from a buffer of `len` bytes.
+    pub(super) fn open(
+        driver: &Driver,
+        fd: &'a OwnedFd,
+        path: &'a Path,
+        len: u64,
+    ) -> Result<Sink<'a>, String> {
+        let handle = driver
+            .register_file(fd)
+            .map_err(|e| register_failed(&path.display().to_string(), &e))?;
+        let align = write_align(handle.facts().dio_offset_align());
+        Ok(Sink {
+            handle,
+            fd,
+            path,
+            align,
+            zeros: zeros_for(align, len),
+            len,
+            written: Tally::default(),
+        })
+    }
+
+    /// Writes the buffer's first `n` bytes at `offset`, padded to the alignment.
+    pub(super) fn put(
+        &mut self,
+        buf: &mut DeviceBuffer,
+        n: u64,
+        offset: u64,
+    ) -> Result<(), String> {
+        let padded = pad_chunk(buf, n, self.align, self.len, &self.zeros)?;
+        write_chunk(
+            &self.handle,
+            buf,
+            self.path,
+            n,
+            padded,
+            offset,
+            &mut self.written,
+        )
+    }
+
+    /// Cuts the copy to the `offset` bytes read from `src_name`, flushes and checks it;
+    /// returns the seconds since `start` and what the writes moved.
+    pub(super) fn finish(
+        self,
+        offset: u64,
+        src_name: &str,
+        start: Instant,
+    ) -> Result<(f64, Tally), String> {
+        let seconds = finish_copy(self.fd, offset, self.path, src_name, start)?;
+        Ok((seconds, self.written))
+    }
+}
+
 /// Zeroes the buffer from `n` up to `n` rounded up to `align` (within its `len` bytes), and
 /// returns that rounded length: stale bytes of an earlier chunk must not reach the copy, even
 /// briefly (the tail is cut off only at the end). `zeros` holds at least `align` zeros, or
 /// `len`.
-pub(super) fn pad_chunk(
+fn pad_chunk(
     buf: &mut DeviceBuffer,
     n: u64,
     align: u64,
@@ -286,7 +329,7 @@ pub(super) fn pad_chunk(
 
 /// Cuts the copy in `dst_fd` (named `dst_path`) to the `offset` bytes read from `src_name`,
 /// flushes it and checks its size; returns the seconds since `start`.
-pub(super) fn finish_copy(
+fn finish_copy(
     dst_fd: &OwnedFd,
     offset: u64,
     dst_path: &Path,
@@ -327,7 +370,7 @@ pub(super) fn finish_copy(
 /// so that its totals are the file's size. A write that fails part-way comes back short
 /// (as `pwrite` does: the bytes written, if any, else the error), so the error is that of
 /// the write of the rest; a write that moves nothing fails the copy too.
-pub(super) fn write_chunk(
+fn write_chunk(
     dst: &FileHandle,
     buf: &DeviceBuffer,
     dst_path: &Path,

@@ -3,10 +3,7 @@
 //! (`hipfile-remote`), the library's writes out of it, as a local copy writes.
 
 use super::args::CpArgs;
-use super::copy::{
-    Progress, Summary, finish_copy, gpu_buffer, pad_chunk, write_align, write_chunk, zeros_for,
-};
-use crate::runtime::register_failed;
+use super::copy::{Progress, Sink, Summary, gpu_buffer};
 use crate::tally::Tally;
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver};
 use hipfile_remote::{RemoteFile, RemoteSettings};
@@ -52,16 +49,10 @@ impl RemoteSetup {
         dst_fd: &OwnedFd,
         dst_path: &Path,
     ) -> Result<Summary, String> {
-        let dst = self
-            .driver
-            .register_file(dst_fd)
-            .map_err(|e| register_failed(&dst_path.display().to_string(), &e))?;
-        let align = write_align(dst.facts().dio_offset_align());
-        let zeros = zeros_for(align, self.len);
+        let mut dst = Sink::open(&self.driver, dst_fd, dst_path, self.len)?;
         let size = self.object.size();
         let url = self.object.url().to_owned();
         let mut read = Tally::default();
-        let mut write = Tally::default();
         let mut progress = Progress::new(size);
         let start = Instant::now();
         let mut offset = 0u64;
@@ -80,13 +71,12 @@ impl RemoteSetup {
                 ));
             }
             read.remote_bytes += n;
-            let padded = pad_chunk(&mut self.buf, n, align, self.len, &zeros)?;
-            write_chunk(&dst, &self.buf, dst_path, n, padded, offset, &mut write)?;
+            dst.put(&mut self.buf, n, offset)?;
             offset += n;
             progress.update(offset);
         }
         progress.finish();
-        let seconds = finish_copy(dst_fd, offset, dst_path, &url, start)?;
+        let (seconds, write) = dst.finish(offset, &url, start)?;
         Ok(Summary {
             bytes: offset,
             seconds,
