@@ -4,7 +4,9 @@
 //! A read cuts its range into `request_size` parts, keeps up to `concurrency` GETs in
 //! flight, each streaming its body into a staging buffer of its own (pinned host memory for
 //! device reads), and copies each finished part to its place as it arrives, while the other
-//! GETs go on. Staging is `concurrency × request_size` bytes at most. Every GET carries
+//! GETs go on. Staging is `concurrency × request_size` bytes at most; the pinned slots of
+//! device reads are kept for the file's next reads (a copy or a load reads it many times),
+//! and freed with it. Every GET carries
 //! `If-Match` with the pinned ETag, and the ETag each answer carries is compared as well
 //! (some servers ignore `If-Match`): an object replaced mid-read is an error, never a torn
 //! read. A part that returns more or fewer bytes than asked is an error. On the first error
@@ -17,11 +19,11 @@ use crate::runtime::block_on;
 use crate::settings::RemoteSettings;
 use crate::store::connect;
 use futures::StreamExt;
-use hipfile::{DeviceBuf, DeviceSliceMut, Driver};
+use hipfile::{DeviceBuf, DeviceSliceMut, Driver, PinnedHostBuffer};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::ops::{DerefMut, Range};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::task::JoinSet;
 
 /// An object of an S3-compatible store or an HTTP(S) server, opened for reading.
@@ -34,6 +36,8 @@ pub struct RemoteFile {
     etag: Option<String>,
     settings: RemoteSettings,
     driver: Driver,
+    /// Pinned staging slots kept between device reads (at most `concurrency`).
+    staging: Mutex<Vec<PinnedHostBuffer>>,
 }
 
 /// One ranged GET: what it needs, owned, so that it can run on the runtime's threads.
@@ -73,6 +77,7 @@ impl RemoteFile {
             etag: meta.e_tag,
             settings,
             driver: driver.clone(),
+            staging: Mutex::new(Vec::new()),
         })
     }
 
@@ -117,19 +122,52 @@ impl RemoteFile {
         let (dst, _) = dst.split_at(want as usize).map_err(gpu)?;
         let mut chunks = dst.chunks(self.settings.request_size).map_err(gpu)?;
         let parts = self.parts(offset, want);
-        let slot = self.settings.request_size.min(want as usize);
-        let slots = (0..self.settings.concurrency.min(parts.len()))
-            .map(|_| self.driver.alloc_pinned(slot))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(gpu)?;
-        block_on(self.fetch(&parts, slots, |i, bytes| {
+        let slots = self.take_staging(parts.len(), want).map_err(gpu)?;
+        let (slots, fetched) = block_on(self.fetch(&parts, slots, |i, bytes| {
             chunks
                 .get_mut(i)
                 .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
                 .copy_from_host(bytes)
                 .map_err(gpu)
-        }))??;
-        Ok(want)
+        }))?;
+        self.keep_staging(slots);
+        fetched.map(|()| want)
+    }
+
+    /// Pinned staging for a read of `parts` parts and `want` bytes: the slots kept from
+    /// earlier reads, and new ones for the rest (full `request_size`, to be kept, unless the
+    /// whole read is smaller).
+    fn take_staging(
+        &self,
+        parts: usize,
+        want: u64,
+    ) -> Result<Vec<PinnedHostBuffer>, hipfile::Error> {
+        let needed = self.settings.concurrency.min(parts);
+        let mut slots = {
+            let mut kept = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
+            let from = kept.len().saturating_sub(needed);
+            kept.split_off(from)
+        };
+        let size = self
+            .settings
+            .request_size
+            .min(usize::try_from(want).unwrap_or(usize::MAX));
+        while slots.len() < needed {
+            slots.push(self.driver.alloc_pinned(size)?);
+        }
+        Ok(slots)
+    }
+
+    /// Keeps the full-size slots of a read for the next ones: at most `concurrency`, the
+    /// staging bound of one read, for as long as the file is open.
+    fn keep_staging(&self, slots: Vec<PinnedHostBuffer>) {
+        let mut kept = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.extend(
+            slots
+                .into_iter()
+                .filter(|s| s.len() == self.settings.request_size),
+        );
+        kept.truncate(self.settings.concurrency);
     }
 
     /// Reads the object's bytes from `offset` into host memory `dst`, as
@@ -147,14 +185,14 @@ impl RemoteFile {
         let parts = self.parts(offset, want);
         let slot = size.min(want as usize);
         let slots = vec![vec![0u8; slot]; self.settings.concurrency.min(parts.len())];
-        block_on(self.fetch(&parts, slots, |i, bytes| {
+        let (_, fetched) = block_on(self.fetch(&parts, slots, |i, bytes| {
             let at = i * size;
             dst.get_mut(at..at + bytes.len())
                 .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
                 .copy_from_slice(bytes);
             Ok(())
-        }))??;
-        Ok(want)
+        }))?;
+        fetched.map(|()| want)
     }
 
     /// The bytes a read of `len` at `offset` can return.
@@ -172,13 +210,14 @@ impl RemoteFile {
 
     /// Runs a GET for each of `parts` with at most `slots.len()` in flight, each into a
     /// slot, and hands part `i`'s bytes to `deliver(i, bytes)` as it finishes. The first
-    /// error cancels the GETs in flight, which are waited for before it is returned.
+    /// error cancels the GETs in flight, which are waited for before it is returned. Gives
+    /// back the slots (but those of cancelled GETs) with the outcome.
     async fn fetch<B>(
         &self,
         parts: &[Range<u64>],
         mut slots: Vec<B>,
         mut deliver: impl FnMut(usize, &[u8]) -> Result<(), RemoteError>,
-    ) -> Result<(), RemoteError>
+    ) -> (Vec<B>, Result<(), RemoteError>)
     where
         B: DerefMut<Target = [u8]> + Send + 'static,
     {
@@ -230,7 +269,7 @@ impl RemoteFile {
                 tasks.abort_all();
             }
         }
-        failure.map_or(Ok(()), Err)
+        (slots, failure.map_or(Ok(()), Err))
     }
 }
 
