@@ -246,3 +246,19 @@ fn a_server_stopped_mid_read_fails_the_read() {
     assert!(e.to_string().contains("s3://models/big: GET bytes "), "{e}");
     assert!(matches!(e, RemoteError::Request { .. }), "{e:?}");
 }
+
+#[test]
+fn a_server_with_weak_etags_is_read_without_if_match() {
+    let driver = require!(driver());
+    let server = require!(S3Server::start());
+    let bytes = pattern(300_000, 9);
+    server.put("weak", &bytes);
+    let proxy = Proxy::start(server.port(), |_, _| Fault::WeakEtag);
+    let file = RemoteFile::open(&driver, &url("weak"), settings(&proxy.endpoint())).unwrap();
+    assert!(
+        file.etag().is_some_and(|e| e.starts_with("W/")),
+        "{:?}",
+        file.etag()
+    );
+    assert_eq!(read_all(&driver, &file).unwrap(), bytes);
+}

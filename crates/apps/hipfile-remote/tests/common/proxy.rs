@@ -20,6 +20,10 @@ pub enum Fault {
     /// Forward it, and send back the answer with its body cut to this many bytes, its
     /// `Content-Length` and `Content-Range` saying so: a well-formed, shorter answer.
     Shorten(usize),
+    /// Act as a server whose ETags are weak: the answer's `ETag` becomes `W/"..."`, and a
+    /// request whose `If-Match` names a weak tag gets 412, as RFC 9110's strong comparison
+    /// of `If-Match` says.
+    WeakEtag,
 }
 
 /// The request line's method and the request's number (from 0) in the proxy's life.
@@ -113,6 +117,14 @@ fn serve(
             client.write_all(answer.as_bytes())?;
             continue;
         }
+        if fault == Fault::WeakEtag
+            && header(&head, "if-match").is_some_and(|tag| tag.starts_with("W/"))
+        {
+            client.write_all(
+                b"HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n",
+            )?;
+            continue;
+        }
         if let Fault::Delay(d) = fault {
             std::thread::sleep(d);
         }
@@ -123,6 +135,7 @@ fn serve(
         server.read_to_end(&mut answer)?;
         let answer = match fault {
             Fault::Shorten(n) => shorten(&answer, n),
+            Fault::WeakEtag => weaken(&answer),
             _ => keep_alive(&answer),
         };
         client.write_all(&answer)?;
@@ -231,6 +244,22 @@ fn shorten(answer: &[u8], n: usize) -> Vec<u8> {
             } else {
                 l
             }
+        })
+        .collect();
+    join(&lines, body)
+}
+
+/// The server's answer with its `ETag` made weak.
+fn weaken(answer: &[u8]) -> Vec<u8> {
+    let (lines, body) = split(answer);
+    let lines: Vec<String> = lines
+        .into_iter()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .map(|l| match l.split_once(':') {
+            Some((k, v)) if k.trim().eq_ignore_ascii_case("etag") => {
+                format!("ETag: W/{}", v.trim())
+            }
+            _ => l,
         })
         .collect();
     join(&lines, body)
