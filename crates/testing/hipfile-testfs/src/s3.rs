@@ -53,39 +53,62 @@ impl S3Server {
     }
 
     fn spawn(keys: bool) -> Result<S3Server, Skip> {
+        S3Server::spawn_with(keys, free_port)
+    }
+
+    /// Starts a server on the ports `port` gives, until one is its own.
+    fn spawn_with(keys: bool, mut port: impl FnMut() -> u16) -> Result<S3Server, Skip> {
         has_command("s3s-fs").map_err(|s| {
             Skip(format!(
                 "{s} (cargo install --locked s3s-fs@0.14.1 --features binary)"
             ))
         })?;
-        let root = TempDir::new("s3");
+        let mut root = TempDir::new("s3");
         std::fs::create_dir(root.path().join(S3Server::BUCKET))
             .unwrap_or_else(|e| panic!("cannot create the bucket's directory: {e}"));
-        let port = free_port();
-        let mut command = Command::new("s3s-fs");
-        command
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if keys {
-            command.args([
-                "--access-key",
-                S3Server::KEY_ID,
-                "--secret-key",
-                S3Server::SECRET,
-            ]);
+        // The port is free when asked, but another test may take it before the server binds
+        // it: then the server exits at once, and something else answers on the port. A
+        // server still running once its port answers is ours; otherwise try another port.
+        for _ in 0..5 {
+            let port = port();
+            let mut command = Command::new("s3s-fs");
+            command
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if keys {
+                command.args([
+                    "--access-key",
+                    S3Server::KEY_ID,
+                    "--secret-key",
+                    S3Server::SECRET,
+                ]);
+            }
+            let child = command
+                .arg(root.path())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start s3s-fs: {e}"));
+            let mut server = S3Server {
+                child: Some(child),
+                root,
+                port,
+            };
+            wait_for(port);
+            std::thread::sleep(Duration::from_millis(200));
+            if server.running() {
+                return Ok(server);
+            }
+            server.stop();
+            root = std::mem::replace(&mut server.root, TempDir::new("s3-unused"));
         }
-        let child = command
-            .arg(root.path())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start s3s-fs: {e}"));
-        let server = S3Server {
-            child: Some(child),
-            root,
-            port,
-        };
-        wait_for(port);
-        Ok(server)
+        panic!("s3s-fs did not keep a port of its own in 5 tries");
+    }
+
+    /// Whether the server process is still running.
+    fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// The port it listens on.
@@ -170,5 +193,26 @@ pub fn wait_for(port: u16) {
             "nothing listens on port {port} after 20 s"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::require;
+
+    #[test]
+    fn a_port_taken_before_the_server_binds_it_is_not_taken_for_the_server() {
+        // Something else listens on the first port offered, as another test's listener
+        // would after taking the port the server was about to bind.
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = other.local_addr().unwrap().port();
+        let mut offered = vec![free_port(), taken];
+        let mut server = require!(S3Server::spawn_with(false, move || offered
+            .pop()
+            .unwrap_or_else(free_port)));
+        assert_ne!(server.port(), taken);
+        assert!(server.running());
+        drop(other);
     }
 }
