@@ -498,7 +498,14 @@ impl<'a> Loader<'a> {
             requests: 0,
             progress: self.progress.as_mut(),
         };
-        let short = run_window(shards, &handles, buffers, &pieces, depth, &mut tally)?;
+        let short = run_window(
+            shards,
+            &handles,
+            buffers,
+            &pieces,
+            (depth, request),
+            &mut tally,
+        )?;
         // Requests that came back short (never expected before the end of the data): the
         // rest, one synchronous request at a time.
         for (p, mut got) in short {
@@ -636,14 +643,15 @@ impl Tally<'_, '_> {
     }
 }
 
-/// Makes the requests of `pieces`, `depth` at a time, oldest waited for first; returns the
-/// requests that came back short of what they need, with what they got.
+/// Makes the requests of `pieces`, a window of `depth` requests (or of their bytes at
+/// `request` each: [`plan::admits`]) at a time, oldest waited for first; returns the requests
+/// that came back short of what they need, with what they got.
 fn run_window(
     shards: &[Shard],
     handles: &[Option<FileHandle>],
     buffers: &mut [&mut DeviceBuffer],
     pieces: &[Piece],
-    depth: usize,
+    (depth, request): (usize, u64),
     tally: &mut Tally<'_, '_>,
 ) -> Result<Vec<(Piece, u64)>, LoadError> {
     // One view per request, cut from each part's buffer: the pieces of a part tile it.
@@ -676,13 +684,15 @@ fn run_window(
 
     let mut short = Vec::new();
     let mut queue: VecDeque<(usize, Io<'_>)> = VecDeque::with_capacity(depth);
+    let mut in_flight = 0u64;
     let mut next = 0;
     loop {
-        while queue.len() < depth && next < pieces.len() {
+        while plan::admits(queue.len(), in_flight, depth, request) && next < pieces.len() {
             let p = &pieces[next];
             if let Some(view) = views[next].take() {
                 let handle = registered(handles, shards, p.shard)?;
                 queue.push_back((next, handle.read_at_async(view, p.file_offset)));
+                in_flight += p.len;
             }
             next += 1;
         }
@@ -690,6 +700,7 @@ fn run_window(
             return Ok(short);
         };
         let p = pieces[i];
+        in_flight -= p.len;
         // On an error the requests still queued are cancelled or waited for as they drop.
         let outcome = io
             .wait()

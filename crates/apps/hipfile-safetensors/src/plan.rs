@@ -16,6 +16,18 @@ pub const ALIGN: u64 = 4096;
 /// another request's fill and drain.
 pub const MERGE_GAP: u64 = 1 << 20;
 
+/// The most requests a window holds, however small they are.
+pub const MAX_WINDOW: usize = 256;
+
+/// Whether a window of `count` requests in flight, holding `bytes`, admits another: it
+/// fills up to `depth` requests, and past that while it holds fewer than `depth × request`
+/// bytes. A load's requests are `request` bytes each, so this changes nothing for them;
+/// a framework's tensors read one by one (a few MiB each) would otherwise leave the engine a
+/// fraction of the bytes in flight that full requests give it.
+pub fn admits(count: usize, bytes: u64, depth: usize, request: u64) -> bool {
+    count < depth || (count < MAX_WINDOW && bytes < (depth as u64).saturating_mul(request))
+}
+
 /// A file range read into the part's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
@@ -182,6 +194,24 @@ mod tests {
             p.iter()
                 .all(|p| p.part == 5 && p.shard == 3 && p.len % ALIGN == 0)
         );
+    }
+
+    #[test]
+    fn a_window_of_small_requests_holds_the_bytes_of_full_ones() {
+        let mib = 1u64 << 20;
+        // Full requests: `depth` of them, as before.
+        assert!(admits(7, 7 * 64 * mib, 8, 64 * mib));
+        assert!(!admits(8, 8 * 64 * mib, 8, 64 * mib));
+        // 4 MiB tensors: the window grows to the bytes of 8 full requests.
+        assert!(admits(8, 8 * 4 * mib, 8, 64 * mib));
+        assert!(admits(127, 127 * 4 * mib, 8, 64 * mib));
+        assert!(!admits(128, 128 * 4 * mib, 8, 64 * mib));
+        // Tiny requests stop at the window's bound; one request in flight at least.
+        assert!(!admits(MAX_WINDOW, MAX_WINDOW as u64 * 4096, 8, 64 * mib));
+        assert!(admits(0, 0, 1, 4096));
+        // A cold load's one 1 GiB request in flight, or the same bytes in tensors.
+        assert!(!admits(1, 1 << 30, 1, 1 << 30));
+        assert!(admits(1, 16 * mib, 1, 1 << 30));
     }
 
     #[test]
