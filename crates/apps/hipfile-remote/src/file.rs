@@ -15,7 +15,7 @@
 
 use crate::error::RemoteError;
 use crate::location::Location;
-use crate::runtime::block_on;
+use crate::runtime::{block_on, handle};
 use crate::settings::RemoteSettings;
 use crate::store::connect;
 use futures::StreamExt;
@@ -24,6 +24,8 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::ops::{DerefMut, Range};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+use tokio::runtime::Handle;
 use tokio::task::JoinSet;
 
 /// An object of an S3-compatible store or an HTTP(S) server, opened for reading.
@@ -104,34 +106,99 @@ impl RemoteFile {
 
     /// Reads the object's bytes from `offset` into `dst`, up to its length or the object's
     /// end, and returns how many: fewer than `dst` only at the end of the object, 0 at or
-    /// past it.
+    /// past it. The driver's statistics count it ([`Driver::count_remote_read`]).
     ///
     /// # Errors
     ///
     /// Any [`RemoteError`] of a GET or of a copy; then `dst` holds an unspecified mix of
-    /// old and new bytes.
+    /// old and new bytes. [`RemoteError::Runtime`] when called on an asynchronous runtime's
+    /// thread: use [`read_async`](Self::read_async) there.
     pub fn read(&self, dst: DeviceSliceMut<'_>, offset: u64) -> Result<u64, RemoteError> {
-        let want = self.available(dst.byte_len(), offset);
-        if want == 0 {
-            return Ok(0);
-        }
+        let n = block_on(self.read_all(vec![(dst, offset)]))??;
+        Ok(n.iter().sum())
+    }
+
+    /// [`read`](Self::read), for an asynchronous caller: awaitable on any executor (the
+    /// GETs run on this crate's own runtime). Each part's copy into device memory runs on
+    /// the awaiting thread, a synchronous copy of at most `request_size` bytes. Dropping
+    /// the future cancels the GETs still in flight; `dst` then holds an unspecified mix.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), but for the runtime's thread, where this one is the call to
+    /// make.
+    pub async fn read_async(
+        &self,
+        dst: DeviceSliceMut<'_>,
+        offset: u64,
+    ) -> Result<u64, RemoteError> {
+        let n = self.read_all(vec![(dst, offset)]).await?;
+        Ok(n.iter().sum())
+    }
+
+    /// Reads several ranges at once: each `(dst, offset)` as [`read`](Self::read) would,
+    /// all their GETs sharing one window of `concurrency` (so that ranges smaller than
+    /// `request_size × concurrency` still keep it full). Returns the bytes each read.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read); then every `dst` holds an unspecified mix.
+    pub fn read_many(
+        &self,
+        reads: Vec<(DeviceSliceMut<'_>, u64)>,
+    ) -> Result<Vec<u64>, RemoteError> {
+        block_on(self.read_all(reads))?
+    }
+
+    /// The reads of [`read_many`](Self::read_many): every range cut into `request_size`
+    /// parts, fetched in one window, each part copied to its place as it arrives; each read
+    /// counted in the driver's statistics.
+    async fn read_all(
+        &self,
+        mut reads: Vec<(DeviceSliceMut<'_>, u64)>,
+    ) -> Result<Vec<u64>, RemoteError> {
+        let started = Instant::now();
         let gpu = |source| RemoteError::Gpu {
             url: self.url.clone(),
             source,
         };
-        let (dst, _) = dst.split_at(want as usize).map_err(gpu)?;
-        let mut chunks = dst.chunks(self.settings.request_size).map_err(gpu)?;
-        let parts = self.parts(offset, want);
-        let slots = self.take_staging(parts.len(), want).map_err(gpu)?;
-        let (slots, fetched) = block_on(self.fetch(&parts, slots, |i, bytes| {
-            chunks
-                .get_mut(i)
-                .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
-                .copy_from_host(bytes)
-                .map_err(gpu)
-        }))?;
+        let wants: Vec<u64> = reads
+            .iter()
+            .map(|(dst, offset)| self.available(dst.byte_len(), *offset))
+            .collect();
+        let mut chunks = Vec::new();
+        let mut parts = Vec::new();
+        for ((dst, offset), &want) in reads.iter_mut().zip(&wants) {
+            if want == 0 {
+                continue;
+            }
+            let view = dst.slice_mut(..want as usize).map_err(gpu)?;
+            chunks.extend(view.chunks(self.settings.request_size).map_err(gpu)?);
+            parts.extend(self.parts(*offset, want));
+        }
+        if parts.is_empty() {
+            return Ok(wants);
+        }
+        let handle = handle()?;
+        let largest = parts.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        let slots = self.take_staging(parts.len(), largest).map_err(gpu)?;
+        let (slots, fetched) = self
+            .fetch(&handle, &parts, slots, |i, bytes| {
+                chunks
+                    .get_mut(i)
+                    .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
+                    .copy_from_host(bytes)
+                    .map_err(gpu)
+            })
+            .await;
         self.keep_staging(slots);
-        fetched.map(|()| want)
+        drop(chunks);
+        let took = started.elapsed();
+        for ((dst, _), &want) in reads.iter().zip(&wants) {
+            self.driver
+                .count_remote_read(dst, fetched.is_ok().then_some(want), took);
+        }
+        fetched.map(|()| wants)
     }
 
     /// Pinned staging for a read of `parts` parts and `want` bytes: the slots kept from
@@ -185,7 +252,8 @@ impl RemoteFile {
         let parts = self.parts(offset, want);
         let slot = size.min(want as usize);
         let slots = vec![vec![0u8; slot]; self.settings.concurrency.min(parts.len())];
-        let (_, fetched) = block_on(self.fetch(&parts, slots, |i, bytes| {
+        let handle = handle()?;
+        let (_, fetched) = block_on(self.fetch(&handle, &parts, slots, |i, bytes| {
             let at = i * size;
             dst.get_mut(at..at + bytes.len())
                 .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
@@ -208,12 +276,13 @@ impl RemoteFile {
             .collect()
     }
 
-    /// Runs a GET for each of `parts` with at most `slots.len()` in flight, each into a
-    /// slot, and hands part `i`'s bytes to `deliver(i, bytes)` as it finishes. The first
+    /// Runs a GET for each of `parts` on `runtime` with at most `slots.len()` in flight,
+    /// each into a slot, and hands part `i`'s bytes to `deliver(i, bytes)` as it finishes. The first
     /// error cancels the GETs in flight, which are waited for before it is returned. Gives
     /// back the slots (but those of cancelled GETs) with the outcome.
     async fn fetch<B>(
         &self,
+        runtime: &Handle,
         parts: &[Range<u64>],
         mut slots: Vec<B>,
         mut deliver: impl FnMut(usize, &[u8]) -> Result<(), RemoteError>,
@@ -235,10 +304,13 @@ impl RemoteFile {
                     range: parts[next].clone(),
                 };
                 let index = next;
-                tasks.spawn(async move {
-                    let (slot, result) = get.run(slot).await;
-                    (index, slot, result)
-                });
+                tasks.spawn_on(
+                    async move {
+                        let (slot, result) = get.run(slot).await;
+                        (index, slot, result)
+                    },
+                    runtime,
+                );
                 next += 1;
             }
             let Some(joined) = tasks.join_next().await else {
@@ -337,5 +409,19 @@ impl Get {
             return Err(short(filled));
         }
         Ok(filled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send<T: Send>(_: &T) {}
+
+    /// An asynchronous read can be spawned on a multi-threaded executor (checked when this
+    /// compiles; never run).
+    #[allow(dead_code)]
+    fn an_asynchronous_read_is_send(file: &RemoteFile, dst: DeviceSliceMut<'_>) {
+        is_send(&file.read_async(dst, 0));
     }
 }

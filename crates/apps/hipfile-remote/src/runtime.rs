@@ -26,6 +26,11 @@ fn runtime() -> Result<&'static Runtime, RemoteError> {
         .map_err(|e| RemoteError::Runtime(format!("cannot start the remote reads' runtime: {e}")))
 }
 
+/// The runtime's handle, to spawn the GETs of an asynchronous read on from any executor.
+pub(crate) fn handle() -> Result<tokio::runtime::Handle, RemoteError> {
+    Ok(runtime()?.handle().clone())
+}
+
 /// Runs `future` to completion on the calling thread, with the runtime's threads serving
 /// what it spawns.
 ///

@@ -5,7 +5,7 @@
 mod common;
 
 use common::proxy::{Fault, Proxy};
-use common::{driver, pattern};
+use common::{counting_driver, driver, pattern};
 use hipfile::Driver;
 use hipfile_remote::{RemoteError, RemoteFile, RemoteSettings, S3Settings};
 use hipfile_testfs::{S3Server, require};
@@ -84,6 +84,54 @@ fn an_object_reads_into_device_memory_whole_and_in_ranges() {
     let mut host = vec![0; 200_000];
     assert_eq!(file.read_to_host(&mut host, 77).unwrap(), 200_000);
     assert_eq!(host, bytes[77..200_077]);
+}
+
+#[test]
+fn ranges_read_together_and_asynchronously_and_are_counted_as_reads() {
+    let driver = require!(counting_driver(3));
+    let server = require!(S3Server::start());
+    let bytes = pattern((1 << 20) + 5, 3);
+    server.put("shard.bin", &bytes);
+    let file = RemoteFile::open(&driver, &url("shard.bin"), settings(&server.endpoint())).unwrap();
+
+    // Three ranges of one object in one window: the middle one crosses parts, the last
+    // runs past the end.
+    let mut gpu = driver.alloc(3 << 20).unwrap();
+    let (a, rest) = gpu.slice_mut(..).unwrap().split_at(100).unwrap();
+    let (b, c) = rest.split_at(300 << 10).unwrap();
+    let got = file
+        .read_many(vec![(a, 7), (b, 500_000), (c, (1 << 20) - 20)])
+        .unwrap();
+    assert_eq!(got, [100, 300 << 10, 25]);
+    let mut out = vec![0; 100 + (300 << 10) + 25];
+    gpu.copy_to_host(0, &mut out).unwrap();
+    assert_eq!(out[..100], bytes[7..107]);
+    assert_eq!(
+        out[100..100 + (300 << 10)],
+        bytes[500_000..500_000 + (300 << 10)]
+    );
+    assert_eq!(out[100 + (300 << 10)..], bytes[bytes.len() - 25..]);
+
+    // The asynchronous read, awaited on an executor that is not the crate's runtime.
+    let read = file.read_async(gpu.slice_mut(..1 << 20).unwrap(), 5);
+    assert_eq!(futures::executor::block_on(read).unwrap(), 1 << 20);
+    let mut out = vec![0; 1 << 20];
+    gpu.copy_to_host(0, &mut out).unwrap();
+    assert_eq!(out, bytes[5..]);
+
+    // Every read is in the driver's statistics, as a read of the device, by no backend.
+    let stats = driver.stats().expect("counting");
+    let moved = 100 + (300 << 10) + 25 + (1 << 20);
+    assert_eq!((stats.remote_bytes, stats.remote_ops), (moved, 4));
+    assert_eq!((stats.read.bytes, stats.read.ops.ok), (moved, 4));
+    assert_eq!((stats.fastpath_bytes, stats.fallback_bytes), (0, 0));
+    assert_eq!(stats.gpus.iter().map(|g| g.read.bytes).sum::<u64>(), moved);
+
+    // A failed read is counted as one.
+    server.put("shard.bin", b"replaced");
+    let err = file.read(gpu.slice_mut(..64).unwrap(), 0).unwrap_err();
+    assert!(matches!(err, RemoteError::Changed { .. }), "{err}");
+    assert_eq!(driver.stats().unwrap().read.ops.err, 1);
 }
 
 #[test]

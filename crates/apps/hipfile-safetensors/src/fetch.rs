@@ -1,14 +1,16 @@
-//! The reading of remote shards' extents (the `remote` feature): each extent by its
-//! object's concurrent ranged GETs, straight into the part's device buffer.
+//! The reading of remote shards' extents (the `remote` feature): all the extents of one
+//! object, whatever part they are for, by its concurrent ranged GETs in one window, straight
+//! into the parts' device buffers.
 
 use crate::error::LoadError;
 use crate::header::{Shard, Source};
 use crate::plan;
 use crate::report::{LoadReport, Progress, ProgressFn};
-use hipfile::DeviceBuffer;
+use hipfile::{DeviceBuffer, DeviceSliceMut};
 
 /// Reads `extents` (part by part: its shard and its extents) of remote shards into
-/// `buffers`, each extent by the ranged GETs of its shard's [`RemoteFile`].
+/// `buffers`, object by object: each shard's extents together by the ranged GETs of its
+/// [`RemoteFile`].
 pub(crate) fn read_extents(
     shards: &[Shard],
     extents: &[(usize, &[plan::Extent])],
@@ -23,8 +25,32 @@ pub(crate) fn read_extents(
     let mut requests = 0usize;
     let mut request_size = 0u64;
     let mut in_flight = 0usize;
-    for (part, (shard, ext)) in extents.iter().enumerate() {
-        let shard = &shards[*shard];
+    // Every extent's view, by shard: one view per extent of a part (they lie in the part's
+    // buffer in order, apart).
+    let mut by_shard: Vec<Vec<(DeviceSliceMut<'_>, plan::Extent)>> = Vec::new();
+    by_shard.resize_with(shards.len(), Vec::new);
+    for ((shard, ext), buffer) in extents.iter().zip(buffers.iter_mut()) {
+        let gpu = |source| LoadError::Gpu {
+            path: shards[*shard].path.clone(),
+            what: "cannot make a view of the part's buffer".into(),
+            source: Box::new(source),
+        };
+        let mut rest = buffer.slice_mut(..).map_err(gpu)?;
+        let mut at = 0u64;
+        for e in *ext {
+            let (_, tail) = rest.split_at((e.buf_start - at) as usize).map_err(gpu)?;
+            let len = e.need_end - e.file_start;
+            let (view, tail) = tail.split_at(len as usize).map_err(gpu)?;
+            by_shard[*shard].push((view, *e));
+            rest = tail;
+            at = e.buf_start + len;
+        }
+    }
+    // Each object's extents, whatever part they are for, in one window of its GETs.
+    for (shard, views) in shards.iter().zip(by_shard) {
+        if views.is_empty() {
+            continue;
+        }
         let Source::Remote(object) = &shard.source else {
             return Err(LoadError::Option(
                 "a checkpoint's shards are all local files or all URLs".into(),
@@ -32,29 +58,24 @@ pub(crate) fn read_extents(
         };
         request_size = object.settings().request_size as u64;
         in_flight = object.settings().concurrency;
-        let buffer = &mut buffers[part];
-        for e in *ext {
-            let len = e.need_end - e.file_start;
-            let view = buffer
-                .slice_mut(e.buf_start as usize..(e.buf_start + len) as usize)
-                .map_err(|source| LoadError::Gpu {
-                    path: shard.path.clone(),
-                    what: "cannot make a view of the part's buffer".into(),
-                    source: Box::new(source),
-                })?;
-            let n = object.read(view, e.file_start)?;
-            if n < len {
+        let (reads, wanted): (Vec<_>, Vec<_>) = views
+            .into_iter()
+            .map(|(view, e)| ((view, e.file_start), e))
+            .unzip();
+        let got = object.read_many(reads)?;
+        for (e, n) in wanted.iter().zip(got) {
+            if n < e.need_end - e.file_start {
                 return Err(LoadError::Short {
                     path: shard.path.clone(),
                     at: e.file_start + n,
                     expected: e.need_end,
                 });
             }
-            requests += len.div_ceil(request_size.max(1)) as usize;
+            requests += n.div_ceil(request_size.max(1)) as usize;
             done += n;
-            if let Some(f) = progress.as_mut() {
-                f(Progress { done, total });
-            }
+        }
+        if let Some(f) = progress.as_mut() {
+            f(Progress { done, total });
         }
     }
     Ok(LoadReport {

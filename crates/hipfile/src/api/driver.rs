@@ -22,6 +22,7 @@ use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
 
 /// An open hipfile driver. Cheap to clone (a reference count); every clone, file handle and
 /// owned buffer keeps the driver open, and it closes when the last of them is dropped.
@@ -542,6 +543,11 @@ impl Driver {
     /// Counts a request that failed; `device` when its buffer was known.
     pub(crate) fn count_failed(&self, op: Op, device: Option<i32>) {
         self.inner.stats.failed(op, device);
+    }
+
+    /// Counts a read from object storage ([`Driver::count_remote_read`]).
+    pub(crate) fn count_remote(&self, device: i32, bytes: u64, size: u64, took: Duration) {
+        self.inner.stats.remote_read(device, bytes, size, took);
     }
 
     pub(crate) fn claim_fd(&self, fd: &impl AsRawFd) -> Result<(), Error> {

@@ -8,9 +8,11 @@
 //! comes in through [`DeviceBuffer::from_raw`], whose buffer is a view like any other.
 
 use crate::api::buffer::DeviceBuffer;
-use hipfile_core::{DevicePtr, Error};
+use crate::api::driver::Driver;
+use hipfile_core::{DevicePtr, Error, Op};
 use std::marker::PhantomData;
 use std::ops::{Bound, Range, RangeBounds};
+use std::time::Duration;
 
 mod sealed {
     pub trait Sealed {}
@@ -33,6 +35,27 @@ pub trait DeviceBuf: sealed::Sealed {
     /// The length in bytes.
     fn byte_len(&self) -> usize {
         self.parts().1.len()
+    }
+}
+
+impl Driver {
+    /// Counts a read into `dst` that a reader outside the engine served from object storage
+    /// (`hipfile-remote`'s reads do), so that [`Driver::stats`] and `hipfile stats` count
+    /// every byte the process read: as a read (count, bytes, time, size asked for: `dst`'s
+    /// length), as a read of the device `dst` belongs to, and in
+    /// [`StatsSnapshot::remote_bytes`](crate::StatsSnapshot::remote_bytes). `bytes` is what
+    /// the read returned, `None` for a read that failed (counted as a failed read); `took`
+    /// its time. Nothing is counted at `HIPFILE_STATS_LEVEL` 0.
+    pub fn count_remote_read(&self, dst: &impl DeviceBuf, bytes: Option<u64>, took: Duration) {
+        if !self.counting() {
+            return;
+        }
+        let (buffer, range) = dst.parts();
+        let device = buffer.memory().device_now();
+        match bytes {
+            Some(n) => self.count_remote(device.unwrap_or(-1), n, range.len() as u64, took),
+            None => self.count_failed(Op::Read, device),
+        }
     }
 }
 

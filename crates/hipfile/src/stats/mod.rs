@@ -83,6 +83,8 @@ pub(crate) struct Stats {
     fastpath_ops: AtomicU64,
     fallback_bytes: AtomicU64,
     fallback_ops: AtomicU64,
+    remote_bytes: AtomicU64,
+    remote_ops: AtomicU64,
     retries: AtomicU64,
     errors: AtomicU64,
     read: Direction,
@@ -176,6 +178,14 @@ pub struct StatsSnapshot {
     pub fallback_bytes: u64,
     /// Requests served by the fallback (retries included).
     pub fallback_ops: u64,
+    /// Bytes read from object storage into the driver's memory (reads that a reader
+    /// outside the engine served and counted: [`Driver::count_remote_read`]); they are in
+    /// [`read`](Self::read) too.
+    ///
+    /// [`Driver::count_remote_read`]: crate::Driver::count_remote_read
+    pub remote_bytes: u64,
+    /// Reads from object storage that succeeded.
+    pub remote_ops: u64,
     /// Requests the fallback served after the fastpath failed.
     pub retries: u64,
     /// Requests that failed.
@@ -255,6 +265,8 @@ impl Stats {
             &self.fastpath_ops,
             &self.fallback_bytes,
             &self.fallback_ops,
+            &self.remote_bytes,
+            &self.remote_ops,
             &self.retries,
             &self.errors,
         ] {
@@ -357,6 +369,31 @@ impl Stats {
         add(&self.changes, 1);
     }
 
+    /// Counts a read from object storage of `bytes` (of `size` asked for) into memory of
+    /// `device`, served in `took`: as a read (count, bytes, time, size), as the device's
+    /// read, and in the remote figures; by neither backend.
+    pub(crate) fn remote_read(&self, device: i32, bytes: u64, size: u64, took: Duration) {
+        if !self.counting() {
+            return;
+        }
+        add(&self.remote_bytes, bytes);
+        add(&self.remote_ops, 1);
+        let us = micros(took);
+        let dir = &self.read;
+        add(&dir.ops.ok, 1);
+        add(&dir.bytes, bytes);
+        add(&dir.latency_us, us);
+        if self.level >= 2 {
+            add(&dir.histogram[histogram_bucket(size)], 1);
+        }
+        if let Some(g) = self.gpu(device, Op::Read) {
+            add(&g.bytes, bytes);
+            add(&g.ops, 1);
+            add(&g.duration_us, us);
+        }
+        add(&self.changes, 1);
+    }
+
     /// Counts a request that failed; `device` when its buffer was known.
     pub(crate) fn failed(&self, op: Op, device: Option<i32>) {
         if !self.counting() {
@@ -435,6 +472,8 @@ impl Stats {
             fastpath_ops: self.fastpath_ops.load(Ordering::Relaxed),
             fallback_bytes: self.fallback_bytes.load(Ordering::Relaxed),
             fallback_ops: self.fallback_ops.load(Ordering::Relaxed),
+            remote_bytes: self.remote_bytes.load(Ordering::Relaxed),
+            remote_ops: self.remote_ops.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             read: self.load_direction(&self.read),
@@ -511,6 +550,27 @@ mod tests {
             4096,
             "counting goes on after a reset"
         );
+    }
+
+    #[test]
+    fn remote_reads_count_as_reads_of_neither_backend() {
+        let s = Stats::new(3);
+        s.remote_read(0, 4096, 8192, Duration::from_micros(9));
+        s.remote_read(-1, 10, 10, Duration::from_micros(1));
+        let snap = s.snapshot();
+        assert_eq!((snap.remote_bytes, snap.remote_ops), (4106, 2));
+        assert_eq!(snap.read.ops, OpCount::new(2, 0));
+        assert_eq!((snap.read.bytes, snap.read.latency_us), (4106, 10));
+        assert_eq!(snap.read.size_histogram[3], 1);
+        assert_eq!((snap.fastpath_bytes, snap.fallback_bytes), (0, 0));
+        assert_eq!(snap.gpus.len(), 1, "host memory is no device");
+        let g = snap.gpus[0].read;
+        assert_eq!((g.bytes, g.ops, g.fastpath, g.fallback), (4096, 1, 0, 0));
+        s.reset();
+        assert_eq!(s.snapshot().remote_bytes, 0);
+        let off = Stats::new(0);
+        off.remote_read(0, 1, 1, Duration::ZERO);
+        assert_eq!(off.snapshot(), StatsSnapshot::default());
     }
 
     #[test]

@@ -11,8 +11,17 @@ use hipfile_testfs::{Skip, emulated_runtime};
 
 /// A driver on the emulated runtime.
 pub fn driver() -> Result<Driver, Skip> {
+    counting_driver(0)
+}
+
+/// A driver on the emulated runtime that counts at `HIPFILE_STATS_LEVEL` `level`.
+pub fn counting_driver(level: u32) -> Result<Driver, Skip> {
     let lib = emulated_runtime()?;
-    let config: Config = ConfigBuilder::new().hip_library(lib).build_with(|_| None).0;
+    let config: Config = ConfigBuilder::new()
+        .hip_library(lib)
+        .stats_level(level)
+        .build_with(|_| None)
+        .0;
     Ok(Driver::open_private(config).expect("the emulated runtime opens"))
 }
 
