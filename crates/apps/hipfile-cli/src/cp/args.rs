@@ -61,9 +61,11 @@ pub struct CpArgs {
     /// not counted)
     #[arg(long)]
     pub json: bool,
-    /// Size of the GPU buffer, a multiple of 4096; never larger than SRC rounded up to 4096
-    #[arg(long, value_name = "N", default_value = "64MiB", value_parser = chunk)]
-    pub chunk: u64,
+    /// Size of the GPU buffer, a multiple of 4096; never larger than SRC rounded up to 4096.
+    /// Default: 64MiB for a file; for a URL, as much as its GETs read at once (8MiB x 16
+    /// in flight: 128MiB), so that a chunk keeps every GET of the window busy
+    #[arg(long, value_name = "N", value_parser = chunk)]
+    pub chunk: Option<u64>,
     /// The GPU runtime to use: the one found on this machine, or the emulated runtime
     /// libhipfile_emu.so in this program's directory or its deps/ subdirectory (test and
     /// development only)
@@ -78,6 +80,9 @@ pub struct CpArgs {
     #[arg(value_name = "DST")]
     pub dst: PathBuf,
 }
+
+/// The GPU buffer of a local copy unless `--chunk` says otherwise.
+pub const DEFAULT_CHUNK: u64 = 64 << 20;
 
 /// `--chunk`: a byte count, a non-zero multiple of [`CHUNK_UNIT`], at most [`MAX_CHUNK`].
 fn chunk(text: &str) -> Result<u64, String> {

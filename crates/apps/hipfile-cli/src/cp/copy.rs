@@ -154,7 +154,11 @@ impl Setup {
         let src = driver
             .register_file(src_fd)
             .map_err(|e| register_failed(&args.src.display().to_string(), &e))?;
-        let (buf, len) = gpu_buffer(&driver, args.chunk, src_size)?;
+        let (buf, len) = gpu_buffer(
+            &driver,
+            args.chunk.unwrap_or(super::args::DEFAULT_CHUNK),
+            src_size,
+        )?;
         Ok(Setup {
             driver,
             src,

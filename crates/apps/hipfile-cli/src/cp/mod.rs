@@ -197,26 +197,29 @@ mod tests {
             CpArgs {
                 json: false,
                 runtime: RuntimeChoice::Auto,
-                chunk: 64 << 20,
+                chunk: None,
                 src: PathBuf::from("a"),
                 dst: PathBuf::from("b"),
             }
         );
         let c = cp(&["--json", "a", "--chunk", "64K", "b", "--runtime=emulated"]);
         assert!(c.json);
-        assert_eq!(c.chunk, 65536);
+        assert_eq!(c.chunk, Some(65536));
         assert_eq!(c.runtime, RuntimeChoice::Emulated);
         assert_eq!((c.src, c.dst), (PathBuf::from("a"), PathBuf::from("b")));
         let c = cp(&["--chunk=4096", "--", "-a", "--json"]);
         assert!(!c.json);
-        assert_eq!(c.chunk, 4096);
+        assert_eq!(c.chunk, Some(4096));
         assert_eq!(
             (c.src, c.dst),
             (PathBuf::from("-a"), PathBuf::from("--json"))
         );
-        assert_eq!(cp(&["--chunk", "2147479552", "a", "b"]).chunk, MAX_CHUNK);
-        assert_eq!(cp(&["--chunk", "4MB", "a", "b"]).chunk, 4_194_304);
-        assert_eq!(cp(&["--chunk", "4MiB", "a", "b"]).chunk, 4_194_304);
+        assert_eq!(
+            cp(&["--chunk", "2147479552", "a", "b"]).chunk,
+            Some(MAX_CHUNK)
+        );
+        assert_eq!(cp(&["--chunk", "4MB", "a", "b"]).chunk, Some(4_194_304));
+        assert_eq!(cp(&["--chunk", "4MiB", "a", "b"]).chunk, Some(4_194_304));
     }
 
     #[test]

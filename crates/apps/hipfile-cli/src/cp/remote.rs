@@ -2,7 +2,7 @@
 //! of an HTTP(S) server copied through the GPU buffer: ranged GETs into the buffer
 //! (`hipfile-remote`), the library's writes out of it, as a local copy writes.
 
-use super::args::CpArgs;
+use super::args::{CHUNK_UNIT, CpArgs, MAX_CHUNK};
 use super::copy::{Progress, Sink, Summary, gpu_buffer};
 use crate::tally::Tally;
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver};
@@ -14,6 +14,16 @@ use std::time::Instant;
 /// The URL that `src` names, if it names one ([`hipfile_remote::is_url`]).
 pub(super) fn remote_url(src: &Path) -> Option<&str> {
     src.to_str().filter(|text| hipfile_remote::is_url(text))
+}
+
+/// The bytes one window of GETs reads (`request_size × concurrency`), the chunk of a
+/// remote copy unless `--chunk` says otherwise: a smaller chunk leaves GETs of the window
+/// idle at every chunk. A multiple of [`CHUNK_UNIT`], as `--chunk` is.
+fn window(settings: &RemoteSettings) -> u64 {
+    let bytes = (settings.request_size as u64)
+        .saturating_mul(settings.concurrency as u64)
+        .min(MAX_CHUNK);
+    (bytes - bytes % CHUNK_UNIT).max(CHUNK_UNIT)
 }
 
 /// The driver, the opened object and the registered GPU buffer.
@@ -33,7 +43,8 @@ impl RemoteSetup {
         let driver = crate::runtime::open_driver(settings, args.runtime)?;
         let object = RemoteFile::open(&driver, url, RemoteSettings::default())
             .map_err(|e| format!("cannot open {e}"))?;
-        let (buf, len) = gpu_buffer(&driver, args.chunk, object.size())?;
+        let chunk = args.chunk.unwrap_or_else(|| window(object.settings()));
+        let (buf, len) = gpu_buffer(&driver, chunk, object.size())?;
         Ok(RemoteSetup {
             driver,
             object,
@@ -97,5 +108,23 @@ mod tests {
         assert_eq!(remote_url(Path::new("http://h/p")), Some("http://h/p"));
         assert_eq!(remote_url(Path::new("./s3:/b/k")), None);
         assert_eq!(remote_url(Path::new("/tmp/x")), None);
+    }
+
+    #[test]
+    fn a_remote_chunk_holds_a_whole_window_of_gets() {
+        let defaults = RemoteSettings::default();
+        assert_eq!(window(&defaults), 128 << 20);
+        let huge = RemoteSettings {
+            request_size: 1 << 30,
+            concurrency: 256,
+            ..RemoteSettings::default()
+        };
+        assert_eq!(window(&huge), MAX_CHUNK);
+        let odd = RemoteSettings {
+            request_size: 5000,
+            concurrency: 3,
+            ..RemoteSettings::default()
+        };
+        assert_eq!(window(&odd), 12288);
     }
 }
