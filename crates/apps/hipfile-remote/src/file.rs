@@ -114,7 +114,7 @@ impl RemoteFile {
     /// old and new bytes. [`RemoteError::Runtime`] when called on an asynchronous runtime's
     /// thread: use [`read_async`](Self::read_async) there.
     pub fn read(&self, dst: DeviceSliceMut<'_>, offset: u64) -> Result<u64, RemoteError> {
-        let n = block_on(self.read_all(vec![(dst, offset)]))??;
+        let n = block_on(self.read_all(vec![(dst, offset)], |_| ()))??;
         Ok(n.iter().sum())
     }
 
@@ -132,7 +132,7 @@ impl RemoteFile {
         dst: DeviceSliceMut<'_>,
         offset: u64,
     ) -> Result<u64, RemoteError> {
-        let n = self.read_all(vec![(dst, offset)]).await?;
+        let n = self.read_all(vec![(dst, offset)], |_| ()).await?;
         Ok(n.iter().sum())
     }
 
@@ -147,7 +147,22 @@ impl RemoteFile {
         &self,
         reads: Vec<(DeviceSliceMut<'_>, u64)>,
     ) -> Result<Vec<u64>, RemoteError> {
-        block_on(self.read_all(reads))?
+        block_on(self.read_all(reads, |_| ()))?
+    }
+
+    /// [`read_many`](Self::read_many), calling `progress(bytes)` on the calling thread as
+    /// each part's `bytes` are in place (parts arrive in any order), for a progress report
+    /// of a long read.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_many`](Self::read_many).
+    pub fn read_many_with_progress(
+        &self,
+        reads: Vec<(DeviceSliceMut<'_>, u64)>,
+        progress: impl FnMut(u64),
+    ) -> Result<Vec<u64>, RemoteError> {
+        block_on(self.read_all(reads, progress))?
     }
 
     /// The reads of [`read_many`](Self::read_many): every range cut into `request_size`
@@ -156,6 +171,7 @@ impl RemoteFile {
     async fn read_all(
         &self,
         mut reads: Vec<(DeviceSliceMut<'_>, u64)>,
+        mut progress: impl FnMut(u64),
     ) -> Result<Vec<u64>, RemoteError> {
         let started = Instant::now();
         let gpu = |source| RemoteError::Gpu {
@@ -188,7 +204,9 @@ impl RemoteFile {
                     .get_mut(i)
                     .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
                     .copy_from_host(bytes)
-                    .map_err(gpu)
+                    .map_err(gpu)?;
+                progress(bytes.len() as u64);
+                Ok(())
             })
             .await;
         self.keep_staging(slots);

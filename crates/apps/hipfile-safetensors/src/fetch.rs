@@ -62,7 +62,12 @@ pub(crate) fn read_extents(
             .into_iter()
             .map(|(view, e)| ((view, e.file_start), e))
             .unzip();
-        let got = object.read_many(reads)?;
+        let got = object.read_many_with_progress(reads, |bytes| {
+            done += bytes;
+            if let Some(f) = progress.as_mut() {
+                f(Progress { done, total });
+            }
+        })?;
         for (e, n) in wanted.iter().zip(got) {
             if n < e.need_end - e.file_start {
                 return Err(LoadError::Short {
@@ -72,10 +77,6 @@ pub(crate) fn read_extents(
                 });
             }
             requests += n.div_ceil(request_size.max(1)) as usize;
-            done += n;
-        }
-        if let Some(f) = progress.as_mut() {
-            f(Progress { done, total });
         }
     }
     Ok(LoadReport {

@@ -121,6 +121,18 @@ fn a_prefix_with_an_index_loads_as_the_files_do() {
         assert_eq!(remote.shard_paths().count(), 2);
     }
 
+    // Progress comes part by part (64 KiB GETs here), not once an object, and ends at the
+    // total.
+    let mut steps = Vec::new();
+    let remote = Loader::new(&driver)
+        .progress(|p| steps.push((p.done, p.total)))
+        .load_urls(&["s3://models/ck/"], &settings(&server))
+        .unwrap();
+    let total = remote.report().bytes_read;
+    assert!(steps.len() > 4, "{steps:?}");
+    assert!(steps.windows(2).all(|w| w[0].0 < w[1].0), "{steps:?}");
+    assert_eq!(steps.last(), Some(&(total, total)));
+
     // The filter reads only what it selects.
     let some = Loader::new(&driver)
         .filter("layer.*")
