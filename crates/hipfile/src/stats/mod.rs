@@ -346,18 +346,7 @@ impl Stats {
         if retried {
             add(&self.retries, 1);
         }
-        let us = micros(took);
-        let dir = self.direction(op);
-        add(&dir.ops.ok, 1);
-        add(&dir.bytes, bytes);
-        add(&dir.latency_us, us);
-        if self.level >= 2 {
-            add(&dir.histogram[histogram_bucket(size)], 1);
-        }
-        if let Some(g) = self.gpu(device, op) {
-            add(&g.bytes, bytes);
-            add(&g.ops, 1);
-            add(&g.duration_us, us);
+        if let Some(g) = self.moved(op, device, bytes, size, took) {
             if !aligned {
                 add(&g.unaligned, 1);
             }
@@ -378,20 +367,33 @@ impl Stats {
         }
         add(&self.remote_bytes, bytes);
         add(&self.remote_ops, 1);
+        self.moved(Op::Read, device, bytes, size, took);
+        add(&self.changes, 1);
+    }
+
+    /// Counts `bytes` moved by one request of `size` in `took`, whoever served it: in its
+    /// direction, and in the figures of `device`, which it returns for the rest.
+    fn moved(
+        &self,
+        op: Op,
+        device: i32,
+        bytes: u64,
+        size: u64,
+        took: Duration,
+    ) -> Option<&GpuDirection> {
         let us = micros(took);
-        let dir = &self.read;
+        let dir = self.direction(op);
         add(&dir.ops.ok, 1);
         add(&dir.bytes, bytes);
         add(&dir.latency_us, us);
         if self.level >= 2 {
             add(&dir.histogram[histogram_bucket(size)], 1);
         }
-        if let Some(g) = self.gpu(device, Op::Read) {
-            add(&g.bytes, bytes);
-            add(&g.ops, 1);
-            add(&g.duration_us, us);
-        }
-        add(&self.changes, 1);
+        let g = self.gpu(device, op)?;
+        add(&g.bytes, bytes);
+        add(&g.ops, 1);
+        add(&g.duration_us, us);
+        Some(g)
     }
 
     /// Counts a request that failed; `device` when its buffer was known.
