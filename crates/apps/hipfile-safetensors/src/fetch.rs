@@ -35,16 +35,9 @@ pub(crate) fn read_extents(
             what: "cannot make a view of the part's buffer".into(),
             source: Box::new(source),
         };
-        let mut rest = buffer.slice_mut(..).map_err(gpu)?;
-        let mut at = 0u64;
-        for e in *ext {
-            let (_, tail) = rest.split_at((e.buf_start - at) as usize).map_err(gpu)?;
-            let len = e.need_end - e.file_start;
-            let (view, tail) = tail.split_at(len as usize).map_err(gpu)?;
-            by_shard[*shard].push((view, *e));
-            rest = tail;
-            at = e.buf_start + len;
-        }
+        let spans = ext.iter().map(|e| (e.buf_start, e.need_end - e.file_start));
+        let views = crate::views::cut(buffer, spans).map_err(gpu)?;
+        by_shard[*shard].extend(views.into_iter().zip(ext.iter().copied()));
     }
     // Each object's extents, whatever part they are for, in one window of its GETs.
     for (shard, views) in shards.iter().zip(by_shard) {

@@ -61,6 +61,7 @@ mod plan;
 #[cfg(feature = "remote")]
 mod remote;
 mod report;
+mod views;
 
 pub use error::LoadError;
 pub use glob::Glob;

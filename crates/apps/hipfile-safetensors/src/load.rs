@@ -670,15 +670,12 @@ fn run_window(
             source: Box::new(source),
         };
         mine.sort_by_key(|&i| pieces[i].buf_start);
-        let mut rest = buffer.slice_mut(..).map_err(gpu)?;
-        let mut at = 0u64;
-        for i in mine {
-            let p = &pieces[i];
-            let (_, tail) = rest.split_at((p.buf_start - at) as usize).map_err(gpu)?;
-            let (view, tail) = tail.split_at(p.len as usize).map_err(gpu)?;
-            views[i] = Some(view);
-            rest = tail;
-            at = p.buf_start + p.len;
+        let spans = mine.iter().map(|&i| (pieces[i].buf_start, pieces[i].len));
+        for (i, view) in mine
+            .iter()
+            .zip(crate::views::cut(buffer, spans).map_err(gpu)?)
+        {
+            views[*i] = Some(view);
         }
     }
 
