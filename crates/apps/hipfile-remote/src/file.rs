@@ -219,13 +219,13 @@ impl RemoteFile {
         fetched.map(|()| wants)
     }
 
-    /// Pinned staging for a read of `parts` parts and `want` bytes: the slots kept from
-    /// earlier reads, and new ones for the rest (full `request_size`, to be kept, unless the
-    /// whole read is smaller).
+    /// Pinned staging for a read of `parts` parts, the largest of `largest` bytes: the slots
+    /// kept from earlier reads, and new ones for the rest (full `request_size`, to be kept,
+    /// unless every part is smaller).
     fn take_staging(
         &self,
         parts: usize,
-        want: u64,
+        largest: u64,
     ) -> Result<Vec<PinnedHostBuffer>, hipfile::Error> {
         let needed = self.settings.concurrency.min(parts);
         let mut slots = {
@@ -236,7 +236,7 @@ impl RemoteFile {
         let size = self
             .settings
             .request_size
-            .min(usize::try_from(want).unwrap_or(usize::MAX));
+            .min(usize::try_from(largest).unwrap_or(usize::MAX));
         while slots.len() < needed {
             slots.push(self.driver.alloc_pinned(size)?);
         }
