@@ -4,7 +4,8 @@
 //! A read cuts its range into `request_size` parts, keeps up to `concurrency` GETs in
 //! flight, each streaming its body into a staging buffer of its own (pinned host memory for
 //! device reads), and copies each finished part to its place as it arrives, while the other
-//! GETs go on. Staging is `concurrency × request_size` bytes at most; the pinned slots of
+//! GETs go on ([`RemoteFile::read_many`] reads neighbouring small ranges with one GET).
+//! Staging is `concurrency × request_size` bytes at most; the pinned slots of
 //! device reads are kept for the file's next reads (a copy or a load reads it many times),
 //! and freed with it. Every GET carries
 //! `If-Match` with the pinned ETag, and the ETag each answer carries is compared as well
@@ -138,7 +139,11 @@ impl RemoteFile {
 
     /// Reads several ranges at once: each `(dst, offset)` as [`read`](Self::read) would,
     /// all their GETs sharing one window of `concurrency` (so that ranges smaller than
-    /// `request_size × concurrency` still keep it full). Returns the bytes each read.
+    /// `request_size × concurrency` still keep it full). Neighbouring ranges share GETs:
+    /// a range that starts at most 1 MiB after another ends is read by the same GET while
+    /// it stays within `request_size` (the hole is read and dropped), so that many small
+    /// ranges, such as a checkpoint's small tensors, do not each wait for a GET's first
+    /// byte. Returns the bytes each read.
     ///
     /// # Errors
     ///
@@ -166,8 +171,9 @@ impl RemoteFile {
     }
 
     /// The reads of [`read_many`](Self::read_many): every range cut into `request_size`
-    /// parts, fetched in one window, each part copied to its place as it arrives; each read
-    /// counted in the driver's statistics.
+    /// parts, neighbouring parts joined into one GET ([`merge`]), the GETs fetched in one
+    /// window, each part copied to its place as its GET arrives; each read counted in the
+    /// driver's statistics.
     async fn read_all(
         &self,
         mut reads: Vec<(DeviceSliceMut<'_>, u64)>,
@@ -195,17 +201,27 @@ impl RemoteFile {
         if parts.is_empty() {
             return Ok(wants);
         }
+        let gets = merge(&parts, self.settings.request_size as u64, MERGE_GAP);
+        let ranges: Vec<Range<u64>> = gets.iter().map(|g| g.range.clone()).collect();
         let handle = handle()?;
-        let largest = parts.iter().map(|r| r.end - r.start).max().unwrap_or(0);
-        let slots = self.take_staging(parts.len(), largest).map_err(gpu)?;
+        let largest = ranges.iter().map(|r| r.end - r.start).max().unwrap_or(0);
+        let slots = self.take_staging(ranges.len(), largest).map_err(gpu)?;
         let (slots, fetched) = self
-            .fetch(&handle, &parts, slots, |i, bytes| {
-                chunks
-                    .get_mut(i)
-                    .ok_or_else(|| RemoteError::Runtime(format!("no destination for part {i}")))?
-                    .copy_from_host(bytes)
-                    .map_err(gpu)?;
-                progress(bytes.len() as u64);
+            .fetch(&handle, &ranges, slots, |i, bytes| {
+                let pieces = gets.get(i).map_or(&[][..], |g| &g.pieces[..]);
+                for &(part, at) in pieces {
+                    let len = parts.get(part).map_or(0, |r| r.end - r.start) as usize;
+                    let (Some(chunk), Some(piece)) =
+                        (chunks.get_mut(part), bytes.get(at..at + len))
+                    else {
+                        return Err(RemoteError::Runtime(format!(
+                            "{}: no destination for part {part} of GET {i}",
+                            self.url
+                        )));
+                    };
+                    chunk.copy_from_host(piece).map_err(gpu)?;
+                    progress(len as u64);
+                }
                 Ok(())
             })
             .await;
@@ -363,6 +379,46 @@ impl RemoteFile {
     }
 }
 
+/// The widest hole between two ranges of one read that one GET reads through rather than
+/// start another: 1 MiB, about what one connection moves in the time a GET's first byte
+/// takes to come back from object storage (tens of milliseconds).
+const MERGE_GAP: u64 = 1 << 20;
+
+/// One GET of a read: its range, and the parts it fills (a part's index, and where its
+/// bytes start in the GET's).
+#[derive(Debug, PartialEq, Eq)]
+struct Planned {
+    range: Range<u64>,
+    pieces: Vec<(usize, usize)>,
+}
+
+/// The GETs for `parts` (each at most `limit` bytes): parts taken in file order, each joined
+/// to the GET before it when it starts at most `gap` bytes after that GET's end (or inside
+/// it) and the GET stays within `limit` bytes. Small neighbouring ranges (a checkpoint's
+/// small tensors) then cost one GET, not one each.
+fn merge(parts: &[Range<u64>], limit: u64, gap: u64) -> Vec<Planned> {
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| (parts[i].start, parts[i].end));
+    let mut gets: Vec<Planned> = Vec::new();
+    for i in order {
+        let part = &parts[i];
+        if let Some(get) = gets.last_mut() {
+            let end = get.range.end.max(part.end);
+            if part.start <= get.range.end.saturating_add(gap) && end - get.range.start <= limit {
+                get.range.end = end;
+                get.pieces
+                    .push((i, (part.start - get.range.start) as usize));
+                continue;
+            }
+        }
+        gets.push(Planned {
+            range: part.clone(),
+            pieces: vec![(i, 0)],
+        });
+    }
+    gets
+}
+
 impl Get {
     /// Runs the GET into `slot`, and gives the slot back with the bytes it holds.
     async fn run<B: DerefMut<Target = [u8]>>(self, mut slot: B) -> (B, Result<usize, RemoteError>) {
@@ -435,6 +491,34 @@ mod tests {
     use super::*;
 
     fn is_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn neighbouring_parts_share_a_get_within_its_size_and_gap() {
+        // Out of file order, one overlapping its neighbour, one past the gap, and one
+        // that would make its GET too long.
+        let parts = [10..20, 0..4, 3..8, 40..50, 50..70];
+        let gets = merge(&parts, 30, 5);
+        assert_eq!(
+            gets,
+            [
+                Planned {
+                    range: 0..20,
+                    pieces: vec![(1, 0), (2, 3), (0, 10)],
+                },
+                Planned {
+                    range: 40..70,
+                    pieces: vec![(3, 0), (4, 10)],
+                },
+            ]
+        );
+        let apart = merge(&parts, 30, 0);
+        assert_eq!(
+            apart.iter().map(|g| g.range.clone()).collect::<Vec<_>>(),
+            [0..8, 10..20, 40..70]
+        );
+        // A full-size part is a GET of its own.
+        assert_eq!(merge(&[0..30, 30..31], 30, 5).len(), 2);
+    }
 
     /// An asynchronous read can be spawned on a multi-threaded executor (checked when this
     /// compiles; never run).

@@ -135,6 +135,40 @@ fn ranges_read_together_and_asynchronously_and_are_counted_as_reads() {
 }
 
 #[test]
+fn neighbouring_small_ranges_share_one_get() {
+    let driver = require!(driver());
+    let server = require!(S3Server::start());
+    let bytes = pattern(4 << 20, 5);
+    server.put("small.bin", &bytes);
+    let proxy = Proxy::start(server.port(), |_, _| Fault::Pass);
+    let file = RemoteFile::open(&driver, &url("small.bin"), settings(&proxy.endpoint())).unwrap();
+
+    // Eight 1000-byte ranges 3000 bytes apart (small tensors with a header between), given
+    // out of order, then one 3 MiB further on: two GETs for the nine ranges, not nine.
+    let mut gpu = driver.alloc(9000).unwrap();
+    let mut reads = Vec::new();
+    let mut rest = gpu.slice_mut(..).unwrap();
+    let offsets = [9000, 0, 3000, 6000, 12_000, 15_000, 18_000, 21_000, 3 << 20];
+    for &offset in &offsets {
+        let (view, tail) = rest.split_at(1000).unwrap();
+        reads.push((view, offset));
+        rest = tail;
+    }
+    assert_eq!(file.read_many(reads).unwrap(), [1000; 9]);
+    let mut out = vec![0; 9000];
+    gpu.copy_to_host(0, &mut out).unwrap();
+    for (i, &offset) in offsets.iter().enumerate() {
+        let at = offset as usize;
+        assert!(
+            out[i * 1000..(i + 1) * 1000] == bytes[at..at + 1000],
+            "range {i}"
+        );
+    }
+    let gets = proxy.methods().iter().filter(|m| *m == "GET").count();
+    assert_eq!(gets, 2, "{:?}", proxy.methods());
+}
+
+#[test]
 fn a_missing_object_and_wrong_keys_are_named() {
     let driver = require!(driver());
     let server = require!(S3Server::start());
