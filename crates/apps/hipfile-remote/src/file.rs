@@ -24,6 +24,7 @@ use hipfile::{DeviceBuf, DeviceSliceMut, Driver, PinnedHostBuffer};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::ops::{DerefMut, Range};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use tokio::runtime::Handle;
@@ -41,6 +42,8 @@ pub struct RemoteFile {
     driver: Driver,
     /// Pinned staging slots kept between device reads (at most `concurrency`).
     staging: Mutex<Vec<PinnedHostBuffer>>,
+    /// Ranged GETs started by its reads (a retry of one is not another).
+    gets: AtomicU64,
 }
 
 /// One ranged GET: what it needs, owned, so that it can run on the runtime's threads.
@@ -81,6 +84,7 @@ impl RemoteFile {
             settings,
             driver: driver.clone(),
             staging: Mutex::new(Vec::new()),
+            gets: AtomicU64::new(0),
         })
     }
 
@@ -98,6 +102,12 @@ impl RemoteFile {
     /// replaced object cannot be told).
     pub fn etag(&self) -> Option<&str> {
         self.etag.as_deref()
+    }
+
+    /// The ranged GETs its reads have started so far; the client's retries of one GET are
+    /// not counted again.
+    pub fn gets(&self) -> u64 {
+        self.gets.load(Ordering::Relaxed)
     }
 
     /// The settings it reads with.
@@ -338,6 +348,7 @@ impl RemoteFile {
                     range: parts[next].clone(),
                 };
                 let index = next;
+                self.gets.fetch_add(1, Ordering::Relaxed);
                 tasks.spawn_on(
                     async move {
                         let (slot, result) = get.run(slot).await;

@@ -166,6 +166,7 @@ fn neighbouring_small_ranges_share_one_get() {
     }
     let gets = proxy.methods().iter().filter(|m| *m == "GET").count();
     assert_eq!(gets, 2, "{:?}", proxy.methods());
+    assert_eq!(file.gets(), 2);
 }
 
 #[test]

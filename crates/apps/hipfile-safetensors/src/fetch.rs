@@ -22,7 +22,7 @@ pub(crate) fn read_extents(
         .flat_map(|(_, ext)| ext.iter().map(|e| e.need_end - e.file_start))
         .sum();
     let mut done = 0u64;
-    let mut requests = 0usize;
+    let mut requests = 0u64;
     let mut request_size = 0u64;
     let mut in_flight = 0usize;
     // Every extent's view, by shard: one view per extent of a part (they lie in the part's
@@ -55,12 +55,14 @@ pub(crate) fn read_extents(
             .into_iter()
             .map(|(view, e)| ((view, e.file_start), e))
             .unzip();
+        let before = object.gets();
         let got = object.read_many_with_progress(reads, |bytes| {
             done += bytes;
             if let Some(f) = progress.as_mut() {
                 f(Progress { done, total });
             }
         })?;
+        requests += object.gets() - before;
         for (e, n) in wanted.iter().zip(got) {
             if n < e.need_end - e.file_start {
                 return Err(LoadError::Short {
@@ -69,7 +71,6 @@ pub(crate) fn read_extents(
                     expected: e.need_end,
                 });
             }
-            requests += n.div_ceil(request_size.max(1)) as usize;
         }
     }
     Ok(LoadReport {
@@ -77,7 +78,7 @@ pub(crate) fn read_extents(
         fastpath_bytes: 0,
         fallback_bytes: 0,
         remote_bytes: done,
-        requests,
+        requests: usize::try_from(requests).unwrap_or(usize::MAX),
         cold: false,
         request_size,
         in_flight,
