@@ -156,6 +156,42 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     streams(&d).stream_destroy(stream).unwrap();
 }
 
+#[test]
+fn a_stream_ordered_request_pins_only_the_staging_it_uses() {
+    // The default staging budget (256 MiB of 4 MiB buffers), served by the fallback: an
+    // 8 MiB read on a stream needs two buffers, not the whole budget.
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .io_threads(2)
+        .force_compat_mode(true)
+        .build_with(|_| None)
+        .0;
+    let base = Driver::open_private(config).unwrap();
+    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
+    let d = Driver::with_runtime(
+        base.config().clone(),
+        injected.clone(),
+        base.runtime().clone(),
+    );
+    let len = 8 << 20;
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-pins", len, 9);
+    let stream = d.create_stream().unwrap();
+    let mut buf = d.alloc(len).unwrap();
+    let done = fh.read_on(&stream, &mut buf, 0).unwrap().wait().unwrap();
+    assert_eq!(done.bytes, len as u64);
+    assert_eq!(done.backend, hipfile::BackendKind::Fallback);
+    stream.synchronize().unwrap();
+    let mut got = vec![0u8; len];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
+    let pinned = injected.pinned_bytes();
+    assert!(
+        pinned <= 16 << 20,
+        "an 8 MiB stream-ordered read pinned {pinned} bytes of staging"
+    );
+}
+
 /// A driver on the emulated runtime that serves everything with the fallback, through a
 /// staging pool of `chunks` buffers of 4 KiB: stream-ordered requests then go through
 /// staging buffers copied on the stream, many pieces and several segments each, each

@@ -136,12 +136,6 @@ impl Fallback {
         }
     }
 
-    /// Allocates every staging buffer now (see [`StagingPool::fill`]); returns how many
-    /// exist (0 for a fallback that only scores).
-    pub fn fill_staging(&self) -> usize {
-        self.staging.as_ref().map_or(0, |p| p.fill())
-    }
-
     /// The staging pool, for a fallback made with a runtime.
     pub fn staging(&self) -> Option<&StagingPool> {
         self.staging.as_deref()

@@ -9,8 +9,11 @@
 //! finds every buffer taken waits until one is given back. A caller that knows it will need
 //! several at once ([`StagingPool::reserve`]: a large request about to keep every I/O thread
 //! busy) has them made as one allocation, carved into buffers: each pinned allocation is a
-//! call into the driver that holds its locks and waits for the work queued on the device,
-//! so one allocation of many buffers costs less than many of one.
+//! call into the driver that takes its locks, so one allocation of many buffers costs less
+//! than many of one. Stream-ordered requests grow the pool on demand too: a pinned
+//! allocation neither waits for streams parked on a request's gate nor holds back later
+//! copies behind them (docs/decisions/stream-ordered-requests.md); freeing does wait, and
+//! the pool frees only when it is dropped.
 //!
 //! # Safety
 //!
@@ -330,25 +333,6 @@ impl StagingPool {
             self.lock().idle.extend(chunks);
         }
         drop(reserving);
-        self.allocated()
-    }
-
-    /// Allocates every buffer the pool may hold now, rather than on demand; returns how many
-    /// exist. Stream-ordered requests need this: a pinned allocation waits for the work
-    /// queued on every stream (CUDA's implicit synchronisation), so one made while a stream
-    /// is held back by a request that the allocation's own request must end first would
-    /// never return. Buffers taken by others count. The missing buffers are one allocation
-    /// ([`StagingPool::reserve`]); if it fails, they are allocated one by one until one of
-    /// those fails.
-    pub fn fill(&self) -> usize {
-        if self.reserve(self.config.max_buffers) >= self.config.max_buffers {
-            return self.config.max_buffers;
-        }
-        let mut held = Vec::new();
-        while let Some(guard) = self.try_acquire() {
-            held.push(guard);
-        }
-        drop(held);
         self.allocated()
     }
 
@@ -938,22 +922,6 @@ mod tests {
         send_sync::<StagingPool>();
         send_sync::<crate::Fallback>();
         send::<StagingGuard<'static>>();
-    }
-
-    #[test]
-    fn a_fill_allocates_every_buffer_once_and_leaves_them_idle() {
-        let (rt, live) = pinned_runtime(3);
-        let pool = StagingPool::new(Arc::new(rt), config(3));
-        let taken = pool.acquire().unwrap();
-        assert_eq!(pool.fill(), 3);
-        assert_eq!((pool.allocated(), pool.idle()), (3, 2));
-        drop(taken);
-        // A second fill allocates nothing more (the runtime allows three allocations).
-        assert_eq!(pool.fill(), 3);
-        assert_eq!(pool.idle(), 3);
-        // The two missing buffers were one allocation.
-        let sizes = live_sizes(&live);
-        assert_eq!(sizes, [4096, 2 * 4096]);
     }
 
     /// The sizes of the allocations not freed yet, smallest first.

@@ -98,8 +98,6 @@ struct Parts {
     gates: Gates,
     /// How requests wait for the caller's work on the null streams.
     null_streams: NullStreams,
-    /// Whether the staging pool was filled for stream-ordered requests.
-    filled: std::sync::Once,
 }
 
 struct RegisteredBuffer {
@@ -247,7 +245,6 @@ impl Driver {
                     engine,
                     gates,
                     null_streams,
-                    filled: std::sync::Once::new(),
                 }),
             }),
         }
@@ -495,16 +492,6 @@ impl Driver {
     /// The engine that serves requests which do not block their caller.
     pub(crate) fn engine(&self) -> &Engine {
         &self.inner.engine
-    }
-
-    /// Allocates every staging buffer before the first stream-ordered request is queued: a
-    /// pinned allocation waits for the work of every stream (CUDA's implicit
-    /// synchronisation), so one made on demand while a stream waits on a request could wait
-    /// for itself. Memory the pool would have allocated anyway under load.
-    pub(crate) fn prepare_for_streams(&self) {
-        self.inner.filled.call_once(|| {
-            self.inner.fallback.fill_staging();
-        });
     }
 
     /// The gate words of stream-ordered requests.

@@ -173,7 +173,6 @@ impl FileHandle {
                     .into(),
             });
         };
-        driver.prepare_for_streams();
         let mut report = report;
         if let StreamParams::Fixed(request) = &params {
             // SAFETY: the caller vouches for the stream.

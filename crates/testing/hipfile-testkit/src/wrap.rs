@@ -21,11 +21,14 @@ use hipfile_core::runtime::{
 use hipfile_core::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A runtime with faults in front of it. See the module documentation.
 pub struct Injected {
     inner: Arc<dyn GpuRuntime>,
     faults: Faults,
+    /// Bytes asked of `alloc_pinned`, failed calls included.
+    pinned_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for Injected {
@@ -42,6 +45,7 @@ impl Injected {
         Injected {
             inner,
             faults: Faults::default(),
+            pinned_bytes: AtomicU64::new(0),
         }
     }
 
@@ -53,6 +57,11 @@ impl Injected {
     /// How many calls of this kind were made, failed ones included.
     pub fn calls(&self, call: Call) -> usize {
         self.faults.calls(call)
+    }
+
+    /// The bytes of every pinned allocation asked for so far, failed ones included.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.pinned_bytes.load(Ordering::SeqCst)
     }
 
     /// The runtime behind the faults.
@@ -144,6 +153,8 @@ unsafe impl GpuRuntime for Injected {
         unsafe { self.inner.free_device(ptr) }
     }
     fn alloc_pinned(&self, len: usize) -> Result<*mut u8, RuntimeError> {
+        self.pinned_bytes
+            .fetch_add(u64::try_from(len).unwrap_or(u64::MAX), Ordering::SeqCst);
         self.enter(Call::AllocPinned, Site::default())?;
         self.inner.alloc_pinned(len)
     }
