@@ -281,6 +281,18 @@ impl RemoteFile {
         kept.truncate(self.settings.concurrency);
     }
 
+    /// Hands the pinned staging this file keeps for its next reads to `next`, a file of the
+    /// same driver about to be read, so that objects read one after another hold one
+    /// object's staging between them (`concurrency × request_size`), not one each. Slots
+    /// that do not fit `next`'s settings are freed; a file of another driver gets none.
+    pub fn pass_staging_to(&self, next: &RemoteFile) {
+        let slots =
+            std::mem::take(&mut *self.staging.lock().unwrap_or_else(PoisonError::into_inner));
+        if next.driver.same_as(&self.driver) {
+            next.keep_staging(slots);
+        }
+    }
+
     /// Reads the object's bytes from `offset` into host memory `dst`, as
     /// [`read`](Self::read) does into device memory (the staging is pageable).
     ///

@@ -39,7 +39,10 @@ pub(crate) fn read_extents(
         let views = crate::views::cut(buffer, spans).map_err(gpu)?;
         by_shard[*shard].extend(views.into_iter().zip(ext.iter().copied()));
     }
-    // Each object's extents, whatever part they are for, in one window of its GETs.
+    // Each object's extents, whatever part they are for, in one window of its GETs; the
+    // pinned staging goes from each object to the next, so that the load holds one
+    // object's worth at a time.
+    let mut previous: Option<&hipfile_remote::RemoteFile> = None;
     for (shard, views) in shards.iter().zip(by_shard) {
         if views.is_empty() {
             continue;
@@ -49,6 +52,9 @@ pub(crate) fn read_extents(
                 "a checkpoint's shards are all local files or all URLs".into(),
             ));
         };
+        if let Some(previous) = previous.replace(object) {
+            previous.pass_staging_to(object);
+        }
         request_size = object.settings().request_size as u64;
         in_flight = object.settings().concurrency;
         let (reads, wanted): (Vec<_>, Vec<_>) = views

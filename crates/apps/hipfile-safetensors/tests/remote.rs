@@ -240,3 +240,30 @@ fn a_shard_replaced_after_its_header_was_read_fails_the_read() {
         "{e:?}"
     );
 }
+
+#[test]
+fn a_load_of_several_objects_holds_one_objects_staging() {
+    let base = require!(driver());
+    let injected = std::sync::Arc::new(hipfile_testkit::Injected::new(base.tuning().gpu().clone()));
+    let driver = Driver::with_runtime(
+        base.config().clone(),
+        injected.clone(),
+        base.runtime().clone(),
+    );
+    let server = require!(S3Server::start());
+    std::fs::create_dir(server.object_path("two")).unwrap();
+    server.put("two/a.safetensors", &shard(A, 1));
+    server.put("two/b.safetensors", &shard(B, 2));
+    let settings = settings(&server);
+    let ck = Loader::new(&driver)
+        .load_urls(&["s3://models/two/"], &settings)
+        .unwrap();
+    assert_eq!(ck.len(), A.len() + B.len());
+    // Each object needs all `concurrency` slots; the second reuses the first's.
+    let one_object = (settings.concurrency * settings.request_size) as u64;
+    let pinned = injected.pinned_bytes();
+    assert!(
+        pinned <= one_object,
+        "a load of two objects pinned {pinned} bytes of staging, one object's is {one_object}"
+    );
+}
