@@ -56,6 +56,12 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
         .request_threads(2)
         .build_with(|_| None)
         .0;
+    Ok(injected(config))
+}
+
+/// A driver of `config` (on the emulated runtime) whose runtime is wrapped in an
+/// [`Injected`], and that wrapper.
+fn injected(config: hipfile::Config) -> (Driver, Arc<Injected>) {
     let base = Driver::open_private(config).unwrap();
     assert_eq!(base.runtime().platform, Platform::Emulated);
     let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
@@ -65,7 +71,7 @@ fn driver() -> Result<(Driver, Arc<Injected>), Skip> {
         base.runtime().clone(),
     );
     assert!(StreamOrdering::of(d.tuning().gpu().as_ref()).is_some());
-    Ok((d, injected))
+    (d, injected)
 }
 
 /// Holds `stream` back (a host function that waits) until the returned sender sends or is
@@ -167,13 +173,7 @@ fn a_stream_ordered_request_pins_only_the_staging_it_uses() {
         .force_compat_mode(true)
         .build_with(|_| None)
         .0;
-    let base = Driver::open_private(config).unwrap();
-    let injected = Arc::new(Injected::new(base.tuning().gpu().clone()));
-    let d = Driver::with_runtime(
-        base.config().clone(),
-        injected.clone(),
-        base.runtime().clone(),
-    );
+    let (d, injected) = injected(config);
     let len = 8 << 20;
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-pins", len, 9);
     let stream = d.create_stream().unwrap();
