@@ -1,5 +1,5 @@
 //! The parallel path for large requests: a request is cut into tasks (one even share per
-//! worker, see `Pipeline::task_for`) at file offsets that are multiples of the task size, a
+//! worker, longer behind a backlog: see `Pipeline::task_for`) at file offsets that are multiples of the task size, a
 //! pool of I/O threads serves the tasks of every request from one queue, and the caller waits
 //! for its own tasks, then adds up what they moved.
 //!
@@ -77,6 +77,8 @@ struct Shared {
 #[derive(Default)]
 struct Queue {
     tasks: VecDeque<Task>,
+    /// The bytes of `tasks`: work that every worker is too busy to have started.
+    bytes: u64,
     closing: bool,
 }
 
@@ -207,7 +209,8 @@ impl Pipeline {
         if self.start().is_empty() {
             return None;
         }
-        let task_size = self.task_for(device.len());
+        let backlog = lock(&self.shared.queue).bytes;
+        let task_size = self.task_for(device.len(), backlog);
         let tasks = split(device, file_offset, task_size);
         // Long tasks read sequentially enough for the kernel's readahead to keep the disk
         // busy; short ones do better with direct reads (see `DIRECT_BELOW_TASK`).
@@ -233,6 +236,7 @@ impl Pipeline {
         self.shared.pool.reserve(busy);
         {
             let mut queue = lock(&self.shared.queue);
+            queue.bytes += device.len();
             queue.tasks.extend(
                 tasks
                     .iter()
@@ -345,12 +349,20 @@ impl Pipeline {
     /// of every task, which costs one chunk's copy per task, while very large tasks would
     /// keep a request's error from stopping the others early and hold workers from later
     /// requests.
-    fn task_for(&self, len: u64) -> u64 {
+    ///
+    /// Behind a `backlog` of queued bytes that no worker has started (every worker busy),
+    /// spreading the request gains nothing: its tasks wait anyway, and each drain costs. Its
+    /// tasks are then as long as each worker's share of the backlog, up to the whole
+    /// request (within the same upper bound), so that many requests in flight (a loader's
+    /// window of tensors, many callers' mid-size reads) move in long tasks, while the
+    /// request's tasks still end about when the work queued before them does.
+    fn task_for(&self, len: u64, backlog: u64) -> u64 {
         let threads = u64::try_from(self.threads.max(1)).unwrap_or(1);
         let even_share = round_up(len.div_ceil(threads), ALIGN);
-        even_share
-            .max(MIN_TASK.min(self.task_size))
-            .min(MAX_TASK.max(self.task_size))
+        let most = MAX_TASK.max(self.task_size);
+        let spread = even_share.max(MIN_TASK.min(self.task_size)).min(most);
+        let behind = round_up((backlog / threads).min(len), ALIGN).min(most);
+        spread.max(behind)
     }
 
     /// The staging buffers that requests of `len` bytes keep busy when they keep every
@@ -359,7 +371,7 @@ impl Pipeline {
         if len == 0 {
             return 0;
         }
-        let task = self.task_for(len).min(len);
+        let task = self.task_for(len, 0).min(len);
         self.threads * buffers_for(self.chunk_size(), 0, task)
     }
 
@@ -508,6 +520,7 @@ fn worker(shared: &Shared) {
             let mut queue = lock(&shared.queue);
             loop {
                 if let Some(t) = queue.tasks.pop_front() {
+                    queue.bytes -= t.device.len();
                     break t;
                 }
                 if queue.closing {
@@ -880,17 +893,53 @@ mod tests {
     fn tasks_are_even_shares_within_the_bounds() {
         const MIB: u64 = 1 << 20;
         let p = pipeline(16, 4 * MIB);
-        assert_eq!(p.task_for(64 * MIB), 4 * MIB);
-        assert_eq!(p.task_for(256 * MIB), 16 * MIB);
-        assert_eq!(p.task_for(16 * MIB), MIB);
-        assert_eq!(p.task_for(MIB + 1), MIB, "at least MIN_TASK");
-        assert_eq!(p.task_for(1 << 30), 64 * MIB, "at most MAX_TASK");
-        assert_eq!(p.task_for(8 << 30), 64 * MIB);
-        assert_eq!(p.task_for(100 * MIB / 3), 534 * 4096, "rounded up to 4 KiB");
+        assert_eq!(p.task_for(64 * MIB, 0), 4 * MIB);
+        assert_eq!(p.task_for(256 * MIB, 0), 16 * MIB);
+        assert_eq!(p.task_for(16 * MIB, 0), MIB);
+        assert_eq!(p.task_for(MIB + 1, 0), MIB, "at least MIN_TASK");
+        assert_eq!(p.task_for(1 << 30, 0), 64 * MIB, "at most MAX_TASK");
+        assert_eq!(p.task_for(8 << 30, 0), 64 * MIB);
+        assert_eq!(
+            p.task_for(100 * MIB / 3, 0),
+            534 * 4096,
+            "rounded up to 4 KiB"
+        );
         // A configured size below MIN_TASK is the lower bound, one above MAX_TASK the upper.
-        assert_eq!(pipeline(16, 64 << 10).task_for(100 << 10), 64 << 10);
-        assert_eq!(pipeline(16, 256 * MIB).task_for(8 << 30), 256 * MIB);
-        assert_eq!(pipeline(16, 256 * MIB).task_for(64 * MIB), 4 * MIB);
+        assert_eq!(pipeline(16, 64 << 10).task_for(100 << 10, 0), 64 << 10);
+        assert_eq!(pipeline(16, 256 * MIB).task_for(8 << 30, 0), 256 * MIB);
+        assert_eq!(pipeline(16, 256 * MIB).task_for(64 * MIB, 0), 4 * MIB);
+    }
+
+    /// Behind a backlog every worker is busy: a request is cut into tasks as long as each
+    /// worker's share of the backlog, up to the whole request and the upper bound.
+    #[test]
+    fn behind_a_backlog_tasks_grow_to_each_workers_share_of_it() {
+        const MIB: u64 = 1 << 20;
+        let p = pipeline(16, 4 * MIB);
+        assert_eq!(
+            p.task_for(16 * MIB, 8 * MIB),
+            MIB,
+            "a short backlog: the even share"
+        );
+        assert_eq!(p.task_for(16 * MIB, 64 * MIB), 4 * MIB);
+        assert_eq!(
+            p.task_for(16 * MIB, 512 * MIB),
+            16 * MIB,
+            "the whole request"
+        );
+        assert_eq!(p.task_for(4 * MIB, 512 * MIB), 4 * MIB);
+        assert_eq!(
+            p.task_for(3 * MIB + 5, 512 * MIB),
+            3 * MIB + 4096,
+            "rounded up to 4 KiB"
+        );
+        assert_eq!(p.task_for(1 << 30, 8 << 30), 64 * MIB, "at most MAX_TASK");
+        assert_eq!(
+            p.task_for(64 * MIB, 0),
+            4 * MIB,
+            "no backlog: the even share"
+        );
+        assert_eq!(p.task_for(64 * MIB, u64::MAX), 64 * MIB);
     }
 
     #[test]
@@ -917,7 +966,7 @@ mod tests {
         assert_eq!(p.threads, FallbackKnobs::MAX_IO_THREADS);
         assert_eq!(p.task_size, u64::MAX / ALIGN * ALIGN);
         let len = hipfile_core::MAX_IO_SIZE;
-        assert_eq!(p.task_for(len), round_up(len.div_ceil(1024), ALIGN));
+        assert_eq!(p.task_for(len, 0), round_up(len.div_ceil(1024), ALIGN));
         let range = DeviceRange::for_test(DevicePtr(0x10_000), len);
         let pieces = split(range, (i64::MAX as u64) - len, p.task_size);
         assert_eq!(pieces.len(), 1);
