@@ -1,7 +1,7 @@
 //! The parallel path for large requests: a request is cut into tasks (one even share per
-//! worker, longer behind a backlog: see `Pipeline::task_for`) at file offsets that are multiples of the task size, a
-//! pool of I/O threads serves the tasks of every request from one queue, and the caller waits
-//! for its own tasks, then adds up what they moved.
+//! worker, longer behind a backlog: see `Pipeline::task_for`) at file offsets that are
+//! multiples of the task size, a pool of I/O threads serves the tasks of every request from
+//! one queue, and the caller waits for its own tasks, then adds up what they moved.
 //!
 //! Each worker creates a stream and events for a device on its first task for a buffer of
 //! that device, and keeps them until the pool is dropped; before a task it makes the buffer's

@@ -294,9 +294,10 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
 ///
 /// # Safety
 ///
-/// A registered `buffer_base` is still allocated. An unregistered one, if it is memory the
-/// rule serves, stays allocated until the call returns and nothing else writes the range
-/// meanwhile; host memory the runtime does not know is valid for `buffer_offset + size`
+/// A registered `buffer_base` is still allocated, and nothing else writes the range the
+/// call reads into meanwhile (reads of other ranges of it may run at once). An unregistered
+/// one, if it is memory the rule serves, stays allocated until the call returns and nothing
+/// else writes the range meanwhile; host memory the runtime does not know is valid for `buffer_offset + size`
 /// bytes from `buffer_base`, as `pread`'s buffer is for its count.
 pub unsafe extern "C" fn hipFileRead(
     fh: hipFileHandle_t,
@@ -403,8 +404,18 @@ unsafe fn io(
     let size = size as u64;
     let result = match (dir, target) {
         (Dir::Read, Target::Registered(b)) => {
-            let mut guard = b.write().unwrap_or_else(PoisonError::into_inner);
-            file.read(&mut guard, size, file_offset, buffer_offset)
+            // Reads into one registered buffer run at once, as cuFile's do (fastsafetensors
+            // reads a file into one registered buffer from 16 threads): each reads into a
+            // view of its own over the registered memory, not through the buffer itself,
+            // which a `&mut` would give to one read at a time. Holding `b` (and its read
+            // lock) keeps the buffer registered until the read ends.
+            let guard = b.read().unwrap_or_else(PoisonError::into_inner);
+            // SAFETY: the registered memory, which the caller keeps allocated while the call
+            // runs and which nothing else writes in the range the read names (`hipFileRead`'s
+            // contract); the registration checked that the rule registers it and that it lies
+            // inside its allocation where the runtime knows one.
+            let mut view = unsafe { DeviceBuffer::from_raw(&driver, guard.ptr(), guard.len()) };
+            file.read(&mut view, size, file_offset, buffer_offset)
         }
         (Dir::Write, Target::Registered(b)) => {
             let guard = b.read().unwrap_or_else(PoisonError::into_inner);

@@ -67,7 +67,7 @@ static void release(void)
     pthread_mutex_unlock(&hold_lock);
 }
 
-enum call { WRITE, READ, BATCH_WRITE };
+enum call { WRITE, READ, BATCH_WRITE, READ_LOW, READ_HIGH };
 
 struct request {
     enum call call;
@@ -107,6 +107,8 @@ static void *run(void *arg)
     case WRITE: r->got = hipFileWrite(fh, r->dev, N, 0, 0); break;
     case READ: r->got = hipFileRead(fh, r->dev, N, 0, 0); break;
     case BATCH_WRITE: r->got = batch_write(r->dev); break;
+    case READ_LOW: r->got = hipFileRead(fh, r->dev, N / 2, 0, 0); break;
+    case READ_HIGH: r->got = hipFileRead(fh, r->dev, N / 2, N / 2, N / 2); break;
     }
     r->ended = 1;
     return NULL;
@@ -216,6 +218,31 @@ int main(int argc, char **argv)
     release();
     pthread_join(t, NULL);
     CHECK(r.got == N);
+    CHECK(device_is(dev, sevens));
+
+    /* Reads into one registered buffer run at once (cuFile clients such as fastsafetensors
+     * read a file into one registered buffer from many threads): while the read of one
+     * half waits for the null stream, the read of the other half begins to wait too. */
+    hold();
+    before = hipfileEmuNullStreamUsers();
+    struct request halves[2] = {{READ_LOW, dev, -2, 0}, {READ_HIGH, dev, -2, 0}};
+    pthread_t ht[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_create(&ht[i], NULL, run, &halves[i]) == 0);
+        for (int ms = 0; hipfileEmuNullStreamUsers() < before + 1 + (uint64_t)i; ms++) {
+            if (ms > 60000) {
+                fprintf(stderr, "read %d into the registered buffer did not start while "
+                                "another read into it waited\n", i);
+                exit(1);
+            }
+            usleep(1000);
+        }
+    }
+    release();
+    for (int i = 0; i < 2; i++) {
+        pthread_join(ht[i], NULL);
+        CHECK(halves[i].got == N / 2);
+    }
     CHECK(device_is(dev, sevens));
 
     hipFileBatchHandle_t b;
