@@ -50,6 +50,16 @@ fn driver() -> PyResult<Driver> {
     let settings = ConfigBuilder::new()
         .memory_types(MemoryTypes::CuFile)
         .durable_writes(false);
+    // A load reads tensor by tensor, a few MiB each, from a window of requests: serving as
+    // many at once as there are I/O threads keeps them all busy, where the default (at most
+    // 8 at once, for small random requests) leaves a quarter of the bytes in flight that a
+    // whole-shard load has (docs/decisions/hipfile-torch.md).
+    let io_threads = settings
+        .clone()
+        .build_from_env()
+        .fallback_knobs()
+        .io_threads;
+    let settings = settings.request_threads(io_threads);
     let opened = Driver::open_with(settings).map_err(|e| {
         PyRuntimeError::new_err(format!(
             "hipfile could not open its driver: {e}; hipfile loads the GPU runtime as its \
