@@ -2,7 +2,8 @@
  * hipFile's requests start after the work the program queued on the null stream before them:
  * a buffer filled by hipMemcpy from pageable memory (which returns before the bytes are on
  * the device) or by hipMemset and then written with hipFileWrite, or through a batch; a
- * buffer read into with hipFileRead while a copy into it is still queued; and a
+ * buffer read into with hipFileRead while a copy into it is still queued; two reads into
+ * halves of one registered buffer, which wait for the null stream at the same time; and a
  * stream-ordered read on stream 0 itself, which runs when the stream reaches it and must not
  * wait for itself.
  *
