@@ -11,7 +11,8 @@
 
 use hipfile::{ConfigBuilder, DeviceBuffer, DevicePtr, Driver, MemoryTypes};
 use hipfile_safetensors::{
-    Dtype, Inventory, LoadError, Loader, Progress, RemoteError, RemoteSettings, Target, is_url,
+    DEFAULT_REQUEST_SIZE, Dtype, Inventory, LoadError, Loader, Progress, RemoteError,
+    RemoteSettings, Target, is_url,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{
@@ -238,6 +239,27 @@ fn read_into<'py>(
     Ok(out)
 }
 
+/// Starts pinning, on a thread of its own, the host staging buffers that a load into GPU
+/// memory reads through (the fallback's: no AMD file I/O, or the fallback forced), as many
+/// as requests of a load's default size keep busy, so that the pinning overlaps the
+/// allocation of the tensors, as `hipfile load` overlaps it with its own. Returns whether it
+/// started; `false` where loads need no staging (or no thread could be started: the read
+/// then pins them itself).
+#[pyfunction]
+fn prepare_staging() -> PyResult<bool> {
+    let driver = driver()?;
+    if driver.runtime().amd_file_io && !driver.config().force_compat_mode {
+        return Ok(false);
+    }
+    let started = std::thread::Builder::new()
+        .name("hipfile-torch-staging".into())
+        .spawn(move || {
+            // A failed allocation is left for the requests to report.
+            driver.tuning().prepare_staging(DEFAULT_REQUEST_SIZE);
+        });
+    Ok(started.is_ok())
+}
+
 /// A tensor to save: its dtype, shape and byte length; the header needs no bytes.
 struct Described {
     dtype: Dtype,
@@ -403,6 +425,7 @@ fn fill(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Checkpoint>()?;
     m.add_function(wrap_pyfunction!(read_into, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_staging, m)?)?;
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add("CheckpointError", m.py().get_type::<CheckpointError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

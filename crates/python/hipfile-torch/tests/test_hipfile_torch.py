@@ -42,6 +42,21 @@ def raw_file(path, header, data=b""):
         f.write(struct.pack("<Q", len(text)) + text + data)
 
 
+class Staging(unittest.TestCase):
+    def test_staging_is_pinned_ahead_only_where_loads_are_staged(self):
+        code = "from hipfile_torch import _native; print(_native.prepare_staging())"
+
+        def started(**env):
+            r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.strip()
+
+        # The emulated runtime reads files into its memory itself (AMD file I/O): no staging.
+        self.assertEqual(started(HIPFILE_FORCE_COMPAT_MODE="false"), "False")
+        self.assertEqual(started(HIPFILE_FORCE_COMPAT_MODE="true"), "True")
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="hipfile-torch-")

@@ -14,6 +14,7 @@ import torch
 
 from ._native import Checkpoint as _Checkpoint
 from ._native import CheckpointError
+from ._native import prepare_staging as _prepare_staging
 from ._native import read_into as _read_into
 from ._native import save as _save
 
@@ -205,7 +206,11 @@ def load_file(
     ``FileNotFoundError``/``OSError``), and nothing is returned.
     """
     dev = _device(device)
-    checkpoint = _Checkpoint(_paths(path_or_paths))
+    paths = _paths(path_or_paths)
+    checkpoint = _Checkpoint(paths)
+    if dev.type == "cuda" and not any("://" in p for p in paths):
+        # Pinned while the tensors are allocated, rather than by the first reads.
+        _prepare_staging()
     keep = _selector(filter)
     tensors: Dict[str, torch.Tensor] = {}
     wanted = []
