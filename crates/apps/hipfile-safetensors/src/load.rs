@@ -454,6 +454,11 @@ impl<'a> Loader<'a> {
             return crate::fetch::read_extents(shards, extents, buffers, self.progress.as_mut());
         }
         // Only the shards something is read from: a tensor read alone registers one file.
+        // Each read registers a descriptor of its own, a duplicate of the shard's, which it
+        // holds open until its handle is gone (declared first, dropped last): the registry
+        // refuses a descriptor registered twice, and two reads of one inventory may run at
+        // once (a reader's threads each reading tensors).
+        let mut duplicates: Vec<std::fs::File> = Vec::with_capacity(shards.len());
         let mut handles: Vec<Option<FileHandle>> = Vec::with_capacity(shards.len());
         for (i, s) in shards.iter().enumerate() {
             let used = extents
@@ -471,11 +476,17 @@ impl<'a> Loader<'a> {
                 }
             };
             handles.push(if used {
-                Some(
-                    self.driver
-                        .register_file(file)
-                        .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?,
-                )
+                let own = file.try_clone().map_err(|source| LoadError::Io {
+                    path: s.path.clone(),
+                    what: "cannot duplicate its descriptor".into(),
+                    source,
+                })?;
+                let handle = self
+                    .driver
+                    .register_file(&own)
+                    .map_err(gpu(&s.path, "cannot register the file for GPU I/O".into()))?;
+                duplicates.push(own);
+                Some(handle)
             } else {
                 None
             });
@@ -535,6 +546,7 @@ impl<'a> Loader<'a> {
             }
         }
         drop(handles);
+        drop(duplicates);
         Ok(LoadReport {
             bytes_read: tally.done,
             fastpath_bytes: tally.fastpath,

@@ -857,3 +857,48 @@ fn read_into_fills_memory_the_caller_allocated_with_whole_tensors_and_ranges() {
         assert!(matches!(e, LoadError::Option(_)), "{e}");
     }
 }
+
+#[test]
+fn reads_of_one_inventory_at_the_same_time_each_register_the_shard() {
+    use hipfile_safetensors::{Inventory, Target};
+    let driver = require!(driver());
+    let dir = TempDir::new("st-read-into-twice");
+    let (paths, expected, _) = two_shards(&dir);
+    let inventory = Inventory::open(&paths).unwrap();
+    let targets = |driver: &Driver| -> Vec<Target> {
+        expected
+            .iter()
+            .filter(|(_, d)| !d.is_empty())
+            .map(|(name, d)| {
+                let buffer = driver.alloc(d.len()).unwrap();
+                Target::new(&inventory, name, 0..d.len() as u64, buffer).unwrap()
+            })
+            .collect()
+    };
+    let mut outer = targets(&driver);
+    let mut inner = targets(&driver);
+    // A second read of the same inventory starts while the first holds its shards
+    // registered (as a reader's threads each calling `get_tensor` do).
+    let mut nested = None;
+    Loader::new(&driver)
+        .progress(|_| {
+            if nested.is_none() {
+                nested = Some(Loader::new(&driver).read_into(&inventory, &mut inner));
+            }
+        })
+        .read_into(&inventory, &mut outer)
+        .unwrap();
+    let report = nested.expect("the progress callback ran").unwrap();
+    assert!(report.bytes_read > 0);
+    for (target, (_, want)) in inner
+        .iter()
+        .zip(expected.iter().filter(|(_, d)| !d.is_empty()))
+    {
+        let mut host = vec![0u8; want.len()];
+        target.buffer().copy_to_host(0, &mut host).unwrap();
+        assert!(
+            host == *want,
+            "the nested read's bytes differ from the file's"
+        );
+    }
+}
