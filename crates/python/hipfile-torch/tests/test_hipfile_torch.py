@@ -139,6 +139,125 @@ class LoadFile(Base):
             ht.load_file(p, "cpu", progress=boom)
 
 
+class Batches(Base):
+    """load_file reads a batch of tensors while it allocates the next; every read has ended
+    when it returns or raises."""
+
+    def two_shards(self):
+        all_ = tensors()
+        names = sorted(all_)
+        paths = []
+        for i, half in enumerate([names[: len(names) // 2], names[len(names) // 2 :]]):
+            paths.append(self.path(f"model-0000{i + 1}-of-00002.safetensors"))
+            st.save_file({n: all_[n] for n in half}, paths[-1])
+        want = {}
+        for p in paths:
+            want.update(st.load_file(p))
+        return paths, want
+
+    def test_the_first_read_starts_before_the_last_tensor_is_allocated(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        paths, want = self.two_shards()
+        allocated = []
+        seen_by_reads = []
+        real_empty, real_read = torch.empty, _api._read_into
+
+        def empty(*a, **k):
+            allocated.append(1)
+            return real_empty(*a, **k)
+
+        def read(*a, **k):
+            seen_by_reads.append(len(allocated))
+            return real_read(*a, **k)
+
+        with mock.patch.object(torch, "empty", empty), mock.patch.object(_api, "_read_into", read):
+            got = ht.load_file(paths, device="cpu")
+        self.assertSameTensors(got, want)
+        self.assertEqual(len(seen_by_reads), 2, "one read per shard")
+        self.assertLess(seen_by_reads[0], len(want), "the first shard is read before the second is allocated")
+
+    def test_batches_of_one_shard_read_at_once_equal_safetensors(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        p = self.path("model.safetensors")
+        st.save_file(tensors(), p)
+        with mock.patch.object(_api, "_BATCH_BYTES", 4096):
+            batches = list(_api._batches([(n, None, (), 0, 3000) for n in "abc"], [0, 0, 0], whole=False))
+            self.assertEqual([len(b) for b in batches], [1, 1, 1])
+            self.assertEqual(len(list(_api._batches([(n, None, (), 0, 1000) for n in "abc"], [0, 0, 0], whole=False))), 1)
+            self.assertEqual(len(list(_api._batches([(n, None, (), i, 10) for i, n in enumerate("ab")], [0, 0], whole=False))), 2)
+            self.assertEqual(len(list(_api._batches([(n, None, (), i, 10) for i, n in enumerate("ab")], [0, 0], whole=True))), 1)
+            # Several batches of the one shard, two read at a time, each registering the file.
+            for _ in range(5):
+                self.assertSameTensors(ht.load_file(p, device="cpu"), st.load_file(p))
+                self.assertEqual(ht.last_report().bytes, sum(t.numel() * t.element_size() for t in tensors().values()))
+
+    def test_a_failed_read_raises_after_every_read_has_ended(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        paths, _ = self.two_shards()
+        ended = []
+        real_read = _api._read_into
+        calls = []
+
+        def read(*a, **k):
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(0.3)
+                out = real_read(*a, **k)
+                ended.append(1)
+                return out
+            raise OSError("injected: the second shard cannot be read")
+
+        with mock.patch.object(_api, "_read_into", read):
+            with self.assertRaisesRegex(OSError, "injected"):
+                ht.load_file(paths, device="cpu")
+            self.assertEqual(ended, [1], "load_file raised while a read was still running")
+
+    def test_a_dtype_torch_lacks_is_refused_before_anything_is_read(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        paths, _ = self.two_shards()
+        reads = []
+        types = {k: v for k, v in _api._TYPES.items() if k != "U8"}
+        with mock.patch.object(_api, "_TYPES", types), mock.patch.object(
+            _api, "_read_into", lambda *a, **k: reads.append(1)
+        ):
+            with self.assertRaisesRegex(ht.CheckpointError, "U8"):
+                ht.load_file(paths, device="cpu")
+        self.assertEqual(reads, [])
+
+    def test_threads_reading_one_open_checkpoint(self):
+        import threading
+
+        p = self.path("model.safetensors")
+        want = tensors()
+        st.save_file(want, p)
+        errors = []
+        with ht.safe_open(p, device="cpu") as f:
+
+            def each():
+                try:
+                    for _ in range(20):
+                        for k in want:
+                            if not torch.equal(f.get_tensor(k), want[k]):
+                                errors.append(f"{k} differs")
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(repr(e))
+
+            threads = [threading.Thread(target=each) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        self.assertEqual(errors, [])
+
+
 class BadInput(Base):
     def assertRefused(self, paths, kind, words):
         with self.assertRaises(kind) as caught:

@@ -7,6 +7,7 @@ import fnmatch
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -162,13 +163,17 @@ def _read(
     report = _read_into(checkpoint, targets, progress=callback)
     _last = LoadReport(**report)
     if progress is True:
-        sys.stderr.write(
-            f"\nhipfile: {_last.bytes / 1e9:.2f} GB in {_last.seconds:.2f} s "
-            f"({_last.gbps:.2f} GB/s): fastpath {_last.fastpath_bytes} bytes, fallback "
-            f"{_last.fallback_bytes} bytes, remote {_last.remote_bytes} bytes, "
-            f"{_last.requests} requests\n"
-        )
+        _summary(_last)
     return _last
+
+
+def _summary(report: LoadReport) -> None:
+    sys.stderr.write(
+        f"\nhipfile: {report.bytes / 1e9:.2f} GB in {report.seconds:.2f} s "
+        f"({report.gbps:.2f} GB/s): fastpath {report.fastpath_bytes} bytes, fallback "
+        f"{report.fallback_bytes} bytes, remote {report.remote_bytes} bytes, "
+        f"{report.requests} requests\n"
+    )
 
 
 def load_file(
@@ -204,31 +209,163 @@ def load_file(
     overlapping tensors, an unknown dtype, a shape that disagrees with its bytes, a tensor
     in two shards or a shard an index names that is missing raises ``CheckpointError`` (or
     ``FileNotFoundError``/``OSError``), and nothing is returned.
+
+    Local files are read batch by batch (a shard, or a GiB of one), each batch while the
+    next is allocated; every read has ended when ``load_file`` returns or raises.
     """
     dev = _device(device)
     paths = _paths(path_or_paths)
     checkpoint = _Checkpoint(paths)
-    if dev.type == "cuda" and not any("://" in p for p in paths):
+    remote = any("://" in p for p in paths)
+    if dev.type == "cuda" and not remote:
         # Pinned while the tensors are allocated, rather than by the first reads.
         _prepare_staging()
     keep = _selector(filter)
-    tensors: Dict[str, torch.Tensor] = {}
-    wanted = []
-    for name, dtype, shape, _shard, start, end in checkpoint.tensors():
-        if not keep(name):
-            continue
-        tensors[name] = torch.empty(shape, dtype=_torch_dtype(dtype, name), device=dev)
-        wanted.append((name, end - start))
-    owners = _owners(wanted, process_group)
-    targets = [
-        (name, 0, n, tensors[name].data_ptr(), n)
-        for (name, n), owner in zip(wanted, owners)
-        if n > 0 and owner == _rank(process_group)
+    # Every dtype is known before anything is allocated or read.
+    kept = [
+        (name, _torch_dtype(dtype, name), shape, shard, end - start)
+        for name, dtype, shape, shard, start, end in checkpoint.tensors()
+        if keep(name)
     ]
-    _read(checkpoint, targets, dev, progress)
+    wanted = [(name, n) for name, _dtype, _shape, _shard, n in kept]
+    owners = _owners(wanted, process_group)
+    me = _rank(process_group)
+    tensors: Dict[str, torch.Tensor] = {}
+    reads = _Reads(
+        checkpoint,
+        dev,
+        progress,
+        sum(n for (_name, n), owner in zip(wanted, owners) if owner == me),
+    )
+    try:
+        for batch in _batches(kept, owners, whole=remote):
+            held = []
+            for (name, dtype, shape, _shard, n), owner in batch:
+                t = torch.empty(shape, dtype=dtype, device=dev)
+                tensors[name] = t
+                if n > 0 and owner == me:
+                    held.append((t, name))
+            if not reads.submit(held):
+                break
+    except BaseException:
+        reads.wait()
+        raise
+    reads.finish()
     if process_group is not None:
         _share(tensors, wanted, owners, process_group)
     return tensors
+
+
+# A load into memory is read in batches: one is read while the next is allocated, and two
+# are read at once, so that one's last requests overlap the next one's first. A batch ends
+# at its shard's end or once it holds this many bytes.
+_BATCH_BYTES = 1 << 30
+_READS_AT_ONCE = 2
+
+
+def _batches(kept, owners, whole: bool):
+    """`kept` (name, dtype, shape, shard, bytes) with each one's owner, cut into batches of
+    one shard and at most `_BATCH_BYTES` (a tensor larger than that is a batch of its own);
+    one batch when `whole`."""
+    batch: list = []
+    size = 0
+    for entry, owner in zip(kept, owners):
+        shard, n = entry[3], entry[4]
+        if batch and not whole and (batch[-1][0][3] != shard or size + n > _BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append((entry, owner))
+        size += n
+    if batch:
+        yield batch
+
+
+class _Reads:
+    """The reads of one load: each batch read on a thread of its own pool, at most
+    `_READS_AT_ONCE` at a time, its tensors held by the read until it ends (so that no
+    memory being written is freed, whatever the caller does meanwhile). `finish` waits for
+    every read and raises the first error; the report is the sum of the batches'."""
+
+    def __init__(self, checkpoint: "_Checkpoint", device: torch.device, progress: Progress, total: int):
+        if progress not in (False, None, True) and not callable(progress):
+            raise TypeError("progress must be a bool or a callable taking (done, total)")
+        self._checkpoint = checkpoint
+        self._device = device
+        self._pool = ThreadPoolExecutor(max_workers=_READS_AT_ONCE, thread_name_prefix="hipfile-torch-read")
+        self._futures: list = []
+        self._started: Optional[float] = None
+        self._done: Dict[int, int] = {}
+        self._total = total
+        self._last_call = 0.0
+        self._user = progress
+
+    def _progress(self, batch: int):
+        def each(done: int, _total: int) -> None:
+            self._done[batch] = done
+            done_all = sum(self._done.values())
+            now = time.perf_counter()
+            # At most ten times a second, and once at the end, as one read reports.
+            if done_all < self._total and now - self._last_call < 0.1:
+                return
+            self._last_call = now
+            if self._user is True:
+                _bar(done_all, self._total, self._started or now)
+            else:
+                self._user(done_all, self._total)
+
+        return each
+
+    def submit(self, held: List[Tuple[torch.Tensor, str]]) -> bool:
+        """Starts reading the tensors `held` (tensor, name) into their memory; False once a
+        read has failed (nothing more is worth reading)."""
+        if any(f.done() and f.exception() is not None for f in self._futures):
+            return False
+        if self._device.type == "cuda":
+            # Memory PyTorch hands out may still be used by work queued on its stream.
+            torch.cuda.current_stream(self._device).synchronize()
+        if not held:
+            return True
+        if self._started is None:
+            self._started = time.perf_counter()
+        targets = [(name, 0, _nbytes(t), t.data_ptr(), _nbytes(t)) for t, name in held]
+        callback = None if self._user in (False, None) else self._progress(len(self._futures))
+        checkpoint = self._checkpoint
+
+        def read(held=held):
+            # `held` keeps the tensors alive until their read has ended.
+            return _read_into(checkpoint, targets, progress=callback)
+
+        self._futures.append(self._pool.submit(read))
+        return True
+
+    def wait(self) -> None:
+        """Waits for every read, whatever their outcome."""
+        self._pool.shutdown(wait=True)
+
+    def finish(self) -> LoadReport:
+        global _last
+        self.wait()
+        for f in self._futures:
+            if f.exception() is not None:
+                raise f.exception()
+        parts = [f.result() for f in self._futures]
+        seconds = time.perf_counter() - self._started if self._started is not None else 0.0
+        _last = LoadReport(
+            bytes=sum(p["bytes"] for p in parts),
+            fastpath_bytes=sum(p["fastpath_bytes"] for p in parts),
+            fallback_bytes=sum(p["fallback_bytes"] for p in parts),
+            remote_bytes=sum(p["remote_bytes"] for p in parts),
+            requests=sum(p["requests"] for p in parts),
+            cold=any(p["cold"] for p in parts),
+            seconds=seconds,
+        )
+        if self._user is True:
+            _summary(_last)
+        return _last
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 def _rank(group) -> int:
