@@ -120,6 +120,29 @@ impl Inventory {
         Some(info(shard, &self.shards[shard].tensors[t]))
     }
 
+    /// Whether the shards' tensor bytes are mostly outside the page cache, by the rule a
+    /// load decides hot or cold with ([`CacheState::Detect`]); `None` where the kernel
+    /// cannot say or a shard is not a local file.
+    ///
+    /// [`CacheState::Detect`]: crate::CacheState::Detect
+    pub fn is_cold(&self) -> Option<bool> {
+        let (mut cached, mut total) = (0u64, 0u64);
+        for s in &self.shards {
+            let (Some(first), Some(last)) = (s.tensors.first(), s.tensors.last()) else {
+                continue;
+            };
+            // Without the `remote` feature, `Source` has one variant.
+            #[allow(irrefutable_let_patterns)]
+            let header::Source::File(file) = &s.source else {
+                return None;
+            };
+            let len = last.end.saturating_sub(first.start);
+            cached += crate::cache::cached_bytes(file, first.start, len)?;
+            total += len;
+        }
+        Some((cached as f64) < crate::COLD_BELOW * total as f64)
+    }
+
     /// How many tensors the checkpoint has.
     pub fn len(&self) -> usize {
         self.by_name.len()

@@ -582,6 +582,8 @@ fn the_page_cache_decides_hot_or_cold() {
             .ok_or_else(|| Skip("this kernel has no cachestat(2)".into()))
     );
     assert!(!cold, "a file just written is cached");
+    let inventory = hipfile_safetensors::Inventory::open(&[&path]).unwrap();
+    assert_eq!(inventory.is_cold(), Some(false));
     let ck = Loader::new(&driver).load(&[&path]).unwrap();
     assert!(!ck.report().cold, "{:?}", ck.report());
     assert_eq!(ck.report().in_flight, DEFAULT_HOT_IN_FLIGHT);
@@ -591,6 +593,11 @@ fn the_page_cache_decides_hot_or_cold() {
     file.sync_all().unwrap();
     rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
     assert_eq!(hipfile_safetensors::is_cold(&file, 0, len), Some(true));
+    assert_eq!(
+        inventory.is_cold(),
+        Some(true),
+        "the inventory tells as the loader does"
+    );
     let ck = Loader::new(&driver).load(&[&path]).unwrap();
     assert!(ck.report().cold, "{:?}", ck.report());
     assert_eq!(ck.report().in_flight, DEFAULT_COLD_IN_FLIGHT);

@@ -160,6 +160,12 @@ impl Checkpoint {
             .collect()
     }
 
+    /// Whether the shards' tensor bytes are mostly outside the page cache, as a load
+    /// decides it; None where the kernel cannot say, or for URLs.
+    fn cold(&self) -> Option<bool> {
+        self.inventory.is_cold()
+    }
+
     fn __len__(&self) -> usize {
         self.inventory.len()
     }

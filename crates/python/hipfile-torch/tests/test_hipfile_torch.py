@@ -232,6 +232,45 @@ class Batches(Base):
                 ht.load_file(paths, device="cpu")
         self.assertEqual(reads, [])
 
+    def test_a_cold_checkpoint_is_read_a_batch_at_a_time(self):
+        import threading
+        from unittest import mock
+        from hipfile_torch import _api, _native
+
+        paths, mapped = self.two_shards()
+        # safetensors' tensors map the files: dropped, so that the pages can go.
+        del mapped
+        want = tensors()
+        for p in paths:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        cold = _native.Checkpoint(paths).cold()
+        if not cold:
+            self.skipTest(f"the page cache kept the files here (cold() is {cold})")
+        running, most = [0], [0]
+        lock = threading.Lock()
+        real_read = _api._read_into
+
+        def read(*a, **k):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            try:
+                time.sleep(0.2)
+                return real_read(*a, **k)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        with mock.patch.object(_api, "_read_into", read):
+            got = ht.load_file(paths, device="cpu")
+        self.assertSameTensors(got, want)
+        self.assertEqual(most[0], 1, "two batches of a cold checkpoint were read at once")
+
     def test_threads_reading_one_open_checkpoint(self):
         import threading
 

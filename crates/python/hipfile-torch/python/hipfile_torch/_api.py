@@ -236,6 +236,8 @@ def load_file(
         dev,
         progress,
         sum(n for (_name, n), owner in zip(wanted, owners) if owner == me),
+        # A cold checkpoint is read from the disk in file order, a batch at a time.
+        at_once=1 if checkpoint.cold() else _READS_AT_ONCE,
     )
     try:
         for batch in _batches(kept, owners, whole=remote):
@@ -257,8 +259,9 @@ def load_file(
 
 
 # A load into memory is read in batches: one is read while the next is allocated, and two
-# are read at once, so that one's last requests overlap the next one's first. A batch ends
-# at its shard's end or once it holds this many bytes.
+# are read at once (one at a time when the checkpoint is cold), so that one's last requests
+# overlap the next one's first. A batch ends at its shard's end or once it holds this many
+# bytes.
 _BATCH_BYTES = 1 << 30
 _READS_AT_ONCE = 2
 
@@ -282,16 +285,23 @@ def _batches(kept, owners, whole: bool):
 
 class _Reads:
     """The reads of one load: each batch read on a thread of its own pool, at most
-    `_READS_AT_ONCE` at a time, its tensors held by the read until it ends (so that no
+    `at_once` at a time, its tensors held by the read until it ends (so that no
     memory being written is freed, whatever the caller does meanwhile). `finish` waits for
     every read and raises the first error; the report is the sum of the batches'."""
 
-    def __init__(self, checkpoint: "_Checkpoint", device: torch.device, progress: Progress, total: int):
+    def __init__(
+        self,
+        checkpoint: "_Checkpoint",
+        device: torch.device,
+        progress: Progress,
+        total: int,
+        at_once: int = _READS_AT_ONCE,
+    ):
         if progress not in (False, None, True) and not callable(progress):
             raise TypeError("progress must be a bool or a callable taking (done, total)")
         self._checkpoint = checkpoint
         self._device = device
-        self._pool = ThreadPoolExecutor(max_workers=_READS_AT_ONCE, thread_name_prefix="hipfile-torch-read")
+        self._pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="hipfile-torch-read")
         self._futures: list = []
         self._started: Optional[float] = None
         self._done: Dict[int, int] = {}
