@@ -339,10 +339,13 @@ class _Reads:
             self._started = time.perf_counter()
         targets = [(name, 0, _nbytes(t), t.data_ptr(), _nbytes(t)) for t, name in held]
         callback = None if self._user in (False, None) else self._progress(len(self._futures))
-        checkpoint = self._checkpoint
+        checkpoint, device = self._checkpoint, self._device
 
         def read(held=held):
-            # `held` keeps the tensors alive until their read has ended.
+            # `held` keeps the tensors alive until their read has ended. The copies that
+            # run on this thread go to the tensors' device as its current one.
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
             return _read_into(checkpoint, targets, progress=callback)
 
         self._futures.append(self._pool.submit(read))
