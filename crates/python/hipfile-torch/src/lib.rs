@@ -9,7 +9,7 @@
 //! (`_native`): the addresses must be those of live tensors of at least the length given,
 //! which the package's own functions guarantee.
 
-use hipfile::{ConfigBuilder, DeviceBuffer, DevicePtr, Driver, MemoryTypes};
+use hipfile::{ConfigBuilder, DeviceBuffer, DevicePtr, Driver, MemoryTypes, PlatformChoice};
 use hipfile_safetensors::{
     DEFAULT_REQUEST_SIZE, Dtype, Inventory, LoadError, Loader, Progress, RemoteError,
     RemoteSettings, Target, is_url,
@@ -43,6 +43,30 @@ create_exception!(
 /// saved file.
 static DRIVER: Mutex<Option<Driver>> = Mutex::new(None);
 
+/// The platform of the PyTorch build in use, when the package has said it
+/// ([`use_platform`]) before the driver opened.
+static PLATFORM: Mutex<Option<PlatformChoice>> = Mutex::new(None);
+
+/// Opens the driver on the runtime of PyTorch's own build (ROCm's for a ROCm build, CUDA's
+/// for a CUDA one): `platform` is `"amd"` or `"nvidia"`. Unless `HIPFILE_HIP_LIBRARY` or
+/// `HIP_PLATFORM` names a runtime (the user's choice wins), the driver then loads only that
+/// platform's runtime, as `HIP_PLATFORM` would make it, rather than trying HIP's first. No
+/// effect once the driver is open.
+#[pyfunction]
+fn use_platform(platform: &str) -> PyResult<()> {
+    let choice = match platform {
+        "amd" => PlatformChoice::Amd,
+        "nvidia" => PlatformChoice::Nvidia,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "platform {other:?}: give \"amd\" or \"nvidia\""
+            )));
+        }
+    };
+    *PLATFORM.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice);
+    Ok(())
+}
+
 fn driver() -> PyResult<Driver> {
     let mut d = DRIVER.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(d) = d.as_ref() {
@@ -51,16 +75,18 @@ fn driver() -> PyResult<Driver> {
     let settings = ConfigBuilder::new()
         .memory_types(MemoryTypes::CuFile)
         .durable_writes(false);
+    let from_env = settings.clone().build_from_env();
     // A load reads tensor by tensor, a few MiB each, from a window of requests: serving as
     // many at once as there are I/O threads keeps them all busy, where the default (at most
     // 8 at once, for small random requests) leaves a quarter of the bytes in flight that a
     // whole-shard load has (docs/decisions/hipfile-torch.md).
-    let io_threads = settings
-        .clone()
-        .build_from_env()
-        .fallback_knobs()
-        .io_threads;
-    let settings = settings.request_threads(io_threads);
+    let mut settings = settings.request_threads(from_env.fallback_knobs().io_threads);
+    // PyTorch's platform, below `HIP_PLATFORM` (a default the environment wins over), and
+    // not at all where `HIPFILE_HIP_LIBRARY` names a library.
+    let platform = *PLATFORM.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = platform.filter(|_| from_env.hip_library.is_none()) {
+        settings = settings.defaults(ConfigBuilder::new().platform(p));
+    }
     let opened = Driver::open_with(settings).map_err(|e| {
         PyRuntimeError::new_err(format!(
             "hipfile could not open its driver: {e}; hipfile loads the GPU runtime as its \
@@ -432,6 +458,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Checkpoint>()?;
     m.add_function(wrap_pyfunction!(read_into, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_staging, m)?)?;
+    m.add_function(wrap_pyfunction!(use_platform, m)?)?;
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add("CheckpointError", m.py().get_type::<CheckpointError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

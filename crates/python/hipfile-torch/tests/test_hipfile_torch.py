@@ -57,6 +57,48 @@ class Staging(unittest.TestCase):
         self.assertEqual(started(HIPFILE_FORCE_COMPAT_MODE="true"), "True")
 
 
+class Platform(unittest.TestCase):
+    """GPU loads open the runtime of PyTorch's own build (`_native.use_platform`), unless the
+    environment names one."""
+
+    def open_with(self, platform, **env):
+        code = (
+            "import sys\n"
+            "from hipfile_torch import _native\n"
+            f"_native.use_platform({platform!r})\n"
+            "try:\n"
+            "    _native.prepare_staging()\n"
+            "    print('opened')\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n"
+        )
+        clean = {k: v for k, v in os.environ.items() if k not in ("HIPFILE_HIP_LIBRARY", "HIP_PLATFORM")}
+        r = subprocess.run([sys.executable, "-c", code], env=dict(clean, **env),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_the_platform_chosen_is_the_only_one_tried(self):
+        # No GPU here: each choice fails, on its own runtime only.
+        nvidia = self.open_with("nvidia")
+        self.assertIn("CUDA", nvidia)
+        self.assertNotIn("HIP runtime", nvidia)
+        amd = self.open_with("amd")
+        self.assertIn("HIP runtime", amd)
+        self.assertNotIn("CUDA runtime", amd)
+
+    def test_the_environment_wins(self):
+        emulated = os.environ["HIPFILE_HIP_LIBRARY"]
+        self.assertEqual(self.open_with("nvidia", HIPFILE_HIP_LIBRARY=emulated).strip(), "opened")
+        self.assertIn("HIP runtime", self.open_with("nvidia", HIP_PLATFORM="amd"))
+
+    def test_an_unknown_platform_is_refused(self):
+        from hipfile_torch import _native
+
+        with self.assertRaisesRegex(ValueError, "amd"):
+            _native.use_platform("intel")
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="hipfile-torch-")

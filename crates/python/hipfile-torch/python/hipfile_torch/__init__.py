@@ -5,8 +5,9 @@ shapes and bytes), read by hipfile's engine into memory that PyTorch allocated; 
 behaves like ``safetensors.safe_open``, and ``get_slice`` reads only the rows a slice needs;
 ``save_file`` writes what ``safetensors.torch.save_file`` writes, durably.
 
-The GPU runtime is loaded as hipfile's command-line tool loads it: ROCm's HIP runtime, or
-CUDA's on NVIDIA machines, or the library ``HIPFILE_HIP_LIBRARY`` names.
+The GPU runtime is that of PyTorch's own build (ROCm's HIP runtime for a ROCm build, CUDA's
+for a CUDA one), unless ``HIPFILE_HIP_LIBRARY`` names a library or ``HIP_PLATFORM`` a
+platform, as they do for hipfile's command-line tool.
 """
 
 from ._native import CheckpointError, __version__

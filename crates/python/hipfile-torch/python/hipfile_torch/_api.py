@@ -18,6 +18,7 @@ from ._native import CheckpointError
 from ._native import prepare_staging as _prepare_staging
 from ._native import read_into as _read_into
 from ._native import save as _save
+from ._native import use_platform as _use_platform
 
 PathLike = Union[str, "os.PathLike[str]"]
 Filter = Union[None, str, Iterable[str], Callable[[str], bool]]
@@ -106,6 +107,14 @@ def _device(device: Union[str, int, torch.device]) -> torch.device:
     if d.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device!r}: hipfile_torch loads into 'cpu' or 'cuda' devices")
     return d
+
+
+def _runtime_for(device: torch.device) -> None:
+    """For GPU memory, has the driver (when it opens) load the runtime of this PyTorch
+    build: ROCm's for a ROCm build, CUDA's for a CUDA one. ``HIPFILE_HIP_LIBRARY`` and
+    ``HIP_PLATFORM`` still win."""
+    if device.type == "cuda":
+        _use_platform("amd" if torch.version.hip else "nvidia")
 
 
 def _selector(filter: Filter) -> Callable[[str], bool]:
@@ -214,6 +223,7 @@ def load_file(
     next is allocated; every read has ended when ``load_file`` returns or raises.
     """
     dev = _device(device)
+    _runtime_for(dev)
     paths = _paths(path_or_paths)
     checkpoint = _Checkpoint(paths)
     remote = any("://" in p for p in paths)
@@ -455,6 +465,7 @@ class safe_open:
         if framework not in ("pt", "torch", "pytorch"):
             raise ValueError(f"framework {framework!r}: hipfile_torch makes PyTorch tensors ('pt')")
         self._device = _device(device)
+        _runtime_for(self._device)
         self._checkpoint = _Checkpoint(_paths(paths))
         self._tensors = {t[0]: t for t in self._checkpoint.tensors()}
 
@@ -599,6 +610,7 @@ def save_file(
     ):
         raise ValueError("metadata must map str to str")
     for device in {t.device for t in tensors.values() if t.device.type == "cuda"}:
+        _runtime_for(device)
         torch.cuda.current_stream(device).synchronize()
     described = [
         (name, _NAMES[t.dtype], list(t.shape), t.data_ptr(), t.numel() * t.element_size())
