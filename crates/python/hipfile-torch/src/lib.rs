@@ -89,8 +89,9 @@ fn driver() -> PyResult<Driver> {
     }
     let opened = Driver::open_with(settings).map_err(|e| {
         PyRuntimeError::new_err(format!(
-            "hipfile could not open its driver: {e}; hipfile loads the GPU runtime as its \
-             command-line tool does (HIPFILE_HIP_LIBRARY names one explicitly)"
+            "hipfile could not open its driver: {e}; for GPU memory hipfile loads the runtime \
+             of PyTorch's build (HIPFILE_HIP_LIBRARY names a library, HIP_PLATFORM=amd or \
+             nvidia a platform, explicitly)"
         ))
     })?;
     *d = Some(opened.clone());
