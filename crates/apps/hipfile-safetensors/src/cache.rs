@@ -15,3 +15,10 @@ pub fn cached_bytes(file: &File, offset: u64, len: u64) -> Option<u64> {
     hipfile::probe::page_cache(file.as_fd(), offset, len)
         .map(|stat| stat.cache.saturating_mul(page).min(len))
 }
+
+/// Whether `cached` bytes of `total` make the range cold: less than
+/// [`COLD_BELOW`](crate::COLD_BELOW) of it in the page cache. The one rule of the loader's
+/// detection, `is_cold` and [`Inventory::is_cold`](crate::Inventory::is_cold).
+pub fn mostly_uncached(cached: u64, total: u64) -> bool {
+    (cached as f64) < crate::COLD_BELOW * total as f64
+}

@@ -140,7 +140,7 @@ impl Inventory {
             cached += crate::cache::cached_bytes(file, first.start, len)?;
             total += len;
         }
-        Some((cached as f64) < crate::COLD_BELOW * total as f64)
+        Some(crate::cache::mostly_uncached(cached, total))
     }
 
     /// How many tensors the checkpoint has.

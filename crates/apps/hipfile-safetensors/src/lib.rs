@@ -81,7 +81,7 @@ pub use safetensors::Dtype;
 /// Whether `file`'s bytes `offset..offset + len` are mostly outside the page cache, as the
 /// loader decides it ([`CacheState::Detect`]); `None` where the kernel cannot say.
 pub fn is_cold(file: &std::fs::File, offset: u64, len: u64) -> Option<bool> {
-    cache::cached_bytes(file, offset, len).map(|c| (c as f64) < COLD_BELOW * len as f64)
+    cache::cached_bytes(file, offset, len).map(|c| cache::mostly_uncached(c, len))
 }
 
 // The Rust snippets of the README, compiled as doc tests so that they keep up with the API

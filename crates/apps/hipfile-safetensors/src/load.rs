@@ -403,7 +403,7 @@ impl<'a> Loader<'a> {
                         cached = cached.zip(c).map(|(a, b)| a + b);
                     }
                 }
-                cached.is_some_and(|c| (c as f64) < COLD_BELOW * total as f64)
+                cached.is_some_and(|c| crate::cache::mostly_uncached(c, total))
             }
         };
         let depth = self.in_flight.unwrap_or(if cold {
