@@ -810,6 +810,26 @@ fn json_given_as_a_shard_is_said_to_look_like_json() {
     assert!(text.contains(".json"), "{text}");
 }
 
+/// A target per non-empty tensor of `expected`, each into a buffer of its own, and the
+/// bytes each must hold.
+fn whole_tensors(
+    driver: &Driver,
+    inventory: &hipfile_safetensors::Inventory,
+    expected: &[(String, Vec<u8>)],
+) -> (Vec<hipfile_safetensors::Target>, Vec<Vec<u8>>) {
+    expected
+        .iter()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(name, data)| {
+            let buffer = driver.alloc(data.len()).unwrap();
+            let target =
+                hipfile_safetensors::Target::new(inventory, name, 0..data.len() as u64, buffer)
+                    .unwrap();
+            (target, data.clone())
+        })
+        .unzip()
+}
+
 #[test]
 fn read_into_fills_memory_the_caller_allocated_with_whole_tensors_and_ranges() {
     use hipfile_safetensors::{Inventory, Target};
@@ -827,13 +847,7 @@ fn read_into_fills_memory_the_caller_allocated_with_whole_tensors_and_ranges() {
     assert!(inventory.get("no such tensor").is_none());
 
     // Whole tensors, and bytes 3..17 of the first, each into a buffer of its own.
-    let mut targets = Vec::new();
-    let mut wanted: Vec<Vec<u8>> = Vec::new();
-    for (name, data) in expected.iter().filter(|(_, d)| !d.is_empty()) {
-        let buffer = driver.alloc(data.len()).unwrap();
-        targets.push(Target::new(&inventory, name, 0..data.len() as u64, buffer).unwrap());
-        wanted.push(data.clone());
-    }
+    let (mut targets, mut wanted) = whole_tensors(&driver, &inventory, &expected);
     let (first, data) = &expected[0];
     let part = driver.alloc(14).unwrap();
     targets.push(Target::new(&inventory, first, 3..17, part).unwrap());
@@ -867,23 +881,13 @@ fn read_into_fills_memory_the_caller_allocated_with_whole_tensors_and_ranges() {
 
 #[test]
 fn reads_of_one_inventory_at_the_same_time_each_register_the_shard() {
-    use hipfile_safetensors::{Inventory, Target};
+    use hipfile_safetensors::Inventory;
     let driver = require!(driver());
     let dir = TempDir::new("st-read-into-twice");
     let (paths, expected, _) = two_shards(&dir);
     let inventory = Inventory::open(&paths).unwrap();
-    let targets = |driver: &Driver| -> Vec<Target> {
-        expected
-            .iter()
-            .filter(|(_, d)| !d.is_empty())
-            .map(|(name, d)| {
-                let buffer = driver.alloc(d.len()).unwrap();
-                Target::new(&inventory, name, 0..d.len() as u64, buffer).unwrap()
-            })
-            .collect()
-    };
-    let mut outer = targets(&driver);
-    let mut inner = targets(&driver);
+    let (mut outer, _) = whole_tensors(&driver, &inventory, &expected);
+    let (mut inner, wanted) = whole_tensors(&driver, &inventory, &expected);
     // A second read of the same inventory starts while the first holds its shards
     // registered (as a reader's threads each calling `get_tensor` do).
     let mut nested = None;
@@ -897,10 +901,7 @@ fn reads_of_one_inventory_at_the_same_time_each_register_the_shard() {
         .unwrap();
     let report = nested.expect("the progress callback ran").unwrap();
     assert!(report.bytes_read > 0);
-    for (target, (_, want)) in inner
-        .iter()
-        .zip(expected.iter().filter(|(_, d)| !d.is_empty()))
-    {
+    for (target, want) in inner.iter().zip(&wanted) {
         let mut host = vec![0u8; want.len()];
         target.buffer().copy_to_host(0, &mut host).unwrap();
         assert!(
