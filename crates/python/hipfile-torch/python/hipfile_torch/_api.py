@@ -153,36 +153,15 @@ def _read(
     checkpoint: "_Checkpoint",
     targets: List[Tuple[str, int, int, int, int]],
     device: torch.device,
-    progress: Progress,
 ) -> LoadReport:
     """Reads the targets (name, start, end, address, length) into memory allocated on
     `device`, whose current stream is first synchronised: PyTorch may hand out memory that
-    work queued on it still uses."""
+    work queued on it still uses. For `safe_open`'s reads, which take no progress."""
     global _last
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
-    callback = None
-    started = time.perf_counter()
-    if progress is True:
-        callback = lambda done, total: _bar(done, total, started)  # noqa: E731
-    elif callable(progress):
-        callback = progress
-    elif progress not in (False, None):
-        raise TypeError("progress must be a bool or a callable taking (done, total)")
-    report = _read_into(checkpoint, targets, progress=callback)
-    _last = LoadReport(**report)
-    if progress is True:
-        _summary(_last)
+    _last = LoadReport(**_read_into(checkpoint, targets))
     return _last
-
-
-def _summary(report: LoadReport) -> None:
-    sys.stderr.write(
-        f"\nhipfile: {report.bytes / 1e9:.2f} GB in {report.seconds:.2f} s "
-        f"({report.gbps:.2f} GB/s): fastpath {report.fastpath_bytes} bytes, fallback "
-        f"{report.fallback_bytes} bytes, remote {report.remote_bytes} bytes, "
-        f"{report.requests} requests\n"
-    )
 
 
 def load_file(
@@ -383,7 +362,12 @@ class _Reads:
             seconds=seconds,
         )
         if self._user is True:
-            _summary(_last)
+            sys.stderr.write(
+                f"\nhipfile: {_last.bytes / 1e9:.2f} GB in {_last.seconds:.2f} s "
+                f"({_last.gbps:.2f} GB/s): fastpath {_last.fastpath_bytes} bytes, fallback "
+                f"{_last.fallback_bytes} bytes, remote {_last.remote_bytes} bytes, "
+                f"{_last.requests} requests\n"
+            )
         return _last
 
 
@@ -506,7 +490,7 @@ class safe_open:
         _, dtype, shape, _, start, end = self._info(name)
         t = torch.empty(shape, dtype=_torch_dtype(dtype, name), device=self._device)
         if end > start:
-            _read(self._open(), [(name, 0, end - start, t.data_ptr(), end - start)], self._device, False)
+            _read(self._open(), [(name, 0, end - start, t.data_ptr(), end - start)], self._device)
         return t
 
     def get_slice(self, name: str) -> _Slice:
@@ -550,7 +534,6 @@ class safe_open:
                 self._open(),
                 [(name, lo * row_bytes, hi * row_bytes, block.data_ptr(), nbytes)],
                 self._device,
-                False,
             )
         out = block[(local, *rest)]
         # A view of part of the block would keep all of it alive: give back its own copy.
