@@ -21,6 +21,10 @@ case, files = sys.argv[1], sys.argv[2:]
 torch.cuda.init()
 torch.zeros(1, device="cuda:0")
 dev = torch.device("cuda", 0)
+# As load_file does before it opens the driver: the runtime of this PyTorch build (without
+# it, `steps` and `ready` opened the driver with the automatic choice, which tries HIP's
+# library first).
+_api._runtime_for(dev)
 for f in files:
     with open(f, "rb", buffering=0) as h:
         while h.read(64 << 20):
