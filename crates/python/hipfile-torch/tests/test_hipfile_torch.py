@@ -497,24 +497,55 @@ dist.destroy_process_group()
 """
 
 
+TP_RANK = r"""
+import json, sys, torch, torch.distributed as dist
+import safetensors.torch as st
+import hipfile_torch as ht
+dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+index, shard, sharded = sys.argv[2], sys.argv[3], set(sys.argv[4:])
+tp, rank = dist.get_world_size(), dist.get_rank()
+# As the package's README has a tensor-parallel rank do it.
+state = ht.load_file(index, device="cpu", filter=lambda name: name not in sharded,
+                     process_group=dist.group.WORLD)
+shared = ht.last_report().bytes
+sliced = 0
+with ht.safe_open(index, device="cpu") as f:
+    for name in sorted(sharded):
+        s = f.get_slice(name)
+        rows = s.get_shape()[0] // tp
+        state[name] = s[rank * rows:(rank + 1) * rows]
+        sliced += ht.last_report().bytes
+want = st.load_file(shard)
+for name in sharded:
+    rows = want[name].shape[0] // tp
+    want[name] = want[name][rank * rows:(rank + 1) * rows]
+same = sorted(state) == sorted(want) and all(
+    state[k].dtype == want[k].dtype and torch.equal(state[k], want[k]) for k in want)
+print(json.dumps({"same": same, "shared": shared, "sliced": sliced}))
+dist.destroy_process_group()
+"""
+
+
 class Distributed(Base):
-    def test_two_gloo_ranks_each_read_part_and_end_equal(self):
-        all_ = tensors()
-        names = sorted(all_)
+    def index_of(self, all_, parts):
         weight_map = {}
-        for i, part in enumerate((names[:4], names[4:])):
-            shard = f"model-0000{i + 1}-of-00002.safetensors"
+        for i, part in enumerate(parts):
+            shard = f"model-0000{i + 1}-of-0000{len(parts)}.safetensors"
             st.save_file({n: all_[n] for n in part}, self.path(shard))
             weight_map.update({n: shard for n in part})
         index = self.path("model.safetensors.index.json")
         with open(index, "w") as f:
             json.dump({"weight_map": weight_map}, f)
+        return index
+
+    def ranks(self, script, *args):
+        """Runs `script` as two gloo ranks on loopback; their last lines, as JSON."""
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         ranks = [
-            subprocess.Popen([sys.executable, "-c", RANK, str(r), index], env=env,
+            subprocess.Popen([sys.executable, "-c", script, str(r), *args], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for r in range(2)
         ]
@@ -523,10 +554,30 @@ class Distributed(Base):
             out, err = p.communicate(timeout=240)
             self.assertEqual(p.returncode, 0, err)
             results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+
+    def test_two_gloo_ranks_each_read_part_and_end_equal(self):
+        all_ = tensors()
+        names = sorted(all_)
+        results = self.ranks(RANK, self.index_of(all_, (names[:4], names[4:])))
         total = sum(t.numel() * t.element_size() for t in all_.values())
         self.assertTrue(all(r["same"] for r in results), results)
         self.assertEqual(sum(r["read"] for r in results), total)
         self.assertTrue(all(0 < r["read"] < total for r in results), results)
+
+    def test_tensor_parallel_ranks_slice_their_rows_and_share_the_rest(self):
+        all_ = tensors()
+        index = self.index_of(all_, (sorted(all_),))
+        sharded = ["embed.weight", "layer.1.i8"]
+        results = self.ranks(TP_RANK, index, self.path("model-00001-of-00001.safetensors"), *sharded)
+        self.assertTrue(all(r["same"] for r in results), results)
+        nbytes = {n: t.numel() * t.element_size() for n, t in all_.items()}
+        # The replicated tensors are read once among the ranks; each rank reads only its
+        # own rows of the sharded ones.
+        self.assertEqual(sum(r["shared"] for r in results),
+                         sum(n for k, n in nbytes.items() if k not in sharded))
+        own_rows = sum(nbytes[k] // all_[k].shape[0] * (all_[k].shape[0] // 2) for k in sharded)
+        self.assertTrue(all(r["sliced"] == own_rows for r in results), results)
 
 
 class ObjectStorage(Base):
