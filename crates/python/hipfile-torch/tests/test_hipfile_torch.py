@@ -479,30 +479,37 @@ class SaveFile(Base):
         self.assertSameTensors(ht.load_file(p, device="cpu"), tensors())
 
 
-RANK = r"""
+# What both ranks' scripts start with: the group, safetensors' own load of every shard the
+# index names, and the comparison with it.
+RANK_PRELUDE = r"""
 import json, os, sys, torch, torch.distributed as dist
 import safetensors.torch as st
 import hipfile_torch as ht
 dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
 index = sys.argv[2]
+
+
+def reference():
+    want = {}
+    for shard in sorted({v for v in json.load(open(index))["weight_map"].values()}):
+        want.update(st.load_file(os.path.join(os.path.dirname(index), shard)))
+    return want
+
+
+def same(got, want):
+    return sorted(got) == sorted(want) and all(
+        got[k].dtype == want[k].dtype and got[k].shape == want[k].shape
+        and torch.equal(got[k], want[k]) for k in want)
+"""
+
+RANK = RANK_PRELUDE + r"""
 got = ht.load_file(index, device="cpu", process_group=dist.group.WORLD)
-want = {}
-for shard in sorted({v for v in json.load(open(index))["weight_map"].values()}):
-    want.update(st.load_file(os.path.join(os.path.dirname(index), shard)))
-same = sorted(got) == sorted(want) and all(
-    got[k].dtype == want[k].dtype and got[k].shape == want[k].shape and torch.equal(got[k], want[k])
-    for k in want)
-print(json.dumps({"same": same, "read": ht.last_report().bytes}))
+print(json.dumps({"same": same(got, reference()), "read": ht.last_report().bytes}))
 dist.destroy_process_group()
 """
 
-
-TP_RANK = r"""
-import json, sys, torch, torch.distributed as dist
-import safetensors.torch as st
-import hipfile_torch as ht
-dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
-index, shard, sharded = sys.argv[2], sys.argv[3], set(sys.argv[4:])
+TP_RANK = RANK_PRELUDE + r"""
+sharded = set(sys.argv[3:])
 tp, rank = dist.get_world_size(), dist.get_rank()
 # As the package's README has a tensor-parallel rank do it.
 state = ht.load_file(index, device="cpu", filter=lambda name: name not in sharded,
@@ -515,13 +522,11 @@ with ht.safe_open(index, device="cpu") as f:
         rows = s.get_shape()[0] // tp
         state[name] = s[rank * rows:(rank + 1) * rows]
         sliced += ht.last_report().bytes
-want = st.load_file(shard)
+want = reference()
 for name in sharded:
     rows = want[name].shape[0] // tp
     want[name] = want[name][rank * rows:(rank + 1) * rows]
-same = sorted(state) == sorted(want) and all(
-    state[k].dtype == want[k].dtype and torch.equal(state[k], want[k]) for k in want)
-print(json.dumps({"same": same, "shared": shared, "sliced": sliced}))
+print(json.dumps({"same": same(state, want), "shared": shared, "sliced": sliced}))
 dist.destroy_process_group()
 """
 
@@ -569,7 +574,7 @@ class Distributed(Base):
         all_ = tensors()
         index = self.index_of(all_, (sorted(all_),))
         sharded = ["embed.weight", "layer.1.i8"]
-        results = self.ranks(TP_RANK, index, self.path("model-00001-of-00001.safetensors"), *sharded)
+        results = self.ranks(TP_RANK, index, *sharded)
         self.assertTrue(all(r["same"] for r in results), results)
         nbytes = {n: t.numel() * t.element_size() for n, t in all_.items()}
         # The replicated tensors are read once among the ranks; each rank reads only its
