@@ -1,0 +1,83 @@
+#!/bin/bash
+# Measures the headline cases of docs/BENCHMARKS.md's current-figures table in one call on
+# the GPU machine, each beside the limit of the same run (docs/PERF.md gives the method):
+#
+#   docs/profile/headline.sh BIN [PART...]
+#
+# BIN holds a release `hipfile` and `libcufile.so.0`; the Python parts need hipfile_torch's
+# wheel and the peers (KvikIO, InstantTensor) importable (PYTHONPATH). Files are made under
+# /tmp: the benchmark checkpoint (`hipfile checkpoint --out /tmp/ck`, kept if there) and the
+# bench files. PARTs, in the order given (all by default):
+#   loads    `hipfile load`, three fresh processes of three loads each
+#   limits   bench against its limits: 1 GiB, 64 MiB 8 deep, 4 and 64 KiB random 32 deep,
+#            durable writes; the raw staged pipeline (pagecache_dma.cu), loads after it
+#   clients  bench 4 MiB at 1, 4 and 16 threads; KvikIO's CuFile.read with the same
+#   torch    hipfile_torch beside `hipfile load` and the peer loaders, hot; first loads
+#   cold     hipfile_torch, bench and `hipfile load` cold; stream-ordered requests
+# Prints a heading per case and one JSON object per measurement. Not run by CI.
+set -u
+BIN=$(cd "$1" && pwd); shift
+PARTS=${*:-loads limits clients torch cold}
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+H=$BIN/hipfile
+B="$H bench --json"
+PY=$HERE/crates/python/hipfile-torch/scripts
+GPU=$HERE/crates/c/hipfile-c-cufile/tests/gpu
+export PYTHONUNBUFFERED=1
+cd /tmp || exit 1
+[ -d /tmp/ck ] || $H checkpoint --out /tmp/ck > /dev/null || exit 1
+CK=$(ls /tmp/ck/*.safetensors)
+S=$(echo "$CK" | head -1)
+SZ=$(stat -c %s "$S")
+for part in $PARTS; do
+    case $part in
+    loads)
+        echo "== hipfile load, 3 processes"
+        for _ in 1 2 3; do $H load --json --runs 3 $CK; done
+        ;;
+    limits)
+        echo "== 1 GiB, hot"
+        $B --file "$S" --size "$SZ" --io-size 1GiB --hot --runs 3 --limits
+        echo "== 64 MiB, async, 8 deep, hot"
+        $B --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --hot --runs 3 --limits
+        echo "== 4 KiB random, async, 32 deep, hot"
+        $B --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
+        echo "== 64 KiB random, async, 32 deep, hot"
+        $B --file /tmp/F64 --size 1GiB --io-size 64KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
+        echo "== durable write, 1 GiB"
+        $B --op write --file /tmp/W --overwrite --size 4GiB --io-size 1GiB --runs 3 --limits
+        echo "== the raw staged pipeline, then hipfile load"
+        nvcc -O2 -o /tmp/pagecache_dma "$GPU/pagecache_dma.cu" -lpthread && /tmp/pagecache_dma "$S" together
+        $H load --json --runs 2 $CK
+        ;;
+    clients)
+        echo "== 4 MiB, sync, 1 / 4 / 16 threads, then KvikIO with the same"
+        for t in 1 4 16; do $B --file /tmp/F --size 8GiB --io-size 4MiB --threads $t --hot --runs 3; done
+        for t in 1 4 16; do
+            KVIKIO_COMPAT_MODE=OFF LD_PRELOAD=$BIN/libcufile.so.0 python3 "$GPU/kvikio_read.py" /tmp/F $t 3
+        done
+        ;;
+    torch)
+        echo "== hipfile_torch, hot, two processes, each beside hipfile load"
+        for _ in 1 2; do
+            python3 "$PY/peers_load.py" --mode hot --runs 3 --loaders hipfile-torch $CK
+            $H load --json --runs 2 $CK
+        done
+        echo "== the peers, hot, CRCs"
+        python3 "$PY/peers_load.py" --mode hot --runs 2 --crc --loaders hipfile-torch,instanttensor-buffered,safetensors $CK
+        echo "== first loads: steps, then load_file alone"
+        python3 "$PY/first_load.py" steps $CK
+        for _ in 1 2; do python3 "$PY/first_load.py" plain $CK; done
+        ;;
+    cold)
+        echo "== cold: hipfile_torch, hipfile load, bench with its limits"
+        python3 "$PY/peers_load.py" --mode cold --runs 2 --loaders hipfile-torch $CK
+        sync; echo 3 > /proc/sys/vm/drop_caches && $H load --json --runs 1 $CK
+        $B --file "$S" --size "$SZ" --io-size 1GiB --cold --runs 2 --limits
+        $B --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --cold --runs 2 --limits
+        echo "== stream-ordered, 64 MiB, 8 deep, hot"
+        $B --file /tmp/F --size 8GiB --io-size 64MiB --api stream --queue-depth 8 --hot --runs 2
+        ;;
+    *) echo "unknown part $part: give loads, limits, clients, torch or cold" >&2; exit 2 ;;
+    esac
+done
