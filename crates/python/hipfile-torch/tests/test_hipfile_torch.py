@@ -339,6 +339,74 @@ class Batches(Base):
         self.assertEqual(errors, [])
 
 
+class Reservation(Base):
+    """Each batch's GPU memory taken from PyTorch's caching allocator as one block, for the
+    tensors to be cut from, rather than a device allocation per tensor."""
+
+    def test_the_block_holds_the_large_pools_tensors_rounded_as_pytorch_rounds_them(self):
+        from hipfile_torch import _api
+
+        mib = 1 << 20
+        # 100 bytes and 1 MiB come from the small pool; 1 MiB + 1 and 3,000,000 bytes from
+        # the large one, each rounded up to 512.
+        self.assertEqual(_api._reservation([0, 100, mib, mib + 1, 3_000_000]), (mib + 512) + 3_000_320)
+        # One large tensor is one allocation, block or not.
+        self.assertEqual(_api._reservation([100, 5 * mib]), 0)
+        self.assertEqual(_api._reservation([]), 0)
+
+    def test_only_gpu_loads_through_a_caching_allocator_that_splits_blocks_reserve(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        unlimited = {"max_split_size": -1, "reserved_bytes.all.current": 0, "allocated_bytes.all.current": 0}
+
+        def reserves(stats=unlimited, backend="native", env=None, device=torch.device("cuda", 0)):
+            with mock.patch.object(torch.cuda, "memory_stats", lambda d=None: stats), mock.patch.object(
+                torch.cuda.memory, "get_allocator_backend", lambda: backend
+            ), mock.patch.dict(os.environ):
+                for v in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):
+                    os.environ.pop(v, None)
+                os.environ.update(env or {})
+                return _api._reserves(device, 1 << 30)
+
+        self.assertTrue(reserves())
+        # A device not used yet has no statistics: its cache is empty.
+        self.assertTrue(reserves(stats={}))
+        self.assertFalse(reserves(device=torch.device("cpu")))
+        self.assertFalse(reserves(backend="cudaMallocAsync"))
+        self.assertFalse(reserves(env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}))
+        self.assertFalse(reserves(env={"PYTORCH_NO_HIP_MEMORY_CACHING": "1"}))
+        # max_split_size_mb: a block above it is never split for smaller tensors.
+        self.assertFalse(reserves(stats=dict(unlimited, max_split_size=512 << 20)))
+        # The cache already holds the load's bytes free: it serves the tensors.
+        cached = {"reserved_bytes.all.current": 3 << 30, "allocated_bytes.all.current": 1 << 30}
+        self.assertFalse(reserves(stats=dict(unlimited, **cached)))
+
+    def test_a_load_reserves_each_batch_before_allocating_it(self):
+        from unittest import mock
+        from hipfile_torch import _api
+
+        g = torch.Generator().manual_seed(3)
+        p = self.path("model.safetensors")
+        st.save_file({n: torch.randn(rows, 1000, generator=g) for n, rows in
+                      (("a", 300), ("b", 400), ("c", 1), ("d", 500))}, p)
+        events = []
+        real_empty = torch.empty
+
+        def empty(*a, **k):
+            events.append("tensor")
+            return real_empty(*a, **k)
+
+        with mock.patch.object(_api, "_reserves", lambda device, total: True), mock.patch.object(
+            _api, "_reserve", lambda device, n: events.append(n)
+        ), mock.patch.object(_api, "_BATCH_BYTES", 3 << 20), mock.patch.object(torch, "empty", empty):
+            got = ht.load_file(p, device="cpu")
+        self.assertSameTensors(got, st.load_file(p))
+        # a, b and c (1.2 MB, 1.6 MB, 4 KB) then d (2 MB) alone: a's and b's bytes, rounded
+        # to 512, are reserved before the first batch is allocated; d alone needs no block.
+        self.assertEqual(events, [1_200_128 + 1_600_000, "tensor", "tensor", "tensor", 0, "tensor"])
+
+
 class BadInput(Base):
     def assertRefused(self, paths, kind, words):
         with self.assertRaises(kind) as caught:

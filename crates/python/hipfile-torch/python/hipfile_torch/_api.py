@@ -220,6 +220,7 @@ def load_file(
     owners = _owners(wanted, process_group)
     me = _rank(process_group)
     tensors: Dict[str, torch.Tensor] = {}
+    reserve = _reserves(dev, sum(n for _name, n in wanted))
     reads = _Reads(
         checkpoint,
         dev,
@@ -230,6 +231,8 @@ def load_file(
     )
     try:
         for batch in _batches(kept, owners, whole=remote):
+            if reserve:
+                _reserve(dev, _reservation([entry[4] for entry, _owner in batch]))
             held = []
             for (name, dtype, shape, _shard, n), owner in batch:
                 t = torch.empty(shape, dtype=dtype, device=dev)
@@ -253,6 +256,57 @@ def load_file(
 # bytes.
 _BATCH_BYTES = 1 << 30
 _READS_AT_ONCE = 2
+
+
+# PyTorch's caching allocator (CUDA's and ROCm's alike) serves a request above 1 MiB from its
+# large pool, rounded up to 512 bytes: from a cached block it splits, when one is free and
+# large enough, else from a device allocation of its own. A checkpoint's hundreds of tensors
+# made hundreds of device allocations while the reads ran, and a load took 1.2 times as long
+# as with one block per batch (docs/decisions/hipfile-torch.md).
+_LARGE_POOL_ABOVE = 1 << 20
+_ROUNDING = 512
+
+
+def _reservation(sizes: Sequence[int]) -> int:
+    """The bytes of one block that the caching allocator can cut every tensor of a batch
+    from, given their byte sizes: those its large pool serves, each rounded as it rounds
+    them; 0 where fewer than two tensors would come from it (no allocation to save)."""
+    large = [-(-n // _ROUNDING) * _ROUNDING for n in sizes if n > _LARGE_POOL_ABOVE]
+    return sum(large) if len(large) > 1 else 0
+
+
+def _reserves(device: torch.device, total: int) -> bool:
+    """Whether a load of `total` bytes into `device` has PyTorch's allocator take each
+    batch's memory at once (`_reserve`): only for GPU memory, with PyTorch's own caching
+    allocator, caching on, blocks split whatever their size (a `max_split_size_mb` keeps
+    large blocks whole, so that a block reserved would stay unused), and less than `total`
+    already free in its cache (which then serves the tensors without new allocations)."""
+    if device.type != "cuda":
+        return False
+    uncached = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")
+    if any(os.environ.get(v) == "1" for v in uncached):
+        return False
+    backend = getattr(torch.cuda.memory, "get_allocator_backend", lambda: "native")()
+    if backend != "native":
+        return False
+    stats = torch.cuda.memory_stats(device)
+    if stats.get("max_split_size", -1) > 0:
+        return False
+    cached = stats.get("reserved_bytes.all.current", 0) - stats.get("allocated_bytes.all.current", 0)
+    return cached < total
+
+
+def _reserve(device: torch.device, nbytes: int) -> None:
+    """Has the caching allocator take `nbytes` of `device` memory as one block and keep it
+    cached, for the batch's tensors to be cut from: the tensors still own their memory one
+    by one, and `torch.cuda.empty_cache()` returns the block once they are all freed. Where
+    the device has no such block free, the tensors are allocated one by one as before."""
+    if nbytes == 0:
+        return
+    try:
+        torch.empty(nbytes, dtype=torch.uint8, device=device)
+    except torch.cuda.OutOfMemoryError:
+        pass
 
 
 def _batches(kept, owners, whole: bool):
