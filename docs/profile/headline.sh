@@ -4,10 +4,14 @@
 #
 #   docs/profile/headline.sh BIN [PART...]
 #
-# BIN holds a release `hipfile` and `libcufile.so.0`; the Python parts need hipfile_torch's
-# wheel and the peers (KvikIO, InstantTensor) importable (PYTHONPATH). Files are made under
-# /tmp: the benchmark checkpoint (`hipfile checkpoint --out /tmp/ck`, kept if there) and the
-# bench files. PARTs, in the order given (all by default):
+# BIN holds a release `hipfile` and `libcufile.so.0`:
+#   cargo build --release -p hipfile-cli -p hipfile-c-cufile
+#   cp target/release/hipfile BIN/; cp target/release/libcufile.so BIN/libcufile.so.0
+# The Python parts need hipfile_torch's wheel (`maturin build --release --strip --locked -m
+# crates/python/hipfile-torch/Cargo.toml`) and the peers (kvikio-cu13, instanttensor)
+# importable: `pip install --no-deps --target DIR ...whl`, then PYTHONPATH=DIR. Files are
+# made under /tmp: the benchmark checkpoint (`hipfile checkpoint --out /tmp/ck`, kept if
+# there) and the bench files. PARTs, in the order given (all by default):
 #   loads    `hipfile load`, three fresh processes of three loads each
 #   limits   bench against its limits: 1 GiB, 64 MiB 8 deep, 4 and 64 KiB random 32 deep,
 #            durable writes; the raw staged pipeline (pagecache_dma.cu), loads after it
