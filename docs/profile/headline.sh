@@ -18,13 +18,20 @@
 #   clients  bench 4 MiB at 1, 4 and 16 threads; KvikIO's CuFile.read with the same
 #   torch    hipfile_torch beside `hipfile load` and the peer loaders, hot; first loads
 #   cold     hipfile_torch, bench and `hipfile load` cold; stream-ordered requests
+# With BASE=DIR (another build's `hipfile`), every bench and `hipfile load` of the parts
+# loads, limits, clients and cold runs with BASE's build right after BIN's, so that two builds
+# meet the same state of the machine; a line "-- build: DIR" precedes each one's output.
 # Prints a heading per case and one JSON object per measurement. Not run by CI.
 set -u
 BIN=$(cd "$1" && pwd); shift
 PARTS=${*:-loads limits clients torch cold}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 H=$BIN/hipfile
-B="$H bench --json"
+BUILDS=("$BIN")
+if [ -n "${BASE:-}" ]; then BUILDS+=("$(cd "$BASE" && pwd)"); fi
+# bench and load with each build in turn.
+b() { for d in "${BUILDS[@]}"; do echo "-- build: $d"; "$d/hipfile" bench --json "$@"; done; }
+l() { for d in "${BUILDS[@]}"; do echo "-- build: $d"; "$d/hipfile" load --json "$@"; done; }
 PY=$HERE/crates/python/hipfile-torch/scripts
 GPU=$HERE/crates/c/hipfile-c-cufile/tests/gpu
 export PYTHONUNBUFFERED=1
@@ -37,26 +44,26 @@ for part in $PARTS; do
     case $part in
     loads)
         echo "== hipfile load, 3 processes"
-        for _ in 1 2 3; do $H load --json --runs 3 $CK; done
+        for _ in 1 2 3; do l --runs 3 $CK; done
         ;;
     limits)
         echo "== 1 GiB, hot"
-        $B --file "$S" --size "$SZ" --io-size 1GiB --hot --runs 3 --limits
+        b --file "$S" --size "$SZ" --io-size 1GiB --hot --runs 3 --limits
         echo "== 64 MiB, async, 8 deep, hot"
-        $B --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --hot --runs 3 --limits
+        b --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --hot --runs 3 --limits
         echo "== 4 KiB random, async, 32 deep, hot"
-        $B --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
+        b --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
         echo "== 64 KiB random, async, 32 deep, hot"
-        $B --file /tmp/F64 --size 1GiB --io-size 64KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
+        b --file /tmp/F64 --size 1GiB --io-size 64KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
         echo "== durable write, 1 GiB"
-        $B --op write --file /tmp/W --overwrite --size 4GiB --io-size 1GiB --runs 3 --limits
+        b --op write --file /tmp/W --overwrite --size 4GiB --io-size 1GiB --runs 3 --limits
         echo "== the raw staged pipeline, then hipfile load"
         nvcc -O2 -o /tmp/pagecache_dma "$GPU/pagecache_dma.cu" -lpthread && /tmp/pagecache_dma "$S" together
-        $H load --json --runs 2 $CK
+        l --runs 2 $CK
         ;;
     clients)
         echo "== 4 MiB, sync, 1 / 4 / 16 threads, then KvikIO with the same"
-        for t in 1 4 16; do $B --file /tmp/F --size 8GiB --io-size 4MiB --threads $t --hot --runs 3; done
+        for t in 1 4 16; do b --file /tmp/F --size 8GiB --io-size 4MiB --threads $t --hot --runs 3; done
         for t in 1 4 16; do
             KVIKIO_COMPAT_MODE=OFF LD_PRELOAD=$BIN/libcufile.so.0 python3 "$GPU/kvikio_read.py" /tmp/F $t 3
         done
@@ -76,11 +83,14 @@ for part in $PARTS; do
     cold)
         echo "== cold: hipfile_torch, hipfile load, bench with its limits"
         python3 "$PY/peers_load.py" --mode cold --runs 2 --loaders hipfile-torch $CK
-        sync; echo 3 > /proc/sys/vm/drop_caches && $H load --json --runs 1 $CK
-        $B --file "$S" --size "$SZ" --io-size 1GiB --cold --runs 2 --limits
-        $B --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --cold --runs 2 --limits
+        for d in "${BUILDS[@]}"; do
+            sync; echo 3 > /proc/sys/vm/drop_caches || break
+            echo "-- build: $d"; "$d/hipfile" load --json --runs 1 $CK
+        done
+        b --file "$S" --size "$SZ" --io-size 1GiB --cold --runs 2 --limits
+        b --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --cold --runs 2 --limits
         echo "== stream-ordered, 64 MiB, 8 deep, hot"
-        $B --file /tmp/F --size 8GiB --io-size 64MiB --api stream --queue-depth 8 --hot --runs 2
+        b --file /tmp/F --size 8GiB --io-size 64MiB --api stream --queue-depth 8 --hot --runs 2
         ;;
     *) echo "unknown part $part: give loads, limits, clients, torch or cold" >&2; exit 2 ;;
     esac
