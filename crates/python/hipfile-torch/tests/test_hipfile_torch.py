@@ -364,7 +364,7 @@ class Reservation(Base):
             with mock.patch.object(torch.cuda, "memory_stats", lambda d=None: stats), mock.patch.object(
                 torch.cuda.memory, "get_allocator_backend", lambda: backend
             ), mock.patch.dict(os.environ):
-                for v in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"):
+                for v in _api._NO_CACHING:
                     os.environ.pop(v, None)
                 os.environ.update(env or {})
                 return _api._reserves(device, 1 << 30)

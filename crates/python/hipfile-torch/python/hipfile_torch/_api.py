@@ -265,6 +265,8 @@ _READS_AT_ONCE = 2
 # as with one block per batch (docs/decisions/hipfile-torch.md).
 _LARGE_POOL_ABOVE = 1 << 20
 _ROUNDING = 512
+# Set to 1, either turns the caching off (CUDA's name, ROCm's name).
+_NO_CACHING = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")
 
 
 def _reservation(sizes: Sequence[int]) -> int:
@@ -283,8 +285,7 @@ def _reserves(device: torch.device, total: int) -> bool:
     already free in its cache (which then serves the tensors without new allocations)."""
     if device.type != "cuda":
         return False
-    uncached = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")
-    if any(os.environ.get(v) == "1" for v in uncached):
+    if any(os.environ.get(v) == "1" for v in _NO_CACHING):
         return False
     backend = getattr(torch.cuda.memory, "get_allocator_backend", lambda: "native")()
     if backend != "native":
