@@ -29,9 +29,20 @@ HERE=$(cd "$(dirname "$0")/../.." && pwd)
 H=$BIN/hipfile
 BUILDS=("$BIN")
 if [ -n "${BASE:-}" ]; then BUILDS+=("$(cd "$BASE" && pwd)"); fi
-# bench and load with each build in turn.
-b() { for d in "${BUILDS[@]}"; do echo "-- build: $d"; "$d/hipfile" bench --json "$@"; done; }
-l() { for d in "${BUILDS[@]}"; do echo "-- build: $d"; "$d/hipfile" load --json "$@"; done; }
+# `each bench|load ARGS`: the command with each build in turn, `$BEFORE` run before each.
+each() {
+    local cmd=$1
+    shift
+    for d in "${BUILDS[@]}"; do
+        ${BEFORE:-:}
+        echo "-- build: $d"
+        "$d/hipfile" "$cmd" --json "$@"
+    done
+}
+b() { each bench "$@"; }
+l() { each load "$@"; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+hot() { cat $CK > /dev/null; }
 PY=$HERE/crates/python/hipfile-torch/scripts
 GPU=$HERE/crates/c/hipfile-c-cufile/tests/gpu
 export PYTHONUNBUFFERED=1
@@ -44,7 +55,7 @@ for part in $PARTS; do
     case $part in
     loads)
         echo "== hipfile load, 3 processes"
-        for _ in 1 2 3; do l --runs 3 $CK; done
+        for _ in 1 2 3; do BEFORE=hot l --runs 3 $CK; done
         ;;
     limits)
         echo "== 1 GiB, hot"
@@ -59,7 +70,7 @@ for part in $PARTS; do
         b --op write --file /tmp/W --overwrite --size 4GiB --io-size 1GiB --runs 3 --limits
         echo "== the raw staged pipeline, then hipfile load"
         nvcc -O2 -o /tmp/pagecache_dma "$GPU/pagecache_dma.cu" -lpthread && /tmp/pagecache_dma "$S" together
-        l --runs 2 $CK
+        BEFORE=hot l --runs 2 $CK
         ;;
     clients)
         echo "== 4 MiB, sync, 1 / 4 / 16 threads, then KvikIO with the same"
@@ -83,10 +94,7 @@ for part in $PARTS; do
     cold)
         echo "== cold: hipfile_torch, hipfile load, bench with its limits"
         python3 "$PY/peers_load.py" --mode cold --runs 2 --loaders hipfile-torch $CK
-        for d in "${BUILDS[@]}"; do
-            sync; echo 3 > /proc/sys/vm/drop_caches || break
-            echo "-- build: $d"; "$d/hipfile" load --json --runs 1 $CK
-        done
+        BEFORE=drop l --runs 1 $CK
         b --file "$S" --size "$SZ" --io-size 1GiB --cold --runs 2 --limits
         b --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --cold --runs 2 --limits
         echo "== stream-ordered, 64 MiB, 8 deep, hot"
