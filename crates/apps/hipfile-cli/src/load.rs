@@ -93,10 +93,10 @@ pub struct LoadArgs {
     /// tensor_list)
     #[arg(long)]
     pub list: bool,
-    /// Bytes per request, a multiple of 4096 up to 1GiB [default: 64MiB]
+    /// Bytes per request, a multiple of 4096 up to 1GiB [default: 64MiB hot, 1GiB cold]
     #[arg(long, value_name = "N", value_parser = request_size)]
     pub request_size: Option<u64>,
-    /// Requests in flight, 1 to 1024 [default: 8 hot, 2 cold]
+    /// Requests in flight, 1 to 1024 [default: 8 hot, 1 cold]
     #[arg(
         long,
         value_name = "N",
@@ -577,5 +577,31 @@ mod tests {
         assert!(e.contains("multiple of 4096"), "{e}");
         let e = error(&["load", "--in-flight", "0", "x"]);
         assert!(e.contains("--in-flight"), "{e}");
+    }
+
+    /// The defaults that `load --help` states are the loader's.
+    #[test]
+    fn help_states_the_loaders_defaults() {
+        use hipfile_safetensors::{
+            DEFAULT_COLD_IN_FLIGHT, DEFAULT_COLD_REQUEST_SIZE, DEFAULT_HOT_IN_FLIGHT,
+            DEFAULT_REQUEST_SIZE,
+        };
+        let text = parse(&["load", "--help"])
+            .expect_err("help")
+            .render()
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let size = format!(
+            "[default: {}MiB hot, {}GiB cold]",
+            DEFAULT_REQUEST_SIZE >> 20,
+            DEFAULT_COLD_REQUEST_SIZE >> 30
+        );
+        let depth =
+            format!("[default: {DEFAULT_HOT_IN_FLIGHT} hot, {DEFAULT_COLD_IN_FLIGHT} cold]");
+        for want in [size, depth] {
+            assert!(text.contains(&want), "{want}: {text}");
+        }
     }
 }
