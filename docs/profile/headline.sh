@@ -17,7 +17,8 @@
 #            durable writes; the raw staged pipeline (pagecache_dma.cu), loads after it
 #   clients  bench 4 MiB at 1, 4 and 16 threads; KvikIO's CuFile.read with the same
 #   torch    hipfile_torch beside `hipfile load` and the peer loaders, hot; first loads
-#   cold     hipfile_torch, bench and `hipfile load` cold; stream-ordered requests
+#   cold     hipfile_torch, bench and `hipfile load` cold, between two measurements of the
+#            disk over the checkpoint's files (disk_read.c); stream-ordered requests
 # With BASE=DIR (another build's `hipfile`), every bench and `hipfile load` of the parts
 # loads, limits, clients and cold runs with BASE's build right after BIN's, so that two builds
 # meet the same state of the machine; a line "-- build: DIR" precedes each one's output.
@@ -43,6 +44,10 @@ b() { each bench "$@"; }
 l() { each load "$@"; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 hot() { cat $CK > /dev/null; }
+# The disk's limit over the checkpoint's own files (disk_read.c), each mode from cold.
+disk() {
+    for m in "direct 4" "direct 16" "buffered 1" "buffered 16"; do drop; /tmp/disk_read $m 16 $CK; done
+}
 PY=$HERE/crates/python/hipfile-torch/scripts
 GPU=$HERE/crates/c/hipfile-c-cufile/tests/gpu
 export PYTHONUNBUFFERED=1
@@ -92,9 +97,11 @@ for part in $PARTS; do
         for _ in 1 2; do python3 "$PY/first_load.py" plain $CK; done
         ;;
     cold)
-        echo "== cold: hipfile_torch, hipfile load, bench with its limits"
+        echo "== cold: the disk over the checkpoint, hipfile_torch, hipfile load, the disk again, bench with its limits"
+        gcc -O2 -o /tmp/disk_read "$HERE/docs/profile/disk_read.c" -lpthread && disk
         python3 "$PY/peers_load.py" --mode cold --runs 2 --loaders hipfile-torch $CK
-        BEFORE=drop l --runs 1 $CK
+        for _ in 1 2; do BEFORE=drop l --runs 1 $CK; done
+        disk
         b --file "$S" --size "$SZ" --io-size 1GiB --cold --runs 2 --limits
         b --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --cold --runs 2 --limits
         echo "== stream-ordered, 64 MiB, 8 deep, hot"
