@@ -80,6 +80,10 @@ int main(int argc, char **argv) {
     }
     size_t cap = 1024;
     pieces = malloc(cap * sizeof *pieces);
+    if (!pieces) {
+        perror("malloc");
+        return 1;
+    }
     unsigned long long total = 0;
     for (int a = 4; a < argc; a++) {
         int fd = open(argv[a], O_RDONLY | (direct ? O_DIRECT : 0));
@@ -90,7 +94,14 @@ int main(int argc, char **argv) {
         }
         if (!direct) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         for (off_t o = 0; o < st.st_size; o += (off_t)block) {
-            if (count == cap) pieces = realloc(pieces, (cap *= 2) * sizeof *pieces);
+            if (count == cap) {
+                struct piece *more = realloc(pieces, (cap *= 2) * sizeof *pieces);
+                if (!more) {
+                    perror("realloc");
+                    return 1;
+                }
+                pieces = more;
+            }
             size_t len = (size_t)(st.st_size - o) < block ? (size_t)(st.st_size - o) : block;
             pieces[count++] = (struct piece){fd, o, len};
         }
