@@ -75,7 +75,7 @@ for part in $PARTS; do
         b --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --threads 2 --queue-depth 16 --pattern random --hot --runs 5
         b --file /tmp/F4 --size 256MiB --io-size 4KiB --threads 32 --pattern random --hot --runs 5
         echo "== 4 KiB random, the runtime calls of a small staged read (small_copies.cu), 32 threads"
-        nvcc -O2 -o /tmp/small_copies "$HERE/docs/profile/small_copies.cu" -lpthread && /tmp/small_copies /tmp/F4 32
+        nvcc -O2 -o /tmp/small_copies "$GPU/small_copies.cu" -lpthread && /tmp/small_copies /tmp/F4 32
         echo "== 64 KiB random, async, 32 deep, hot"
         b --file /tmp/F64 --size 1GiB --io-size 64KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
         echo "== durable write, 1 GiB"

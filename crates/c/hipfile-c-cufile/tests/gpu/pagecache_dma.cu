@@ -10,7 +10,7 @@
 //   /tmp/pagecache_dma FILE together    # pread and copies at once; the raw staged pipeline
 //
 // Not run by CI (it needs a GPU); the figures are in docs/BENCHMARKS.md.
-#include <cuda_runtime.h>
+#include "cuda_check.h"
 
 #include <atomic>
 #include <chrono>
@@ -23,15 +23,6 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
-
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (x);                                                           \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

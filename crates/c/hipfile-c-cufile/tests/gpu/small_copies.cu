@@ -12,11 +12,11 @@
 // Each variant runs twice, in turn, after one pass that warms the page cache. Prints one JSON
 // object per run: variant, threads, requests, seconds, gbps, requests per second.
 //
-//   nvcc -O2 -o /tmp/small_copies docs/profile/small_copies.cu -lpthread
+//   nvcc -O2 -o /tmp/small_copies crates/c/hipfile-c-cufile/tests/gpu/small_copies.cu -lpthread
 //   /tmp/small_copies FILE [THREADS]
 //
 // Not run by CI (it needs a GPU); the figures go in docs/BENCHMARKS.md.
-#include <cuda_runtime.h>
+#include "cuda_check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -29,15 +29,6 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
-
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (x);                                                           \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 static const size_t IO = 4096;
 
