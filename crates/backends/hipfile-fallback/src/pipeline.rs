@@ -13,9 +13,13 @@
 //! chunk size): for a read, the `pread` of
 //! chunk i+1 runs while chunk i is copied to the device; for a write, chunk i+1 is copied from
 //! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
-//! as it is written (the request's one `fdatasync` comes after every task). Before a buffer is reused its event is waited for,
-//! and at the end of the task the stream is synchronised before the buffers go back, so the
-//! bytes are in place when the caller is told the task is done.
+//! as it is written (the request's one `fdatasync` comes after every task). Before a buffer is reused its event is waited for.
+//! A task is reported done only once its copies have run: at the end of a write task, or of
+//! a read task with no other read queued for the same device, the stream is synchronised
+//! before the buffers go back; a read task with another read queued behind it keeps its
+//! buffers and stream for that one (a `Tail`), whose first chunk is read while the last
+//! copies run, and is reported once their events have been waited for, so that a worker's
+//! reads go on without a pause between tasks.
 //!
 //! A task that fails, or a read task that comes back short (the end of the file), makes the
 //! later tasks of its request that have not started yet skip; the earlier ones still run,
@@ -33,7 +37,9 @@
 //! Tasks carry the caller's descriptor as a raw number and its device memory as a
 //! [`DeviceRange`]. Both stay valid for as long as any task of the request exists, because
 //! [`Pipeline::run`] does not return before every task of the request is finished, and a task
-//! is finished only after its stream has been synchronised. A number means the caller's file
+//! is finished only after its copies have run (its stream synchronised, or the events
+//! recorded after its last copies waited for); on a path that could not wait for them (a
+//! panic), only after its stream has been synchronised or its buffers given up. A number means the caller's file
 //! in the worker only if the two threads share a descriptor table: a worker checks that the
 //! numbers are the same open files (device, inode, access mode, `O_APPEND`, `O_DIRECT`) as
 //! in the caller's table before it uses them, and otherwise leaves the request to the caller.
@@ -142,6 +148,16 @@ impl Progress {
     /// Whether task `index`, not started yet, is skipped.
     fn skips(&self, index: usize) -> bool {
         self.cancelled.load(Ordering::Acquire) || self.stop_at.load(Ordering::Acquire) < index
+    }
+
+    /// Records task `index`'s outcome, and wakes the caller when it was the last.
+    fn finish(&self, index: usize, outcome: Outcome) {
+        let mut outcomes = lock(&self.outcomes);
+        outcomes.each[index] = Some(outcome);
+        outcomes.remaining -= 1;
+        if outcomes.remaining == 0 {
+            self.done.notify_all();
+        }
     }
 }
 
@@ -346,12 +362,14 @@ impl Pipeline {
     /// one stream synchronisation at the end. The share is at least [`MIN_TASK`] (or the
     /// configured size, if smaller) and, above the configured size, at most
     /// [`MAX_TASK`] (or the configured size, if larger): a worker's stream drains at the end
-    /// of every task, which costs one chunk's copy per task, while very large tasks would
+    /// of a task with no read queued behind it, which costs one chunk's copy, while very
+    /// large tasks would
     /// keep a request's error from stopping the others early and hold workers from later
     /// requests.
     ///
     /// Behind a `backlog` of queued bytes that no worker has started (every worker busy),
-    /// spreading the request gains nothing: its tasks wait anyway, and each drain costs. Its
+    /// spreading the request gains nothing: its tasks wait anyway, and each task's end costs
+    /// a wait for its last copies' events and a report. Its
     /// tasks are then as long as each worker's share of the backlog, up to the whole
     /// request (within the same upper bound), so that many requests in flight (a loader's
     /// window of tensors, many callers' mid-size reads) move in long tasks, while the
@@ -401,7 +419,7 @@ const DIRECT_BELOW_TASK: u64 = 16 << 20;
 
 /// The largest task a request is cut into, unless the configured task size is larger: 32
 /// chunks of 2 MiB (16 of 4 MiB since chunks are a task long), so the drain at the end of a
-/// task costs about 3 % (measured on the H200 machine: a continuous pipeline moved 46 GB/s
+/// task with nothing queued behind it costs about 3 % (measured on the H200 machine: a continuous pipeline moved 46 GB/s
 /// against 34 with one drain per 4 MiB, docs/BENCHMARKS.md).
 const MAX_TASK: u64 = 64 << 20;
 
@@ -496,6 +514,14 @@ impl Gpus {
         }
     }
 
+    /// The stream of the set for `device`, if it has one.
+    fn stream_of(&self, device: i32) -> Option<StreamHandle> {
+        self.each
+            .iter()
+            .find(|g| g.device == device)
+            .map(|g| g.stream)
+    }
+
     /// Drops the set for `device` without destroying it: its stream could not be waited
     /// for, so copies may still be queued on it, and destroying it could free what they use.
     /// The handles are left behind; the next task for the device makes a new set.
@@ -512,66 +538,99 @@ impl Gpus {
     }
 }
 
+/// The next task from the queue: waiting for one when `wait`, else `None` when none is
+/// queued; `None` too once the pool closes and the queue is empty.
+fn next_task(shared: &Shared, wait: bool) -> Option<Task> {
+    let mut queue = lock(&shared.queue);
+    loop {
+        if let Some(t) = queue.tasks.pop_front() {
+            queue.bytes -= t.device.len();
+            return Some(t);
+        }
+        if queue.closing || !wait {
+            return None;
+        }
+        queue = shared
+            .ready
+            .wait(queue)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
 fn worker(shared: &Shared) {
     let runtime: &dyn GpuRuntime = &**shared.pool.runtime();
     let mut gpus = Gpus::default();
+    let mut tail: Option<Tail<'_>> = None;
     loop {
-        let task = {
-            let mut queue = lock(&shared.queue);
-            loop {
-                if let Some(t) = queue.tasks.pop_front() {
-                    queue.bytes -= t.device.len();
-                    break t;
+        // With a tail, only a task already queued is taken: when none is, the tail's task
+        // is reported now rather than after a wait for more work.
+        let Some(task) = next_task(shared, tail.is_none()) else {
+            match tail.take() {
+                Some(t) => {
+                    t.finish(&mut gpus);
+                    continue;
                 }
-                if queue.closing {
-                    drop(queue);
+                None => {
                     std::mem::take(&mut gpus).destroy(runtime);
                     return;
                 }
-                queue = shared
-                    .ready
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
             }
         };
-        let request = Arc::clone(&task.request);
-        let index = task.index;
-        let outcome = if request.skips(index) {
-            Outcome::Skipped
-        } else if !task.expect.holds(task.fd, task.direct.map(|d| d.0)) {
-            request.cancelled.store(true, Ordering::Release);
-            Outcome::Foreign
-        } else {
-            let len = task.device.len();
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                serve_task(shared, runtime, &mut gpus, &task)
-            }))
-            .unwrap_or_else(|payload| {
+        let report = Report::new(&task.request, task.index);
+        if task.request.skips(task.index) {
+            report.send(Outcome::Skipped);
+            continue;
+        }
+        if !task.expect.holds(task.fd, task.direct.map(|d| d.0)) {
+            task.request.cancelled.store(true, Ordering::Release);
+            report.send(Outcome::Foreign);
+            continue;
+        }
+        // A read on the tail's stream goes on from the tail; anything else waits for it.
+        let carried = match tail.take() {
+            Some(t) if task.op == Op::Read && gpus.stream_of(task.gpu) == Some(t.flight.stream) => {
+                Some(t)
+            }
+            Some(t) => {
+                t.finish(&mut gpus);
+                None
+            }
+            None => None,
+        };
+        let len = task.device.len();
+        let served = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            serve_task(shared, runtime, &mut gpus, &task, carried)
+        }));
+        match served {
+            Ok(Served::Queued(mut flight, moved)) => {
+                if moved < len {
+                    task.request.stop_after(task.index);
+                }
+                debug_assert!(flight.previous.is_none(), "reported by its first chunk");
+                flight.previous = Some((report, moved));
+                tail = Some(Tail {
+                    flight,
+                    gpu: task.gpu,
+                });
+            }
+            Ok(Served::Done(Ok(moved))) => {
+                if moved < len {
+                    task.request.stop_after(task.index);
+                }
+                report.send(Outcome::Moved(moved));
+            }
+            Ok(Served::Done(Err(e))) => {
+                task.request.stop_after(task.index);
+                report.send(Outcome::Failed(e));
+            }
+            Err(payload) => {
                 // The task's buffers went back only if its stream could be synchronised
                 // (`InFlight`'s drop), but the stream may be left mid-call: start afresh
                 // next time, its handles left behind rather than destroyed under a copy.
                 gpus.forget(task.gpu);
-                Err(Failed::after(0)(panicked(&*payload)))
-            });
-            match r {
-                Ok(n) => {
-                    if n < len {
-                        request.stop_after(index);
-                    }
-                    Outcome::Moved(n)
-                }
-                Err(e) => {
-                    request.stop_after(index);
-                    Outcome::Failed(e)
-                }
+                task.request.stop_after(task.index);
+                report.send(Outcome::Failed(Failed::after(0)(panicked(&*payload))));
             }
-        };
-        drop(task);
-        let mut outcomes = lock(&request.outcomes);
-        outcomes.each[index] = Some(outcome);
-        outcomes.remaining -= 1;
-        if outcomes.remaining == 0 {
-            request.done.notify_all();
         }
     }
 }
@@ -638,25 +697,160 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
     })
 }
 
+/// The duty to report one task's outcome to its request, once. Dropped unsent (a panic on
+/// the way), it reports a failure, so that the request's caller never waits for ever.
+struct Report {
+    request: Arc<Progress>,
+    index: usize,
+    sent: bool,
+}
+
+impl Report {
+    fn new(request: &Arc<Progress>, index: usize) -> Report {
+        Report {
+            request: Arc::clone(request),
+            index,
+            sent: false,
+        }
+    }
+
+    fn send(mut self, outcome: Outcome) {
+        self.sent = true;
+        self.request.finish(self.index, outcome);
+    }
+}
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.request.finish(
+                self.index,
+                Outcome::Failed(Failed::after(0)(BackendError::Internal(
+                    "an I/O worker of the fallback panicked before this request's last copies \
+                     were confirmed"
+                        .to_string(),
+                ))),
+            );
+        }
+    }
+}
+
+/// What serving a task left.
+enum Served<'a> {
+    /// A read whose last copies may still run on the stream, with the bytes it read: it is
+    /// done once they have run (a [`Tail`]).
+    Queued(InFlight<'a>, u64),
+    /// A task whose copies have all run, or that failed.
+    Done(Result<u64, Failed>),
+}
+
+/// A read task whose last copies may still be running, with the buffers and stream they
+/// run from (its report is the flight's `previous`). Its worker keeps them for the next
+/// queued read on the same stream, reads that task's first chunk while the copies finish,
+/// then waits for them and reports the task: a worker's reads never idle for the copy at
+/// the end of a task while more tasks wait. With no such task, it waits for the stream and
+/// reports the task at once.
+struct Tail<'a> {
+    flight: InFlight<'a>,
+    gpu: i32,
+}
+
+impl Tail<'_> {
+    /// Waits for the stream, gives the buffers back and reports the task.
+    fn finish(self, gpus: &mut Gpus) {
+        if self.flight.finish().is_err() {
+            // Not trusted again, nor destroyed: copies may still be queued on it.
+            gpus.forget(self.gpu);
+        }
+    }
+}
+
 /// Buffers with copies possibly queued on `stream`: dropping it waits for the stream before
 /// the buffers go back, on every path out of a task (errors and panics included). When the
 /// stream cannot be synchronised, a copy may still be queued on it: the buffers are given up
 /// ([`StagingGuard::abandon`]), never reused or freed, and the caller must not destroy the
-/// stream ([`Gpus::forget`]).
+/// stream ([`Gpus::forget`]). A read goes round the buffers in turn, from one task to the
+/// next of a [`Tail`].
+///
+/// A read task whose last copies are queued here is `previous`, reported once they have
+/// run; on a path that could not wait for them (a panic), the report, a failure, is sent
+/// only after the drop has waited for the stream.
 struct InFlight<'a> {
     buffers: Vec<StagingGuard<'a>>,
     streams: &'a dyn Streams,
     stream: StreamHandle,
+    /// For reads, per buffer: whether a copy from it was queued and its event not yet waited
+    /// for.
+    pending: Vec<bool>,
+    /// For reads, the buffer the next chunk goes into.
+    next: usize,
+    previous: Option<Previous>,
     synced: bool,
 }
 
-impl InFlight<'_> {
+impl<'a> InFlight<'a> {
+    fn new(buffers: Vec<StagingGuard<'a>>, streams: &'a dyn Streams, stream: StreamHandle) -> Self {
+        InFlight {
+            pending: vec![false; buffers.len()],
+            buffers,
+            streams,
+            stream,
+            next: 0,
+            previous: None,
+            synced: false,
+        }
+    }
+
+    /// Adds a free buffer, the next one a read fills.
+    fn add(&mut self, buffer: StagingGuard<'a>) {
+        self.buffers.push(buffer);
+        self.pending.push(false);
+        self.next = self.buffers.len() - 1;
+    }
+
+    /// Waits for every copy queued so far (the events recorded after them).
+    fn settle(&mut self, events: &[EventHandle]) -> Result<(), RuntimeError> {
+        for (slot, pending) in self.pending.iter_mut().enumerate() {
+            if *pending {
+                self.streams.event_synchronize(events[slot])?;
+                *pending = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the copies queued so far, which finish the previous task, and reports it.
+    fn settle_previous(&mut self, events: &[EventHandle]) -> Result<(), BackendError> {
+        if self.previous.is_none() {
+            return Ok(());
+        }
+        let settled = self.settle(events);
+        self.report_previous(settled.clone());
+        settled.map_err(BackendError::Runtime)
+    }
+
+    /// Reports the previous task, if any: its copies have run when `settled` is `Ok`.
+    fn report_previous(&mut self, settled: Result<(), RuntimeError>) {
+        if let Some((report, moved)) = self.previous.take() {
+            report.send(match settled {
+                Ok(()) => Outcome::Moved(moved),
+                Err(e) => Outcome::Failed(Failed::after(moved)(BackendError::Runtime(e))),
+            });
+        }
+    }
+
+    /// Waits for the stream, gives the buffers back (or gives them up when it cannot be
+    /// waited for) and reports the previous task.
     fn finish(mut self) -> Result<(), RuntimeError> {
         self.synced = true;
         let synced = self.streams.stream_synchronize(self.stream);
         if synced.is_err() {
             self.abandon();
         }
+        // The buffers go back before the report, so that a caller that returns finds them
+        // back.
+        self.buffers.clear();
+        self.report_previous(synced.clone());
         synced
     }
 
@@ -676,31 +870,57 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Serves one task; a failure of a write task says how many bytes it wrote from its start.
-fn serve_task(
-    shared: &Shared,
-    runtime: &dyn GpuRuntime,
+/// A read task done but for its last copies, with the bytes it read.
+type Previous = (Report, u64);
+
+/// Serves one task, going on from the buffers and stream of `carried` (a read on the same
+/// stream, reported here once its copies have run) when given. A read that succeeded leaves
+/// its last copies queued; a failure of a write task says how many bytes it wrote from its
+/// start.
+fn serve_task<'a>(
+    shared: &'a Shared,
+    runtime: &'a dyn GpuRuntime,
     gpus: &mut Gpus,
     task: &Task,
-) -> Result<u64, Failed> {
-    let g = gpus
-        .for_device(runtime, task.gpu)
-        .map_err(Failed::after(0))?;
-    // The set was made with them.
-    let streams = runtime
-        .require_streams()
-        .map_err(|e| Failed::after(0)(BackendError::Runtime(e)))?;
+    carried: Option<Tail<'a>>,
+) -> Served<'a> {
+    let set = gpus.for_device(runtime, task.gpu).and_then(|g| {
+        // The set was made with them.
+        let streams = runtime.require_streams().map_err(BackendError::Runtime)?;
+        Ok((streams, g.stream, g.events.clone()))
+    });
+    let (streams, stream, events) = match set {
+        Ok(set) => set,
+        Err(e) => {
+            if let Some(t) = carried {
+                t.finish(gpus);
+            }
+            return Served::Done(Err(Failed::after(0)(e)));
+        }
+    };
     let pool = &shared.pool;
-    let mut buffers = vec![pool.acquire().map_err(Failed::after(0))?];
     let chunk = pool.config().chunk_size as u64;
-    if buffers_for(chunk, task.file_offset, task.device.len()) > 1 {
-        buffers.extend(pool.try_acquire());
-    }
-    let mut flight = InFlight {
-        buffers,
-        streams,
-        stream: g.stream,
-        synced: false,
+    let mut flight = match carried {
+        Some(Tail { mut flight, .. }) => {
+            // A second buffer lets this task's first chunk be read while the last copy of
+            // the previous task runs.
+            if flight.buffers.len() < StagingConfig::BUFFERS_PER_WORKER
+                && let Some(b) = pool.try_acquire()
+            {
+                flight.add(b);
+            }
+            flight
+        }
+        None => {
+            let mut buffers = match pool.acquire() {
+                Ok(b) => vec![b],
+                Err(e) => return Served::Done(Err(Failed::after(0)(e))),
+            };
+            if buffers_for(chunk, task.file_offset, task.device.len()) > 1 {
+                buffers.extend(pool.try_acquire());
+            }
+            InFlight::new(buffers, streams, stream)
+        }
     };
     // SAFETY: the caller of `Pipeline::run` keeps the descriptor open until this task is
     // finished (module invariant).
@@ -714,25 +934,38 @@ fn serve_task(
     let moved = match task.op {
         Op::Read => read_task(
             &mut flight,
-            &g.events,
+            &events,
             (fd, direct, &shared.cold),
             task.device,
             task.file_offset,
         )
         .map_err(Failed::after(0)),
-        Op::Write => write_task(&mut flight, &g.events, fd, task.device, task.file_offset),
+        Op::Write => write_task(&mut flight, &events, fd, task.device, task.file_offset),
     };
-    let synced = flight.finish();
-    if synced.is_err() {
-        // Not trusted again, nor destroyed: copies may still be queued on it (`InFlight`).
-        gpus.forget(task.gpu);
+    // The task failed before its first chunk was read: a failure to wait for the previous
+    // one's copies shows in the synchronisation below.
+    let _ = flight.settle_previous(&events);
+    match (task.op, moved) {
+        (Op::Read, Ok(n)) => Served::Queued(flight, n),
+        (_, moved) => {
+            let synced = flight.finish();
+            if synced.is_err() {
+                // Not trusted again, nor destroyed: copies may still be queued on it
+                // (`InFlight`).
+                gpus.forget(task.gpu);
+            }
+            Served::Done(moved.and_then(|moved| {
+                synced
+                    .map(|()| moved)
+                    .map_err(|e| Failed::after(moved)(BackendError::Runtime(e)))
+            }))
+        }
     }
-    let moved = moved?;
-    synced.map_err(|e| Failed::after(moved)(BackendError::Runtime(e)))?;
-    Ok(moved)
 }
 
-/// `pread` into one buffer while the other is being copied to the device.
+/// `pread` into one buffer while the other is being copied to the device. The flight's
+/// previous task is reported once this task's first chunk is read and the copies queued
+/// before it have run.
 fn read_task(
     flight: &mut InFlight<'_>,
     events: &[EventHandle],
@@ -742,49 +975,46 @@ fn read_task(
 ) -> Result<u64, BackendError> {
     let streams = flight.streams;
     let stream = flight.stream;
-    let n = flight.buffers.len();
     let chunk = flight.buffers[0].capacity() as u64;
-    let mut pending = vec![false; n];
     let mut rest = device;
     let mut done = 0u64;
-    let mut i = 0;
     while rest.len() > 0 {
         let (piece, after) = rest.split_at(to_boundary(file_offset + done, chunk));
-        let slot = i % n;
-        if pending[slot] {
+        let slot = flight.next;
+        if flight.pending[slot] {
             streams
                 .event_synchronize(events[slot])
                 .map_err(BackendError::Runtime)?;
-            pending[slot] = false;
+            flight.pending[slot] = false;
         }
         // A piece is at most a buffer's capacity, a `usize`.
         let want = piece.len() as usize;
-        let buf = &mut flight.buffers[slot];
         let got = pread_chunk(
             fd,
             direct,
             cold,
-            &mut buf.as_mut_slice()[..want],
+            &mut flight.buffers[slot].as_mut_slice()[..want],
             file_offset + done,
         )?;
+        flight.settle_previous(events)?;
         if got > 0 {
             let (filled, _) = piece.split_at(got as u64);
-            // SAFETY: the buffer is not written again before its event (recorded next) or
-            // the stream has been waited for, and `flight` waits for the stream before it
-            // gives the buffer back; the request's device memory outlives the task (module
-            // invariant).
-            unsafe { buf.copy_to_device_on(filled, stream) }?;
-            pending[slot] = true;
+            // SAFETY: the buffer is not written again before its event (recorded next) has
+            // been waited for or the stream synchronised, and `flight` waits for the stream
+            // before it gives the buffer back; the request's device memory outlives the task
+            // and the copies of its last chunks (module invariant).
+            unsafe { flight.buffers[slot].copy_to_device_on(filled, stream) }?;
+            flight.pending[slot] = true;
             streams
                 .event_record(events[slot], stream)
                 .map_err(BackendError::Runtime)?;
         }
+        flight.next = (slot + 1) % flight.buffers.len();
         done += got as u64;
         if got < want {
             break; // end of file
         }
         rest = after;
-        i += 1;
     }
     Ok(done)
 }

@@ -1138,6 +1138,148 @@ fn a_pipelined_read_error_fails_the_request() {
     assert_pool_idle(&fb);
 }
 
+/// One I/O thread, every request handed to it, 16 KiB chunks: the first request (`first`
+/// bytes at file offset 0 into `a`) parks in its first copy to the device until the second
+/// (`TASK` bytes at file offset `TASK` of `second_file` into `b`) is queued behind it, so that
+/// the thread serves the two tasks one after the other. Returns both results.
+fn two_reads_in_a_row(
+    rt: &Arc<HostMemRuntime>,
+    fb: &Fallback,
+    (file, a, first): (&File, DevicePtr, usize),
+    (second_file, b): (&File, DevicePtr),
+) -> (Result<u64, BackendError>, Result<u64, BackendError>) {
+    let gate = hipfile_testkit::Gate::new();
+    rt.faults()
+        .add(Fault::on(Call::CopyToDevice).touching(a).park(&gate));
+    let _release = gate.release_on_drop();
+    std::thread::scope(|s| {
+        let one = s.spawn(|| {
+            let n = first as u64;
+            run(fb, &**rt, file, Op::Read, a, n, 0, 0, n)
+        });
+        gate.wait_parked(|| one.is_finished());
+        let t = TASK as u64;
+        let two = s.spawn(move || run(fb, &**rt, second_file, Op::Read, b, t, 0, t, t));
+        // A guard against waiting for ever, not a measure of speed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while fb.tasks_dispatched() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            fb.tasks_dispatched(),
+            2,
+            "the second request was not queued"
+        );
+        gate.release();
+        (one.join().unwrap(), two.join().unwrap())
+    })
+}
+
+/// The fallback of [`two_reads_in_a_row`]: one I/O thread, 16 KiB chunks, two buffers.
+fn one_io_thread(rt: &Arc<HostMemRuntime>) -> Fallback {
+    let knobs = knobs(1, TASK as u64, 32 * KIB as u64, 0, false);
+    let staging = StagingConfig::for_knobs(&knobs);
+    assert_eq!((staging.chunk_size, staging.max_buffers), (16 * KIB, 2));
+    with_knobs(rt, knobs)
+}
+
+/// An I/O thread that finds another read queued when it has queued a task's last copy reads
+/// that task's first chunk while the copy runs, rather than waiting for its stream: one
+/// stream synchronisation for the two tasks, at the end, and each request's bytes in place
+/// when it returns (the runtime runs copies only when waited for).
+#[test]
+fn a_read_task_queued_behind_another_starts_before_the_others_last_copy_is_waited_for() {
+    let dir = TempDir::new("fallback-pipe-tail");
+    let path = dir.path().join("f");
+    let data = pattern(2 * TASK, 21);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let fb = one_io_thread(&rt);
+    let (a, b) = (device(&rt, TASK), device(&rt, TASK));
+    let (one, two) = two_reads_in_a_row(&rt, &fb, (&file, a, TASK), (&file, b));
+    assert_eq!(one.unwrap(), TASK as u64);
+    assert_eq!(two.unwrap(), TASK as u64);
+    assert!(rt.read_device(a, TASK) == data[..TASK]);
+    assert!(rt.read_device(b, TASK) == data[TASK..]);
+    assert_eq!(
+        rt.calls(Call::StreamSynchronize),
+        1,
+        "the thread waited for its stream between the two tasks"
+    );
+    assert_pool_idle(&fb);
+}
+
+/// When the task read after another fails before its first chunk (`pread` on a write-only
+/// descriptor), the task before it is still reported with its bytes, once its copies ran.
+#[test]
+fn a_failure_of_the_next_task_leaves_the_read_before_it_whole() {
+    let dir = TempDir::new("fallback-pipe-tail-fail");
+    let path = dir.path().join("f");
+    let data = pattern(2 * TASK, 22);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let write_only = OpenOptions::new().write(true).open(&path).unwrap();
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let fb = one_io_thread(&rt);
+    let (a, b) = (device(&rt, TASK), device(&rt, TASK));
+    let (one, two) = two_reads_in_a_row(&rt, &fb, (&file, a, TASK), (&write_only, b));
+    assert_eq!(one.unwrap(), TASK as u64);
+    assert!(rt.read_device(a, TASK) == data[..TASK]);
+    assert_eq!(
+        two.unwrap_err(),
+        BackendError::Os {
+            call: "pread",
+            errno: libc::EBADF
+        }
+    );
+    assert_pool_idle(&fb);
+}
+
+/// A panic while the thread waits for the previous task's copies (the runtime's first event
+/// synchronisation: the previous task is one chunk, so nothing waited before) fails both
+/// requests, neither caller waits for ever, the buffers come back once the stream has been
+/// waited for, and the next request moves the right bytes.
+#[test]
+fn a_panic_between_two_tasks_fails_both_and_the_next_request_works() {
+    let dir = TempDir::new("fallback-pipe-tail-panic");
+    let path = dir.path().join("f");
+    let data = pattern(2 * TASK, 23);
+    std::fs::write(&path, &data).unwrap();
+    let file = File::open(&path).unwrap();
+    let rt = Arc::new(
+        HostMemRuntime::builder()
+            .deferred()
+            .fault(
+                Fault::on(Call::EventSynchronize)
+                    .nth(0)
+                    .panic("injected panic waiting for an event"),
+            )
+            .build(),
+    );
+    let fb = one_io_thread(&rt);
+    let chunk = 16 * KIB;
+    let (a, b) = (device(&rt, chunk), device(&rt, TASK));
+    let (one, two) = two_reads_in_a_row(&rt, &fb, (&file, a, chunk), (&file, b));
+    let internal = |r: Result<u64, BackendError>| match r {
+        Err(BackendError::Internal(m)) => m,
+        other => panic!("an internal error expected: {other:?}"),
+    };
+    let one = internal(one);
+    assert!(
+        one.contains("panicked before this request's last copies were confirmed"),
+        "{one}"
+    );
+    let two = internal(two);
+    assert!(two.contains("injected panic waiting for an event"), "{two}");
+    assert_eq!(rt.calls(Call::EventSynchronize), 1);
+    assert_pool_idle(&fb);
+    assert_eq!(fb.staging().unwrap().abandoned(), 0);
+    let t = TASK as u64;
+    assert_eq!(run(&fb, &*rt, &file, Op::Read, b, t, 0, t, t).unwrap(), t);
+    assert!(rt.read_device(b, TASK) == data[TASK..]);
+}
+
 #[test]
 fn small_requests_stay_on_the_callers_thread() {
     let dir = TempDir::new("fallback-pipe-small");
