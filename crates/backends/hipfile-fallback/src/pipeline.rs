@@ -13,13 +13,13 @@
 //! chunk size): for a read, the `pread` of
 //! chunk i+1 runs while chunk i is copied to the device; for a write, chunk i+1 is copied from
 //! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
-//! as it is written (the request's one `fdatasync` comes after every task). Before a buffer is reused its event is waited for.
-//! A task is reported done only once its copies have run: at the end of a write task, or of
-//! a read task with no other read queued for the same device, the stream is synchronised
-//! before the buffers go back; a read task with another read queued behind it keeps its
-//! buffers and stream for that one (a `Tail`), whose first chunk is read while the last
-//! copies run, and is reported once their events have been waited for, so that a worker's
-//! reads go on without a pause between tasks.
+//! as it is written (the request's one `fdatasync` comes after every task). Before a buffer
+//! is reused its event is waited for. A task is reported done only once its copies have
+//! run: at the end of a write task, or of a read task with no read of the same file queued
+//! for the same device, the stream is synchronised before the buffers go back; a read task
+//! with such a read queued behind it keeps its buffers and stream for that one (a `Tail`),
+//! whose first chunk is read while the last copies run, and is reported once their events
+//! have been waited for, so that a worker's reads go on without a pause between tasks.
 //!
 //! A task that fails, or a read task that comes back short (the end of the file), makes the
 //! later tasks of its request that have not started yet skip; the earlier ones still run,
@@ -586,9 +586,14 @@ fn worker(shared: &Shared) {
             report.send(Outcome::Foreign);
             continue;
         }
-        // A read on the tail's stream goes on from the tail; anything else waits for it.
+        // A read of the same file on the tail's stream goes on from the tail; anything else
+        // waits for it.
         let carried = match tail.take() {
-            Some(t) if task.op == Op::Read && gpus.stream_of(task.gpu) == Some(t.flight.stream) => {
+            Some(t)
+                if task.op == Op::Read
+                    && task.expect.fd.same_file(&t.file)
+                    && gpus.stream_of(task.gpu) == Some(t.flight.stream) =>
+            {
                 Some(t)
             }
             Some(t) => {
@@ -611,6 +616,7 @@ fn worker(shared: &Shared) {
                 tail = Some(Tail {
                     flight,
                     gpu: task.gpu,
+                    file: task.expect.fd,
                 });
             }
             Ok(Served::Done(Ok(moved))) => {
@@ -645,6 +651,11 @@ struct Identity {
 }
 
 impl Identity {
+    /// Whether both are the same file, whatever the flags of their descriptors.
+    fn same_file(&self, other: &Identity) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+
     /// What `fd` is in the calling thread's descriptor table; `None` when it is not open.
     fn of(fd: RawFd) -> Option<Identity> {
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -746,13 +757,16 @@ enum Served<'a> {
 
 /// A read task whose last copies may still be running, with the buffers and stream they
 /// run from (its report is the flight's `previous`). Its worker keeps them for the next
-/// queued read on the same stream, reads that task's first chunk while the copies finish,
-/// then waits for them and reports the task: a worker's reads never idle for the copy at
-/// the end of a task while more tasks wait. With no such task, it waits for the stream and
-/// reports the task at once.
+/// queued read of the same file on the same stream, reads that task's first chunk while the
+/// copies finish, then waits for them and reports the task: a worker's reads never idle for
+/// the copy at the end of a task while more tasks of the file wait. With no such task, it
+/// waits for the stream and reports the task at once. Only the same file: the report waits
+/// for the next task's first read, which must not make one caller's request wait on
+/// another's file (a stalled network mount, a slow disk).
 struct Tail<'a> {
     flight: InFlight<'a>,
     gpu: i32,
+    file: Identity,
 }
 
 impl Tail<'_> {

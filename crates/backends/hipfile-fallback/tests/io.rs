@@ -1210,8 +1210,33 @@ fn a_read_task_queued_behind_another_starts_before_the_others_last_copy_is_waite
     assert_pool_idle(&fb);
 }
 
+/// A read of another file queued behind does not go on from the task before it: that
+/// task's report would wait for the other file's first read (a stalled mount would hold an
+/// unrelated caller), so the thread waits for its stream between the two.
+#[test]
+fn a_read_of_another_file_does_not_go_on_from_the_task_before_it() {
+    let dir = TempDir::new("fallback-pipe-tail-other");
+    let (one_path, two_path) = (dir.path().join("one"), dir.path().join("two"));
+    let (one_data, two_data) = (pattern(2 * TASK, 24), pattern(2 * TASK, 25));
+    std::fs::write(&one_path, &one_data).unwrap();
+    std::fs::write(&two_path, &two_data).unwrap();
+    let (one_file, two_file) = (
+        File::open(&one_path).unwrap(),
+        File::open(&two_path).unwrap(),
+    );
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let fb = one_io_thread(&rt);
+    let (a, b) = (device(&rt, TASK), device(&rt, TASK));
+    let (one, two) = two_reads_in_a_row(&rt, &fb, (&one_file, a, TASK), (&two_file, b));
+    assert_eq!((one.unwrap(), two.unwrap()), (TASK as u64, TASK as u64));
+    assert!(rt.read_device(a, TASK) == one_data[..TASK]);
+    assert!(rt.read_device(b, TASK) == two_data[TASK..]);
+    assert_eq!(rt.calls(Call::StreamSynchronize), 2);
+    assert_pool_idle(&fb);
+}
+
 /// When the task read after another fails before its first chunk (`pread` on a write-only
-/// descriptor), the task before it is still reported with its bytes, once its copies ran.
+/// descriptor of the same file), the task before it is still reported with its bytes, once its copies ran.
 #[test]
 fn a_failure_of_the_next_task_leaves_the_read_before_it_whole() {
     let dir = TempDir::new("fallback-pipe-tail-fail");
