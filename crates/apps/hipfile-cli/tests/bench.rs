@@ -99,6 +99,9 @@ fn assert_shape(v: &Value) {
     if v.get("devices").is_some() {
         want.push("devices");
     }
+    if v.get("request_threads").is_some() {
+        want.push("request_threads");
+    }
     want.sort_unstable();
     assert_eq!(keys(v), want, "{v}");
     assert_eq!(keys(&v["served"]), ["fallback_bytes", "fastpath_bytes"]);
@@ -754,6 +757,34 @@ fn a_queue_depth_needs_an_api_that_keeps_requests_in_flight() {
     assert!(run.stderr.contains("--queue-depth"), "{}", run.stderr);
     assert!(run.stderr.contains("--api"), "{}", run.stderr);
     assert!(!file.exists(), "a refused bench created its file");
+}
+
+#[test]
+fn requests_served_at_once_are_set_for_requests_in_flight_only() {
+    let dir = temp_dir();
+    let file = dir.path().join("b.dat");
+    let run = bench(&file, &["--request-threads", "2"]);
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--request-threads 2"), "{}", run.stderr);
+    assert!(run.stderr.contains("--api"), "{}", run.stderr);
+    assert!(!file.exists(), "a refused bench created its file");
+
+    let v = bench_json(
+        &file,
+        &[
+            "--api",
+            "async",
+            "--queue-depth",
+            "4",
+            "--request-threads",
+            "2",
+            "--io-size",
+            "256KiB",
+        ],
+    );
+    assert_eq!(v["request_threads"], 2, "{v}");
+    let (fast, slow) = served(&v);
+    assert_eq!(fast + slow, 3 * SIZE, "{v}");
 }
 
 /// The arguments of a bench without `--file`, with `extra`.

@@ -162,6 +162,7 @@ fn bench_times_an_object_into_gpu_and_host_memory() {
         &["--op", "write"][..],
         &["--threads", "2"],
         &["--api", "async"],
+        &["--request-threads", "2"],
     ] {
         let words = ["bench", "--runtime=emulated", "--url", &url];
         let mut args: Vec<&OsStr> = words.iter().map(OsStr::new).collect();

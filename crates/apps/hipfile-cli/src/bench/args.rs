@@ -136,6 +136,14 @@ pub struct BenchArgs {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
     )]
     pub queue_depth: usize,
+    /// Requests the library's engine serves at once (futures, batch entries), 1 to 1024
+    /// [default: the fallback's I/O threads, at most 8]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
+    )]
+    pub request_threads: Option<usize>,
     /// The order of each thread's requests within its part of the file
     #[arg(long, value_name = "PATTERN", value_enum, default_value_t)]
     pub pattern: Pattern,

@@ -208,6 +208,7 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         limits,
         api: args.api,
         queue_depth: args.queue_depth,
+        request_threads: args.request_threads,
         pattern: args.pattern,
     })
 }

@@ -69,8 +69,17 @@ pub fn run(args: &BenchArgs) -> Result<u8, Failure> {
         };
         return print(&text);
     }
+    if let (Api::Sync, Some(n)) = (args.api, args.request_threads) {
+        return Err(usage(format!(
+            "--request-threads {n} needs --api async, batch or stream: blocking calls are \
+             served on their callers' threads (--threads sets how many)"
+        )));
+    }
     let settings = crate::runtime::settings(args.runtime).map_err(usage)?;
-    let settings = backend_settings(settings, args.backend);
+    let mut settings = backend_settings(settings, args.backend);
+    if let Some(n) = args.request_threads {
+        settings = settings.request_threads(n);
+    }
     // Nothing is created or written before the arguments, the runtime and the devices are
     // known to be usable: a bench that cannot run must leave the file system as it was.
     let plan = testfile::plan_file(args).map_err(usage)?;

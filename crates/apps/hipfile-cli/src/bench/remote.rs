@@ -78,10 +78,14 @@ pub fn refused(args: &BenchArgs) -> Option<String> {
     if args.op != Op::Read {
         return Some("--url reads an object: --op write is not supported there".into());
     }
-    if args.api != Api::Sync || args.queue_depth > 1 || args.threads > 1 {
+    if args.api != Api::Sync
+        || args.queue_depth > 1
+        || args.threads > 1
+        || args.request_threads.is_some()
+    {
         return Some(
             "--url runs its own ranged GETs: use --in-flight and --request-size instead of \
-             --api, --queue-depth and --threads"
+             --api, --queue-depth, --threads and --request-threads"
                 .into(),
         );
     }

@@ -108,6 +108,8 @@ pub struct Report {
     pub api: Api,
     /// `--queue-depth`.
     pub queue_depth: usize,
+    /// `--request-threads`, when given.
+    pub request_threads: Option<usize>,
     /// `--pattern`.
     pub pattern: Pattern,
 }
@@ -132,6 +134,9 @@ impl Report {
         o.insert("backend".into(), json!(self.backend.as_str()));
         o.insert("api".into(), json!(self.api.as_str()));
         o.insert("queue_depth".into(), json!(self.queue_depth));
+        if let Some(n) = self.request_threads {
+            o.insert("request_threads".into(), json!(n));
+        }
         o.insert("pattern".into(), json!(self.pattern.as_str()));
         o.insert("file".into(), json!(self.file));
         o.insert("runs".into(), json!(self.runs));
@@ -230,9 +235,13 @@ impl Report {
             }
             None => String::new(),
         };
+        let engine = self
+            .request_threads
+            .map(|n| format!(", {n} requests served at once"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "hipfile bench: {} {} in {} requests ({} {}, queue depth {}), {} thread{}{on}, {} cache, backend {}, file {}",
+            "hipfile bench: {} {} in {} requests ({} {}, queue depth {}), {} thread{}{on}, {} cache, backend {}{engine}, file {}",
             self.op.as_str(),
             bytes_text(self.size),
             bytes_text(self.io_size),
@@ -411,6 +420,7 @@ mod tests {
             }),
             api: Api::Async,
             queue_depth: 4,
+            request_threads: Some(16),
             pattern: Pattern::Random,
         };
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
@@ -427,6 +437,7 @@ mod tests {
         assert_eq!(v["latency"][0]["ratio"], 1.5);
         assert_eq!(v["staged"]["ratio"], 0.25, "median 2.0 over the staged 8.0");
         assert_eq!(v["staged"]["threads"], 8);
+        assert_eq!(v["request_threads"], 16);
         assert_eq!(
             (&v["api"], &v["queue_depth"], &v["pattern"]),
             (&"async".into(), &4.into(), &"random".into())
@@ -434,6 +445,10 @@ mod tests {
         assert!(v.get("devices").is_none(), "only with --devices");
         assert!(r.text().contains("median"));
         let text = r.text();
+        assert!(
+            text.contains("backend auto, 16 requests served at once"),
+            "{text}"
+        );
         assert!(!text.contains("per device"), "{text}");
         assert!(!text.lines().any(|l| l.starts_with("  device ")), "{text}");
     }
@@ -464,6 +479,7 @@ mod tests {
             limits: None,
             api: Api::Sync,
             queue_depth: 1,
+            request_threads: None,
             pattern: Pattern::Seq,
         };
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
