@@ -30,6 +30,7 @@ mod checkpoint;
 mod cp;
 mod failure;
 mod load;
+mod load_limits;
 mod options;
 mod report;
 mod rss;

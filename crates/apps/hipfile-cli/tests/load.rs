@@ -284,6 +284,78 @@ fn a_failing_read_fails_the_load() {
     );
 }
 
+/// `--limits` measures the shards after each load in the state the load found them, and a
+/// cold load's shards are left uncached for the next one.
+#[test]
+fn limits_read_the_shards_in_the_state_each_load_found() {
+    let fs = require!(MountedFs::ext4(Ext4Data::Ordered, 64));
+    let shards = generate(fs.path(), 2, 2);
+    let positive = |v: &Value| v.as_f64().is_some_and(|x| x > 0.0);
+
+    let run = load(
+        &["--json", "--limits", "--runs", "2", "--cache", "hot"],
+        &shards,
+        &[],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    let l = &v["limits"];
+    assert_eq!(
+        l["pread_runs"].as_array().unwrap().len(),
+        2,
+        "one after each load: {v}"
+    );
+    assert!(
+        positive(&l["pread_gbps"]) && positive(&l["pinned_h2d_gbps"]),
+        "{v}"
+    );
+    assert!(
+        l["pread_direct_gbps"].is_null(),
+        "direct reads only for a cold load: {v}"
+    );
+    assert!(positive(&v["ratio"]), "{v}");
+    // The shards were read whole, so the loader finds them cached.
+    let v = load(&["--json"], &shards, &[]).one();
+    assert_eq!(v["cache"], "hot", "{v}");
+
+    let run = load(
+        &["--json", "--limits", "--runs", "2", "--cache", "cold"],
+        &shards,
+        &[],
+    );
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let v = run.one();
+    let l = &v["limits"];
+    assert_eq!(l["pread_runs"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(
+        l["pread_direct_runs"].as_array().unwrap().len(),
+        2,
+        "ext4 reads O_DIRECT: {v}"
+    );
+    assert!(positive(&l["pread_direct_gbps"]), "{v}");
+    assert!(positive(&v["ratio"]), "{v}");
+    let v = load(&["--json"], &shards, &[]).one();
+    assert_eq!(
+        v["cache"], "cold",
+        "the measurement left the shards uncached: {v}"
+    );
+
+    let run = load(&["--limits"], &shards, &[]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("\nlimits: pread "), "{}", run.stdout);
+}
+
+#[test]
+fn limits_are_refused_for_urls() {
+    let run = load(
+        &["--limits"],
+        &[PathBuf::from("s3://bucket/model.safetensors")],
+        &[],
+    );
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--limits"), "{}", run.stderr);
+}
+
 /// A FIFO given as a shard is refused at once, by name, with exit status 1: the command
 /// does not wait for a writer (the run's deadline fails a command that would).
 #[test]

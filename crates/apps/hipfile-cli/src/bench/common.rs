@@ -15,9 +15,9 @@ use std::time::Instant;
 /// Request size of the raw `pread`/`pwrite` limits, and of the pattern writes.
 pub(super) const RAW_IO: u64 = 16 << 20;
 /// Thread counts the raw limits are measured with; the best counts.
-pub(super) const RAW_THREADS: [usize; 4] = [1, 4, 8, 16];
+pub(crate) const RAW_THREADS: [usize; 4] = [1, 4, 8, 16];
 /// Thread counts the raw `O_DIRECT` limit of cold reads is measured with; the best counts.
-pub(super) const RAW_DIRECT_THREADS: [usize; 2] = [4, 16];
+pub(crate) const RAW_DIRECT_THREADS: [usize; 2] = [4, 16];
 /// Threads that fill the page cache before a hot run.
 pub(super) const WARM_THREADS: usize = 8;
 /// Request sizes of the latency comparison.
@@ -205,7 +205,7 @@ pub(super) fn fill_pattern(buf: &mut [u8], offset: u64) {
 /// Raw parallel `pread` or `pwrite` (+ one `fdatasync`) of the whole file in [`RAW_IO`]
 /// requests with `threads` threads; returns the seconds taken. `direct`: `file` was opened
 /// with `O_DIRECT`, for reads only, so requests are whole pages into page-aligned memory.
-pub(super) fn raw_io(
+pub(crate) fn raw_io(
     file: &File,
     op: Op,
     size: u64,

@@ -35,7 +35,7 @@ pub(super) struct FileLimits {
 
 /// The count of `counts` whose one run by `measure` is the fastest; `None` when `measure`
 /// has no figure (it is asked no further after the first `None`).
-pub(super) fn fastest(
+pub(crate) fn fastest(
     counts: &[usize],
     mut measure: impl FnMut(usize) -> Result<Option<f64>, String>,
 ) -> Result<Option<usize>, String> {
@@ -148,7 +148,7 @@ impl Host {
 /// is rounded up to the page and may come back short at the end of the file. `None` when
 /// the file system does no direct I/O. The file is reopened through its descriptor
 /// (`/proc/self/fd/N`), which works for a test file without a name too.
-pub(super) fn raw_direct_read(
+pub(crate) fn raw_direct_read(
     file: &File,
     size: u64,
     threads: usize,

@@ -229,7 +229,7 @@ pub(super) fn remove_created(file: &File, path: &Path) -> String {
 }
 
 /// Empties (`Cold`) or fills (`Hot`) the page cache of `file`.
-pub(super) fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), String> {
+pub(crate) fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), String> {
     match cache {
         Cache::Cold => {
             // Dirty pages cannot be dropped: write them first.

@@ -1,0 +1,236 @@
+//! `hipfile load --limits`: what a load is compared against, measured in the same process
+//! over the checkpoint's own shard files, as `bench --limits` measures one file.
+//!
+//! After each load, in the cache state the load found: one raw parallel `pread` of every
+//! shard, whole, and for a cold load also one of `O_DIRECT` reads (each from a cold cache;
+//! the shards are left uncached for the next load). The thread counts are chosen after the
+//! first load, each count tried once and the fastest kept, as bench does. Once, after the
+//! first load: copies from pinned host memory to the device with one thread and with as
+//! many threads as the load had requests in flight, the faster kept. The file-side limit is
+//! the median of its runs (the better of buffered and `O_DIRECT` for a cold load); the ratio
+//! is the median of the loads over the lower of that limit and the copies'.
+
+use crate::bench::{
+    Cache, RAW_DIRECT_THREADS, RAW_THREADS, fastest, gbps, raw_direct_read, raw_io, set_cache,
+    spread,
+};
+use hipfile::{Driver, Op};
+use serde_json::{Value, json};
+use std::fs::File;
+use std::path::Path;
+use std::time::Instant;
+
+/// Bytes per copy of the copy limit: the loader's hot request size.
+const COPY_IO: usize = 64 << 20;
+
+/// The shards, opened for the raw reads, with their sizes.
+pub(crate) struct Shards(Vec<(File, u64)>);
+
+impl Shards {
+    pub(crate) fn open<'a>(paths: impl Iterator<Item = &'a Path>) -> Result<Shards, String> {
+        paths
+            .map(|p| {
+                let file = File::open(p)
+                    .map_err(|e| format!("--limits: cannot open {}: {e}", p.display()))?;
+                let size = file
+                    .metadata()
+                    .map_err(|e| format!("--limits: cannot stat {}: {e}", p.display()))?
+                    .len();
+                Ok((file, size))
+            })
+            .collect::<Result<_, String>>()
+            .map(Shards)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.0.iter().map(|(_, size)| size).sum()
+    }
+
+    /// Empties the page cache of every shard.
+    fn evict(&self) -> Result<(), String> {
+        for (file, size) in &self.0 {
+            set_cache(file, *size, Cache::Cold)?;
+        }
+        Ok(())
+    }
+
+    /// One buffered read of every shard with `threads` threads, from a cold cache when
+    /// `cold` (and left cold); GB/s.
+    fn buffered(&self, threads: usize, cold: bool) -> Result<f64, String> {
+        if cold {
+            self.evict()?;
+        }
+        let mut seconds = 0.0;
+        for (file, size) in &self.0 {
+            seconds += raw_io(file, Op::Read, *size, threads, false)?;
+        }
+        if cold {
+            self.evict()?;
+        }
+        Ok(gbps(self.bytes(), seconds))
+    }
+
+    /// One `O_DIRECT` read of every shard with `threads` threads, from a cold cache; GB/s,
+    /// or `None` when a shard's file system does no direct I/O.
+    fn direct(&self, threads: usize) -> Result<Option<f64>, String> {
+        self.evict()?;
+        let mut seconds = 0.0;
+        for (file, size) in &self.0 {
+            match raw_direct_read(file, *size, threads)? {
+                Some(s) => seconds += s,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(gbps(self.bytes(), seconds)))
+    }
+}
+
+/// The limits of one `hipfile load --limits`.
+pub(crate) struct LoadLimits {
+    cold: bool,
+    threads: usize,
+    direct_threads: Option<usize>,
+    raw: Vec<f64>,
+    direct: Vec<f64>,
+    pinned_h2d: f64,
+}
+
+impl LoadLimits {
+    /// Chooses the thread counts and measures the copies, after the first load, which found
+    /// the shards `cold` or not; `in_flight` is that load's requests in flight.
+    pub(crate) fn choose(
+        shards: &Shards,
+        cold: bool,
+        driver: &Driver,
+        device: Option<i32>,
+        in_flight: usize,
+    ) -> Result<LoadLimits, String> {
+        let threads = fastest(&RAW_THREADS, |n| shards.buffered(n, cold).map(Some))?;
+        let direct_threads = if cold {
+            fastest(&RAW_DIRECT_THREADS, |n| shards.direct(n))?
+        } else {
+            None
+        };
+        let bytes = shards.bytes();
+        let mut pinned_h2d = 0.0f64;
+        for n in [1, in_flight.max(1)] {
+            pinned_h2d = pinned_h2d.max(gbps(bytes, copies(driver, device, bytes, n)?));
+        }
+        Ok(LoadLimits {
+            cold,
+            threads: threads.unwrap_or(1),
+            direct_threads,
+            raw: Vec::new(),
+            direct: Vec::new(),
+            pinned_h2d,
+        })
+    }
+
+    /// One run of each file-side figure, after a load.
+    pub(crate) fn run(&mut self, shards: &Shards) -> Result<(), String> {
+        self.raw.push(shards.buffered(self.threads, self.cold)?);
+        if let Some(n) = self.direct_threads {
+            self.direct.extend(shards.direct(n)?);
+        }
+        Ok(())
+    }
+
+    /// The file-side limit: the median of the buffered runs, or of the `O_DIRECT` runs
+    /// when those are faster.
+    fn file_gbps(&self) -> f64 {
+        let raw = spread(&self.raw).0;
+        if self.direct.is_empty() {
+            raw
+        } else {
+            raw.max(spread(&self.direct).0)
+        }
+    }
+
+    /// The median of `loads` (GB/s) over the lower limit.
+    pub(crate) fn ratio(&self, loads: &[f64]) -> Option<f64> {
+        let lowest = self.file_gbps().min(self.pinned_h2d);
+        (lowest > 0.0).then(|| spread(loads).0 / lowest)
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        json!({
+            "pread_gbps": spread(&self.raw).0,
+            "pread_runs": self.raw,
+            "pread_threads": self.threads,
+            "pread_direct_gbps": (!self.direct.is_empty()).then(|| spread(&self.direct).0),
+            "pread_direct_runs": self.direct,
+            "pread_direct_threads": self.direct_threads,
+            "pinned_h2d_gbps": self.pinned_h2d,
+        })
+    }
+
+    pub(crate) fn text(&self, loads: &[f64]) -> String {
+        let direct = if self.direct.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", O_DIRECT {:.2} ({} threads)",
+                spread(&self.direct).0,
+                self.direct_threads.unwrap_or(0)
+            )
+        };
+        let ratio = self
+            .ratio(loads)
+            .map_or_else(String::new, |r| format!(": ratio {r:.3} (median load)"));
+        format!(
+            "limits: pread {:.2} GB/s ({} threads, {} cache){direct}, pinned copy to the device {:.2}{ratio}",
+            spread(&self.raw).0,
+            self.threads,
+            if self.cold { "cold" } else { "hot" },
+            self.pinned_h2d
+        )
+    }
+}
+
+/// Copies `bytes` from pinned host memory to the device in [`COPY_IO`] copies with
+/// `threads` threads, each through a pinned and a device buffer of its own; the seconds
+/// taken.
+fn copies(driver: &Driver, device: Option<i32>, bytes: u64, threads: usize) -> Result<f64, String> {
+    let len = usize::try_from(bytes).map_or(COPY_IO, |b| b.clamp(1, COPY_IO));
+    let mut pairs = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let host = driver
+            .alloc_pinned(len)
+            .map_err(|e| format!("--limits: cannot allocate {len} bytes of pinned memory: {e}"))?;
+        let buf = match device {
+            Some(d) => driver.alloc_on(d, len),
+            None => driver.alloc(len),
+        }
+        .map_err(|e| format!("--limits: cannot allocate {len} bytes of device memory: {e}"))?;
+        pairs.push(std::sync::Mutex::new((host, buf)));
+    }
+    let share = bytes.div_ceil(threads as u64);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, pair)| {
+                s.spawn(move || -> Result<(), String> {
+                    let mut pair = pair
+                        .lock()
+                        .map_err(|_| "a copy buffer is unusable".to_owned())?;
+                    let (host, buf) = &mut *pair;
+                    let mut left = share.min(bytes.saturating_sub(share * i as u64));
+                    while left > 0 {
+                        let n = usize::try_from(left).map_or(len, |l| l.min(len));
+                        buf.copy_from_host(0, &host[..n])
+                            .map_err(|e| format!("--limits: copy of {n} bytes failed: {e}"))?;
+                        left -= n as u64;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| "--limits: a copy thread failed".to_owned())?
+        })
+    })?;
+    Ok(start.elapsed().as_secs_f64())
+}
