@@ -396,6 +396,21 @@ mod tests {
         }
     }
 
+    /// Starts, on a thread of `s`, a call whose query blocks on `go` (counted in `count`),
+    /// and returns once that query runs.
+    fn first_running<'s>(
+        s: &'s std::thread::Scope<'s, '_>,
+        queries: &'s SharedQueries,
+        go: &'s Mutex<mpsc::Receiver<bool>>,
+        count: &'s AtomicU64,
+    ) -> std::thread::ScopedJoinHandle<'s, Result<bool, RuntimeError>> {
+        let first = s.spawn(move || queries.idle_since_call(0, blocking(go, count)));
+        while count.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        first
+    }
+
     /// A query that blocks until `go` says, then answers `idle`; counts itself in `count`.
     fn blocking(
         go: &Mutex<mpsc::Receiver<bool>>,
@@ -414,10 +429,7 @@ mod tests {
         let (rx, count) = (Mutex::new(rx), AtomicU64::new(0));
         let own = AtomicU64::new(0);
         std::thread::scope(|s| {
-            let first = s.spawn(|| queries.idle_since_call(0, blocking(&rx, &count)));
-            while count.load(Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let first = first_running(s, &queries, &rx, &count);
             // The first query runs: a call now must not take its answer.
             let second = s.spawn(|| {
                 queries.idle_since_call(0, || {
@@ -443,10 +455,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (rx, count) = (Mutex::new(rx), AtomicU64::new(0));
         std::thread::scope(|s| {
-            let first = s.spawn(|| queries.idle_since_call(0, blocking(&rx, &count)));
-            while count.load(Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let first = first_running(s, &queries, &rx, &count);
             let later: Vec<_> = (0..3)
                 .map(|_| s.spawn(|| queries.idle_since_call(0, blocking(&rx, &count))))
                 .collect();
@@ -472,10 +481,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (rx, count) = (Mutex::new(rx), AtomicU64::new(0));
         std::thread::scope(|s| {
-            let first = s.spawn(|| queries.idle_since_call(0, blocking(&rx, &count)));
-            while count.load(Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let first = first_running(s, &queries, &rx, &count);
             let later: Vec<_> = (0..2)
                 .map(|_| s.spawn(|| queries.idle_since_call(0, blocking(&rx, &count))))
                 .collect();
