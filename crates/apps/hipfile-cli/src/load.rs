@@ -99,9 +99,9 @@ pub struct LoadArgs {
     /// cache state the load found: raw parallel pread of every shard after each load (and,
     /// cold, O_DIRECT reads), with the fastest of 1, 4, 8 and 16 threads (4 and 16 for
     /// O_DIRECT), each tried once after the first load, and copies from pinned memory to
-    /// the device; reports them as
-    /// limits, and the median load over the lower of the file's limit and the copies' as
-    /// ratio. A cold load's shards are left uncached for the next load
+    /// the device; reports them as limits, and the median load over the lower of the
+    /// file's limit and the copies' as ratio. A cold load's shards are left uncached for
+    /// the next load
     #[arg(long)]
     pub limits: bool,
     /// Bytes per request, a multiple of 4096 up to 1GiB [default: 64MiB hot, 1GiB cold]
