@@ -25,7 +25,7 @@
 //! The null stream belongs to the device current on the calling thread, so the calls here
 //! make the buffer's device current for their duration when another one is.
 
-use crate::engine::{Engine, Slot};
+use crate::engine::{Engine, Slot, lock};
 use hipfile_core::runtime::{EventHandle, StreamHandle, Streams};
 use hipfile_core::{Error, GpuRuntime, RuntimeError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,10 +121,6 @@ impl Drop for Running<'_> {
         drop(devices);
         self.queries.ended.notify_all();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SharedQueries {
