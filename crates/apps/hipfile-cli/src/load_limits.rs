@@ -11,8 +11,8 @@
 //! is the median of the loads over the lower of that limit and the copies'.
 
 use crate::bench::{
-    Cache, RAW_DIRECT_THREADS, RAW_THREADS, fastest, gbps, raw_direct_read, raw_io, set_cache,
-    spread,
+    Cache, RAW_DIRECT_THREADS, RAW_THREADS, fastest, gbps, parallel, partition, raw_direct_read,
+    raw_io, set_cache, spread,
 };
 use hipfile::{Driver, Op};
 use serde_json::{Value, json};
@@ -191,9 +191,10 @@ impl LoadLimits {
 /// `threads` threads, each through a pinned and a device buffer of its own; the seconds
 /// taken.
 fn copies(driver: &Driver, device: Option<i32>, bytes: u64, threads: usize) -> Result<f64, String> {
+    let parts = partition(bytes, COPY_IO as u64, threads);
     let len = usize::try_from(bytes).map_or(COPY_IO, |b| b.clamp(1, COPY_IO));
-    let mut pairs = Vec::with_capacity(threads);
-    for _ in 0..threads {
+    let mut pairs = Vec::with_capacity(parts.len());
+    for _ in &parts {
         let host = driver
             .alloc_pinned(len)
             .map_err(|e| format!("--limits: cannot allocate {len} bytes of pinned memory: {e}"))?;
@@ -202,35 +203,23 @@ fn copies(driver: &Driver, device: Option<i32>, bytes: u64, threads: usize) -> R
             None => driver.alloc(len),
         }
         .map_err(|e| format!("--limits: cannot allocate {len} bytes of device memory: {e}"))?;
+        // Each thread copies through its own pair; the locks are never contended.
         pairs.push(std::sync::Mutex::new((host, buf)));
     }
-    let share = bytes.div_ceil(threads as u64);
     let start = Instant::now();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = pairs
-            .iter()
-            .enumerate()
-            .map(|(i, pair)| {
-                s.spawn(move || -> Result<(), String> {
-                    let mut pair = pair
-                        .lock()
-                        .map_err(|_| "a copy buffer is unusable".to_owned())?;
-                    let (host, buf) = &mut *pair;
-                    let mut left = share.min(bytes.saturating_sub(share * i as u64));
-                    while left > 0 {
-                        let n = usize::try_from(left).map_or(len, |l| l.min(len));
-                        buf.copy_from_host(0, &host[..n])
-                            .map_err(|e| format!("--limits: copy of {n} bytes failed: {e}"))?;
-                        left -= n as u64;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .map_err(|_| "--limits: a copy thread failed".to_owned())?
-        })
+    parallel(&parts, |i, from, to| {
+        let mut pair = pairs[i]
+            .lock()
+            .map_err(|_| "a copy buffer is unusable".to_owned())?;
+        let (host, buf) = &mut *pair;
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(len as u64) as usize;
+            buf.copy_from_host(0, &host[..n])
+                .map_err(|e| format!("--limits: copy of {n} bytes failed: {e}"))?;
+            at += n as u64;
+        }
+        Ok(())
     })?;
     Ok(start.elapsed().as_secs_f64())
 }

@@ -97,7 +97,7 @@ pub fn partition(size: u64, io: u64, threads: usize) -> Vec<(u64, u64)> {
 }
 
 /// Runs `work` on one scoped thread per part and waits for all; the first error wins.
-pub(super) fn parallel<T: Send>(
+pub(crate) fn parallel<T: Send>(
     parts: &[(u64, u64)],
     work: impl Fn(usize, u64, u64) -> Result<T, String> + Sync,
 ) -> Result<Vec<T>, String> {
