@@ -281,22 +281,17 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
         None
     };
     let limits = limits.map(|(_, figures)| figures);
+    let shown = Shown {
+        ck: &checkpoint,
+        runs: &runs,
+        verified: verified.as_ref(),
+        list: args.list,
+        limits: limits.as_ref(),
+    };
     let text = if args.json {
-        to_json(
-            &checkpoint,
-            &runs,
-            verified.as_ref(),
-            args.list,
-            limits.as_ref(),
-        )
+        to_json(shown)
     } else {
-        to_text(
-            &checkpoint,
-            &runs,
-            verified.as_ref(),
-            args.list,
-            limits.as_ref(),
-        )
+        to_text(shown)
     };
     let mut stdout = io::stdout().lock();
     writeln!(stdout, "{text}")
@@ -407,13 +402,25 @@ fn gbps(bytes: u64, seconds: f64) -> f64 {
 
 type Verified = (Vec<(String, u32)>, Vec<Mismatch>);
 
-fn to_json(
-    ck: &Checkpoint,
-    runs: &[Timing],
-    verified: Option<&Verified>,
+/// What the output shows: the last load's checkpoint, every load's timing, and what
+/// --verify and --limits found.
+#[derive(Clone, Copy)]
+struct Shown<'a> {
+    ck: &'a Checkpoint,
+    runs: &'a [Timing],
+    verified: Option<&'a Verified>,
     list: bool,
-    limits: Option<&LoadLimits>,
-) -> String {
+    limits: Option<&'a LoadLimits>,
+}
+
+fn to_json(shown: Shown<'_>) -> String {
+    let Shown {
+        ck,
+        runs,
+        verified,
+        list,
+        limits,
+    } = shown;
     let r = ck.report();
     let (seconds, peak) = first(runs);
     let mut v = json!({
@@ -477,13 +484,14 @@ fn to_json(
     v.to_string()
 }
 
-fn to_text(
-    ck: &Checkpoint,
-    runs: &[Timing],
-    verified: Option<&Verified>,
-    list: bool,
-    limits: Option<&LoadLimits>,
-) -> String {
+fn to_text(shown: Shown<'_>) -> String {
+    let Shown {
+        ck,
+        runs,
+        verified,
+        list,
+        limits,
+    } = shown;
     let r = ck.report();
     let (seconds, peak) = first(runs);
     let mut out = String::new();
