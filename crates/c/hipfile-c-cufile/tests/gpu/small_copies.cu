@@ -8,6 +8,11 @@
 //   async+query  cudaStreamQuery on the legacy null stream first (a request's order after
 //                the null stream, taken once per request), then as async
 //   async+event  cudaMemcpyAsync, cudaEventRecord, cudaEventSynchronize: a pipeline's chunk
+//   async+record cudaEventRecord of the thread's own event on the legacy null stream first (a
+//                marker of the request's order point, queried later), then as async
+//   async+record+query  the same, then cudaEventQuery of that event
+//   async+query/32  as async+query, but one request in 32 queries (requests that share
+//                one query)
 //
 // Each variant runs twice, in turn, after one pass that warms the page cache. Prints one JSON
 // object per run: variant, threads, requests, seconds, gbps, requests per second.
@@ -32,8 +37,19 @@
 
 static const size_t IO = 4096;
 
-enum Variant { MEMCPY, ASYNC, ASYNC_QUERY, ASYNC_EVENT };
-static const char *NAMES[] = {"memcpy", "async", "async+query", "async+event"};
+enum Variant {
+    MEMCPY,
+    ASYNC,
+    ASYNC_QUERY,
+    ASYNC_EVENT,
+    ASYNC_RECORD,
+    ASYNC_RECORD_QUERY,
+    ASYNC_QUERY32,
+};
+static const char *NAMES[] = {"memcpy",       "async",
+                              "async+query",  "async+event",
+                              "async+record", "async+record+query",
+                              "async+query/32"};
 
 static double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -53,8 +69,9 @@ static double run(int fd, const std::vector<off_t> &offsets, int threads, Varian
             CHECK(cudaHostAlloc((void **)&pinned, IO, cudaHostAllocPortable));
             cudaStream_t s;
             CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-            cudaEvent_t e;
+            cudaEvent_t e, marker;
             CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
             char *dst = device + (size_t)i * IO;
             ready++;
             while (!go.load()) {
@@ -70,6 +87,26 @@ static double run(int fd, const std::vector<off_t> &offsets, int threads, Varian
                 case MEMCPY:
                     CHECK(cudaMemcpy(dst, pinned, IO, cudaMemcpyHostToDevice));
                     break;
+                case ASYNC_RECORD_QUERY: {
+                    CHECK(cudaEventRecord(marker, 0));
+                    cudaError_t q = cudaEventQuery(marker);
+                    if (q != cudaSuccess && q != cudaErrorNotReady) CHECK(q);
+                    CHECK(cudaMemcpyAsync(dst, pinned, IO, cudaMemcpyHostToDevice, s));
+                    CHECK(cudaStreamSynchronize(s));
+                    break;
+                }
+                case ASYNC_RECORD:
+                    CHECK(cudaEventRecord(marker, 0));
+                    CHECK(cudaMemcpyAsync(dst, pinned, IO, cudaMemcpyHostToDevice, s));
+                    CHECK(cudaStreamSynchronize(s));
+                    break;
+                case ASYNC_QUERY32:
+                    if (k % 32 != 0) {
+                        CHECK(cudaMemcpyAsync(dst, pinned, IO, cudaMemcpyHostToDevice, s));
+                        CHECK(cudaStreamSynchronize(s));
+                        break;
+                    }
+                    // fall through
                 case ASYNC_QUERY: {
                     cudaError_t q = cudaStreamQuery(0);
                     if (q != cudaSuccess && q != cudaErrorNotReady) CHECK(q);
@@ -86,6 +123,7 @@ static double run(int fd, const std::vector<off_t> &offsets, int threads, Varian
                     break;
                 }
             }
+            CHECK(cudaEventDestroy(marker));
             CHECK(cudaEventDestroy(e));
             CHECK(cudaStreamDestroy(s));
             CHECK(cudaFreeHost(pinned));
@@ -122,7 +160,8 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc((void **)&device, (size_t)threads * IO));
     run(fd, offsets, threads, MEMCPY, device);  // the page cache and the runtime warmed
     for (int round = 0; round < 2; round++) {
-        for (Variant v : {MEMCPY, ASYNC, ASYNC_QUERY, ASYNC_EVENT}) {
+        for (Variant v : {MEMCPY, ASYNC, ASYNC_QUERY, ASYNC_EVENT, ASYNC_RECORD, ASYNC_RECORD_QUERY,
+                          ASYNC_QUERY32}) {
             double s = run(fd, offsets, threads, v, device);
             double n = (double)offsets.size();
             printf("{\"variant\":\"%s\",\"threads\":%d,\"requests\":%zu,\"seconds\":%.4f,"
