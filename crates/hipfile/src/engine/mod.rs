@@ -13,13 +13,15 @@
 //! buffer frees nothing a request still writes). The job is dropped, releasing all of that,
 //! before its slot says it finished.
 //!
-//! Two kinds of work share the threads. A request ([`Work::Request`]: a future, a batch
+//! Three kinds of work share the threads. A request ([`Work::Request`]: a future, a batch
 //! entry, a stream-ordered request the engine serves whole) runs the whole request, its GPU
 //! copies included; at most `requests` of them run at once, because a thread waiting for a
 //! copy spins in the runtime, and more of them than half a 16-core machine's cores made
 //! small requests slower. File I/O for requests that queue their copies on a stream
 //! ([`Work::FileIo`]: the staged stream-ordered path's reads and writes of staging buffers)
-//! waits for no copy, and takes any thread.
+//! waits for no copy, and takes any thread first. An ordering job ([`Work::Ordering`])
+//! takes the order after the null stream for the futures and batch entries submitted since
+//! the last one (`null_stream.rs`), once fewer requests are queued than may run.
 //!
 //! The threads start with the first request and end when the driver closes. The driver
 //! cannot close while a request is queued or running (its job holds the driver), so closing
@@ -76,12 +78,19 @@ pub(crate) enum Work {
     Request,
     /// File I/O only, with no wait for the GPU.
     FileIo,
+    /// The order of other requests after the null stream (`null_stream.rs`): a query or a
+    /// host function for all the requests submitted since the last one. It waits for no
+    /// copy, and is taken once fewer requests are queued than may run at once, so that
+    /// while the threads have queued requests to serve, the requests submitted meanwhile
+    /// gather for one query.
+    Ordering,
 }
 
 #[derive(Default)]
 struct Queue {
     requests: VecDeque<Arc<Slot>>,
     file_io: VecDeque<Arc<Slot>>,
+    orderings: VecDeque<Arc<Slot>>,
     /// [`Work::Request`] jobs running.
     running: usize,
     closing: bool,
@@ -95,14 +104,23 @@ impl Queue {
         match slot.work {
             Work::Request => self.requests.push_back(slot),
             Work::FileIo => self.file_io.push_back(slot),
+            Work::Ordering => self.orderings.push_back(slot),
         }
     }
 
-    /// The next job a thread may run now: file I/O first (a stream waits for it), then a
-    /// request while fewer than `limit` run.
+    /// Whether an ordering job may be taken: fewer requests are queued than may run.
+    fn ordering_due(&self, limit: usize) -> bool {
+        !self.orderings.is_empty() && self.requests.len() < limit
+    }
+
+    /// The next job a thread may run now: file I/O first (a stream waits for it), then an
+    /// ordering when it is due, then a request while fewer than `limit` run.
     fn take(&mut self, limit: usize) -> Option<Arc<Slot>> {
         if let Some(slot) = self.file_io.pop_front() {
             return Some(slot);
+        }
+        if self.ordering_due(limit) {
+            return self.orderings.pop_front();
         }
         if self.running < limit {
             let slot = self.requests.pop_front()?;
@@ -114,17 +132,20 @@ impl Queue {
 
     /// Whether a sleeping thread could take work that is waiting.
     fn runnable(&self, limit: usize) -> bool {
-        !self.file_io.is_empty() || (!self.requests.is_empty() && self.running < limit)
+        !self.file_io.is_empty()
+            || self.ordering_due(limit)
+            || (!self.requests.is_empty() && self.running < limit)
     }
 
     fn queued(&self) -> usize {
-        self.requests.len() + self.file_io.len()
+        self.requests.len() + self.file_io.len() + self.orderings.len()
     }
 
     fn drain(&mut self) -> Vec<Arc<Slot>> {
         self.requests
             .drain(..)
             .chain(self.file_io.drain(..))
+            .chain(self.orderings.drain(..))
             .collect()
     }
 }
@@ -249,7 +270,7 @@ impl Engine {
 
     /// Starts another request thread while requests wait and fewer than `threads` run, so
     /// that a driver used only synchronously starts none.
-    fn start_threads(&self, queued: usize) {
+    pub(crate) fn start_threads(&self, queued: usize) {
         let mut workers = lock(&self.workers);
         if workers.len() >= self.threads || queued == 0 {
             return;
@@ -325,6 +346,36 @@ impl QueueHandle {
         let wake = queue.idle > 0 && queue.runnable(self.0.requests);
         drop(queue);
         if wake {
+            self.0.ready.notify_one();
+        }
+    }
+
+    /// Queues `slots` in their order, waking as many sleeping threads as can start them;
+    /// one fewer when `on_engine` (the caller is an engine thread, which takes work itself
+    /// when its job returns). With the engine closed, the requests are cancelled instead.
+    pub(crate) fn push_all(&self, slots: Vec<Arc<Slot>>, on_engine: bool) {
+        if slots.is_empty() {
+            return;
+        }
+        let mut queue = lock(&self.0.queue);
+        if queue.closing {
+            drop(queue);
+            for slot in slots {
+                slot.cancel();
+            }
+            return;
+        }
+        let requests = slots.iter().filter(|s| s.work == Work::Request).count();
+        let others = slots.len() - requests;
+        for slot in slots {
+            queue.push(slot);
+        }
+        let startable = others + requests.min(self.0.requests.saturating_sub(queue.running));
+        let wake = startable
+            .saturating_sub(usize::from(on_engine))
+            .min(queue.idle);
+        drop(queue);
+        for _ in 0..wake {
             self.0.ready.notify_one();
         }
     }
@@ -632,5 +683,39 @@ mod tests {
             assert_eq!(r.phase(), IoState::Finished);
         }
         assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn an_ordering_job_waits_while_as_many_requests_are_queued_as_may_run() {
+        // Two threads, one request at a time: the spare thread could take the ordering job
+        // at once, but a request is queued behind the running one.
+        let engine = Engine::new(2, 1);
+        let (running, most) = (Arc::default(), Arc::default());
+        let (release, rx) = mpsc::channel();
+        let rx = Arc::new(Mutex::new(rx));
+        let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
+        engine.queue(Arc::clone(&first));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while running.load(Ordering::SeqCst) < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let second = Engine::slot(Op::Read, held(&running, &most, &rx), None);
+        engine.queue(Arc::clone(&second));
+        let ordering = Engine::slot_with(Op::Read, Work::Ordering, Box::new(done), None, None);
+        engine.queue(Arc::clone(&ordering));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            ordering.phase(),
+            IoState::Waiting,
+            "the ordering ran while a request waited for a thread"
+        );
+        // The first request ends; the second runs, none is queued: the ordering is due.
+        release.send(()).unwrap();
+        ordering.wait_ended();
+        assert_eq!(ordering.phase(), IoState::Finished);
+        assert_eq!(second.phase(), IoState::Pending);
+        release.send(()).unwrap();
+        first.wait_ended();
+        second.wait_ended();
     }
 }

@@ -14,20 +14,21 @@
 //! - a synchronous request waits on its caller's thread until the null stream of its
 //!   buffer's device has done the work queued on it before the call: one query when the
 //!   stream is idle (the common case), else an event recorded on it and waited for;
-//! - a request that does not block its caller (a future, a batch entry) is queued on the
-//!   engine at once when that null stream is idle at submission, and otherwise by a host
-//!   function queued on it, which runs once the stream has done the work queued before the
-//!   submission; where that cannot be done, the request waits on the engine's thread, when
-//!   it starts, as a synchronous one does;
+//! - a request that does not block its caller (a future, a batch entry) is handed at its
+//!   submission to the engine's orderer of its device, which asks once for all the requests
+//!   submitted since it last asked: it queues them on the engine when the null stream is
+//!   idle, and otherwise from a host function queued on that stream, which runs once the
+//!   stream has done the work queued before it; where neither can be done, each request
+//!   waits on its engine thread, when it starts, as a synchronous one does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
 //!   stream itself).
 //!
 //! The null stream belongs to the device current on the calling thread, so the calls here
 //! make the buffer's device current for their duration when another one is.
 
-use crate::engine::{Engine, Slot, lock};
+use crate::engine::{Engine, QueueHandle, Slot, Work, lock};
 use hipfile_core::runtime::{EventHandle, StreamHandle, Streams};
-use hipfile_core::{Error, GpuRuntime, RuntimeError};
+use hipfile_core::{BackendKind, Error, GpuRuntime, IoOutcome, Op, RuntimeError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -43,13 +44,13 @@ const NOT_SUPPORTED: i32 = 801;
 pub(crate) enum Order {
     /// The request waits for the null stream before it moves a byte.
     AfterNullStream,
-    /// Its order is taken: at its submission, or by the stream it is queued on.
+    /// Its order is taken: by its orderer, or by the stream it is queued on.
     Taken,
 }
 
 /// The point a request that does not block its caller is ordered after: taken once the null
-/// stream has passed its submission (a host function says so), or left for the request to
-/// wait for when it starts.
+/// stream was found idle after its submission, or has passed a host function queued after
+/// it, or left for the request to wait for when it starts.
 #[derive(Debug, Default)]
 pub(crate) struct OrderPoint(AtomicBool);
 
@@ -185,22 +186,30 @@ impl SharedQueries {
 }
 
 /// The driver's means of waiting for null streams: events kept for reuse, by device, and
-/// the queries its requests share.
+/// what its requests and the engine's orderers share.
 pub(crate) struct NullStreams {
-    gpu: Arc<dyn GpuRuntime>,
+    orders: Arc<Orders>,
     idle_events: Mutex<Vec<(i32, EventHandle)>>,
-    queries: SharedQueries,
 }
 
-impl NullStreams {
-    pub(crate) fn new(gpu: Arc<dyn GpuRuntime>) -> NullStreams {
-        NullStreams {
-            gpu,
-            idle_events: Mutex::new(Vec::new()),
-            queries: SharedQueries::default(),
-        }
-    }
+/// What the requests and the engine's orderers share: the runtime, the queries of the null
+/// streams, and the requests that wait for an orderer, by device.
+struct Orders {
+    gpu: Arc<dyn GpuRuntime>,
+    queries: SharedQueries,
+    unordered: Mutex<Vec<Unordered>>,
+}
 
+/// The requests of one device that wait for their order point.
+struct Unordered {
+    device: i32,
+    requests: Vec<(Arc<Slot>, Arc<OrderPoint>)>,
+    /// Whether an orderer of this device is queued on the engine or runs: it takes every
+    /// request added before it finds none left.
+    ordering: bool,
+}
+
+impl Orders {
     /// Whether the null stream of `device` was idle at a moment after this call began
     /// ([`SharedQueries`]).
     fn idle_since_call(&self, streams: &dyn Streams, device: i32) -> Result<bool, RuntimeError> {
@@ -210,15 +219,198 @@ impl NullStreams {
         })
     }
 
+    /// Whether the null stream of `device` has nothing left to do now.
+    fn idle(&self, device: i32) -> Result<bool, RuntimeError> {
+        let streams = self.gpu.require_streams()?;
+        self.idle_since_call(streams, device)
+    }
+
+    /// The engine job that orders the requests of `device` ([`NullStreams::queue_after`]): a
+    /// [`Work::Ordering`] job, taken by any engine thread once fewer requests are queued
+    /// than may run.
+    fn orderer(self: &Arc<Orders>, device: i32, queue: QueueHandle) -> Arc<Slot> {
+        let mut left = Left {
+            orders: Arc::clone(self),
+            device,
+            queue,
+            done: false,
+        };
+        let job = Box::new(move || {
+            let orders = Arc::clone(&left.orders);
+            orders.order(device, &left.queue);
+            left.done = true;
+            Ok(IoOutcome::new(0, BackendKind::Fallback, false))
+        });
+        Engine::slot_with(Op::Read, Work::Ordering, job, None, None)
+    }
+
+    /// Orders the requests of `device` submitted so far: one query of the null stream (or a
+    /// host function queued on it) that starts after their submissions orders them after
+    /// the work queued before. Requests submitted meanwhile get the next orderer, queued
+    /// here.
+    fn order(self: &Arc<Orders>, device: i32, queue: &QueueHandle) {
+        let Some(requests) = self.take_unordered(device) else {
+            return;
+        };
+        let batch = Batch {
+            requests,
+            queue: queue.clone(),
+        };
+        let ordered = match self.idle(device) {
+            Ok(true) => batch.take_points(),
+            Ok(false) => {
+                self.after_host_function(device, batch);
+                Vec::new()
+            }
+            // A runtime that cannot say: each request waits for itself when it starts.
+            Err(_) => Vec::new(),
+        };
+        let more = {
+            let mut unordered = lock(&self.unordered);
+            match unordered.iter_mut().find(|u| u.device == device) {
+                Some(u) if u.requests.is_empty() => {
+                    u.ordering = false;
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            }
+        };
+        // This thread takes a request itself when its job returns.
+        queue.push_all(ordered, true);
+        if more {
+            queue.push(self.orderer(device, queue.clone()));
+        }
+    }
+
+    /// The requests of `device` waiting for their order point, or `None` (and no orderer
+    /// runs any more) when there are none.
+    fn take_unordered(&self, device: i32) -> Option<Vec<(Arc<Slot>, Arc<OrderPoint>)>> {
+        let mut unordered = lock(&self.unordered);
+        let u = unordered.iter_mut().find(|u| u.device == device)?;
+        if u.requests.is_empty() {
+            u.ordering = false;
+            return None;
+        }
+        Some(std::mem::take(&mut u.requests))
+    }
+
+    /// Queues `batch` from a host function on the null stream of `device`, which takes the
+    /// requests' order points when the stream reaches it. Where the runtime refuses it (and
+    /// drops it), each request waits for itself when it starts.
+    fn after_host_function(&self, device: i32, batch: Batch) {
+        let gpu = self.gpu.as_ref();
+        let Some(host_functions) = gpu.streams().and_then(|s| s.host_functions()) else {
+            return;
+        };
+        let _ = on_device(gpu, device, || {
+            host_functions.launch_host_func(NULL_STREAM, Box::new(move || batch.ordered()))
+        });
+    }
+}
+
+/// Requests an orderer took: queued with their order points taken, or
+/// otherwise, when it is dropped (the query failed, the host function was refused or never
+/// ran, a panic), queued as they are, to wait for the null stream when they start.
+struct Batch {
+    requests: Vec<(Arc<Slot>, Arc<OrderPoint>)>,
+    queue: QueueHandle,
+}
+
+impl Batch {
+    /// Takes the order points; the requests, to be queued.
+    fn take_points(mut self) -> Vec<Arc<Slot>> {
+        std::mem::take(&mut self.requests)
+            .into_iter()
+            .map(|(slot, point)| {
+                point.take();
+                slot
+            })
+            .collect()
+    }
+
+    /// Takes the order points and queues the requests, from a runtime's thread.
+    fn ordered(self) {
+        let queue = self.queue.clone();
+        queue.push_all(self.take_points(), false);
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        let requests = std::mem::take(&mut self.requests);
+        if !requests.is_empty() {
+            let slots = requests.into_iter().map(|(slot, _)| slot).collect();
+            self.queue.push_all(slots, false);
+        }
+    }
+}
+
+/// The requests an orderer leaves when its job does not end: after a panic they are queued
+/// to wait for the null stream themselves; when the job never ran (no engine thread could
+/// be started, or the engine closed), they fail.
+struct Left {
+    orders: Arc<Orders>,
+    device: i32,
+    queue: QueueHandle,
+    done: bool,
+}
+
+impl Drop for Left {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let requests = {
+            let mut unordered = lock(&self.orders.unordered);
+            match unordered.iter_mut().find(|u| u.device == self.device) {
+                Some(u) => {
+                    u.ordering = false;
+                    std::mem::take(&mut u.requests)
+                }
+                None => Vec::new(),
+            }
+        };
+        if std::thread::panicking() {
+            drop(Batch {
+                requests,
+                queue: self.queue.clone(),
+            });
+            return;
+        }
+        for (slot, _) in requests {
+            let op = slot.op;
+            slot.run_with(|_| {
+                Err(Error::Internal(format!(
+                    "{op}: no I/O thread took its order after the null stream; the request \
+                     was not served"
+                )))
+            });
+        }
+    }
+}
+
+impl NullStreams {
+    pub(crate) fn new(gpu: Arc<dyn GpuRuntime>) -> NullStreams {
+        NullStreams {
+            orders: Arc::new(Orders {
+                gpu,
+                queries: SharedQueries::default(),
+                unordered: Mutex::new(Vec::new()),
+            }),
+            idle_events: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Waits until the null stream of `device` has done the work queued on it so far.
     ///
     /// # Errors
     ///
     /// The runtime's error of the device switch, the query, or the event's record or wait.
     pub(crate) fn wait(&self, device: i32) -> Result<(), RuntimeError> {
-        let gpu = self.gpu.as_ref();
+        let gpu = self.orders.gpu.as_ref();
         let streams = gpu.require_streams()?;
-        match self.idle_since_call(streams, device) {
+        match self.orders.idle_since_call(streams, device) {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             // A runtime that cannot say is waited for.
@@ -237,12 +429,6 @@ impl NullStreams {
             }
             waited
         })
-    }
-
-    /// Whether the null stream of `device` has nothing left to do now.
-    fn idle(&self, device: i32) -> Result<bool, RuntimeError> {
-        let streams = self.gpu.require_streams()?;
-        self.idle_since_call(streams, device)
     }
 
     /// An event of `device` (current when this is called): a kept one, or a new one.
@@ -280,7 +466,7 @@ impl Drop for NullStreams {
                 .unwrap_or_else(PoisonError::into_inner),
         );
         // Events were made only where the runtime has streams.
-        if let Some(streams) = self.gpu.streams() {
+        if let Some(streams) = self.orders.gpu.streams() {
             for (_, event) in events {
                 let _ = streams.event_destroy(event);
             }
@@ -321,9 +507,10 @@ impl NullStreams {
 
     /// Queues `slot` on `engine`, a request on a buffer of `device` (`None` when its buffer
     /// could not be looked at: its request fails when it runs), once the null stream has
-    /// done the work queued on it so far: at once when it has, else from a host function
-    /// queued on it, which takes `point`. Where neither can be done, the request is queued
-    /// now without `point` taken, and waits for the stream itself when it starts.
+    /// done the work queued on it before this call. The request goes to the engine's orderer
+    /// of the device ([`Orders::order`]), started here when none is queued or running: the
+    /// caller makes no runtime call, and one query answers for every request submitted
+    /// while the orderer waited for a thread or asked the last time.
     pub(crate) fn queue_after(
         &self,
         engine: &Engine,
@@ -335,35 +522,28 @@ impl NullStreams {
             engine.queue(slot);
             return;
         };
-        match self.idle(device) {
-            Ok(true) => {
-                point.take();
-                engine.queue(slot);
-            }
-            Ok(false) => {
-                let gpu = self.gpu.as_ref();
-                let Some(host_functions) = gpu.streams().and_then(|s| s.host_functions()) else {
-                    // No host functions: the request waits for itself.
-                    engine.queue(slot);
-                    return;
-                };
-                let queue = engine.queue_handle();
-                let (reached, taken) = (Arc::clone(&slot), Arc::clone(point));
-                let queued = on_device(gpu, device, || {
-                    host_functions.launch_host_func(
-                        NULL_STREAM,
-                        Box::new(move || {
-                            taken.take();
-                            queue.push(reached);
-                        }),
-                    )
-                });
-                if queued.is_err() {
-                    // The host function was dropped: the request waits for itself.
-                    engine.queue(slot);
+        let start = {
+            let mut unordered = lock(&self.orders.unordered);
+            let at = match unordered.iter().position(|u| u.device == device) {
+                Some(at) => at,
+                None => {
+                    unordered.push(Unordered {
+                        device,
+                        requests: Vec::new(),
+                        ordering: false,
+                    });
+                    unordered.len() - 1
                 }
-            }
-            _ => engine.queue(slot),
+            };
+            let u = &mut unordered[at];
+            u.requests.push((slot, Arc::clone(point)));
+            !std::mem::replace(&mut u.ordering, true)
+        };
+        if start {
+            engine.queue(self.orders.orderer(device, engine.queue_handle()));
+        } else {
+            // The request waits for the orderer: start a thread for it as queueing it would.
+            engine.start_threads(1);
         }
     }
 
@@ -373,7 +553,7 @@ impl NullStreams {
         if device >= 0 {
             Ok(device)
         } else {
-            self.gpu.current_device().map_err(Error::Runtime)
+            self.orders.gpu.current_device().map_err(Error::Runtime)
         }
     }
 }
@@ -540,5 +720,172 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(0, 2, 1), (1, 1, 0)]
         );
+    }
+
+    mod orderer {
+        use super::*;
+        use crate::engine::IoState;
+        use hipfile_core::mock::{MockGpuRuntime, MockRuntime, MockStreams};
+        use std::sync::atomic::AtomicUsize;
+
+        fn done() -> Result<IoOutcome, Error> {
+            Ok(IoOutcome::new(0, BackendKind::Fallback, false))
+        }
+
+        /// Null streams over a runtime whose null-stream queries `query` answers, on device 0.
+        fn null_streams(
+            query: impl Fn() -> Result<bool, RuntimeError> + Send + 'static,
+        ) -> NullStreams {
+            let mut base = MockGpuRuntime::new();
+            base.expect_current_device().returning(|| Ok(0));
+            let mut streams = MockStreams::new();
+            streams
+                .expect_stream_query()
+                .withf(|s| *s == NULL_STREAM)
+                .returning(move |_| query());
+            NullStreams::new(Arc::new(MockRuntime::new(base).with_streams(streams)))
+        }
+
+        /// A query that counts itself and answers `idle`.
+        fn counted(
+            count: &Arc<AtomicUsize>,
+            idle: bool,
+        ) -> impl Fn() -> Result<bool, RuntimeError> + use<> {
+            let count = Arc::clone(count);
+            move || {
+                count.fetch_add(1, Ordering::SeqCst);
+                Ok(idle)
+            }
+        }
+
+        /// Submits a request through `null` whose job records how it must start.
+        fn submit(null: &NullStreams, engine: &Engine, seen: &Arc<Mutex<Vec<Order>>>) -> Arc<Slot> {
+            let point = Arc::new(OrderPoint::default());
+            let (order, seen) = (Arc::clone(&point), Arc::clone(seen));
+            let slot = Engine::slot(
+                Op::Read,
+                Box::new(move || {
+                    lock(&seen).push(order.order());
+                    done()
+                }),
+                None,
+            );
+            null.queue_after(engine, Some(0), Arc::clone(&slot), &point);
+            slot
+        }
+
+        /// Holds the engine's only thread until the returned sender sends or is dropped.
+        fn hold(engine: &Engine) -> mpsc::Sender<()> {
+            let (tx, rx) = mpsc::channel::<()>();
+            let (started_tx, started) = mpsc::channel();
+            let job = Box::new(move || {
+                started_tx.send(()).unwrap();
+                let _ = rx.recv();
+                done()
+            });
+            engine.queue(Engine::slot(Op::Read, job, None));
+            started.recv().unwrap();
+            tx
+        }
+
+        #[test]
+        fn requests_submitted_while_no_thread_is_free_share_one_query() {
+            let engine = Engine::new(1, 1);
+            let count = Arc::new(AtomicUsize::new(0));
+            let null = null_streams(counted(&count, true));
+            let held = hold(&engine);
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let slots: Vec<_> = (0..5).map(|_| submit(&null, &engine, &seen)).collect();
+            assert_eq!(
+                count.load(Ordering::SeqCst),
+                0,
+                "the submitting thread asked the runtime"
+            );
+            drop(held);
+            for s in &slots {
+                s.wait_ended();
+                assert_eq!(s.phase(), IoState::Finished);
+            }
+            assert_eq!(count.load(Ordering::SeqCst), 1, "one query for the five");
+            assert_eq!(*lock(&seen), [Order::Taken; 5]);
+        }
+
+        #[test]
+        fn a_request_submitted_while_the_orderer_asks_waits_for_the_next_query() {
+            let engine = Engine::new(2, 2);
+            let count = Arc::new(AtomicUsize::new(0));
+            let (answer, answers) = mpsc::channel();
+            let answers = Mutex::new(answers);
+            let asked = Arc::clone(&count);
+            let null = null_streams(move || {
+                asked.fetch_add(1, Ordering::SeqCst);
+                Ok(lock(&answers).recv().unwrap_or(true))
+            });
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let first = submit(&null, &engine, &seen);
+            while count.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // The first query runs: the second request was not submitted when it began.
+            let second = submit(&null, &engine, &seen);
+            answer.send(true).unwrap();
+            first.wait_ended();
+            answer.send(true).unwrap();
+            second.wait_ended();
+            assert_eq!(count.load(Ordering::SeqCst), 2);
+            assert_eq!(*lock(&seen), [Order::Taken; 2]);
+        }
+
+        #[test]
+        fn a_busy_stream_without_host_functions_leaves_each_request_to_wait_itself() {
+            let engine = Engine::new(1, 1);
+            let count = Arc::new(AtomicUsize::new(0));
+            let null = null_streams(counted(&count, false));
+            let held = hold(&engine);
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let slots: Vec<_> = (0..3).map(|_| submit(&null, &engine, &seen)).collect();
+            drop(held);
+            for s in &slots {
+                s.wait_ended();
+            }
+            assert_eq!(count.load(Ordering::SeqCst), 1);
+            assert_eq!(*lock(&seen), [Order::AfterNullStream; 3]);
+        }
+
+        #[test]
+        fn after_a_panicking_query_the_requests_wait_themselves_and_a_new_orderer_may_start() {
+            let engine = Engine::new(1, 1);
+            let null = null_streams(|| panic!("a query that panics"));
+            let held = hold(&engine);
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let slots: Vec<_> = (0..2).map(|_| submit(&null, &engine, &seen)).collect();
+            drop(held);
+            for s in &slots {
+                s.wait_ended();
+                assert_eq!(s.phase(), IoState::Finished);
+            }
+            assert_eq!(*lock(&seen), [Order::AfterNullStream; 2]);
+            assert!(!lock(&null.orders.unordered)[0].ordering);
+        }
+
+        #[test]
+        fn requests_whose_orderer_never_runs_fail_with_a_reason() {
+            let engine = Engine::new(1, 1);
+            let null = null_streams(|| Ok(true));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            // Two requests wait for an orderer that is cancelled before a thread takes it.
+            let held = hold(&engine);
+            let slots: Vec<_> = (0..2).map(|_| submit(&null, &engine, &seen)).collect();
+            let orderer = null.orders.orderer(0, engine.queue_handle());
+            assert!(orderer.cancel());
+            for s in &slots {
+                s.wait_ended();
+                let e = s.take_result().unwrap().unwrap_err();
+                assert!(e.to_string().contains("order after the null stream"), "{e}");
+            }
+            assert!(lock(&seen).is_empty());
+            assert!(!lock(&null.orders.unordered)[0].ordering);
+            drop(held);
+        }
     }
 }
