@@ -327,6 +327,18 @@ impl DeviceBuffer {
     }
 }
 
+/// Where a buffer's memory is, for a synchronous copy.
+#[derive(Debug, Clone, Copy)]
+enum Placed {
+    /// Host memory: a plain `memcpy` reaches it.
+    Host,
+    /// Device memory of this device.
+    Device(i32),
+    /// Anything else, or memory that could not be looked at: the runtime's own copy finds
+    /// out.
+    Unknown,
+}
+
 impl Memory {
     /// The facts of the buffer for one request: its registration's when it is registered
     /// (with the in-flight count raised until the guard drops), else checked now.
@@ -370,21 +382,22 @@ impl Memory {
     }
 
     /// Waits until the null stream of the memory's device has done the work queued on it
-    /// so far, as a copy of `cudaMemcpy`/`hipMemcpy` would (`null_stream.rs`); says whether
-    /// the memory is host memory (pinned, registered or pageable, which only a driver whose
-    /// rule serves it takes in `from_raw`), which a synchronous copy reaches with a plain
-    /// `memcpy`: the runtime's host-to-device copy refuses a host destination.
-    fn after_null_stream(&self) -> Result<bool, Error> {
+    /// so far, as a copy of `cudaMemcpy`/`hipMemcpy` would (`null_stream.rs`); says where
+    /// the memory is. Host memory (pinned, registered or pageable, which only a driver whose
+    /// rule serves it takes in `from_raw`) is reached with a plain `memcpy` by a synchronous
+    /// copy: the runtime's host-to-device copy refuses a host destination.
+    fn after_null_stream(&self) -> Result<Placed, Error> {
         let Ok((checked, _in_flight)) = self.request_facts() else {
             // The copy's own call reports what is wrong with the memory.
-            return Ok(false);
+            return Ok(Placed::Unknown);
         };
         let facts = checked.facts();
         self.driver.wait_null_stream(facts.device)?;
-        Ok(matches!(
-            facts.memory,
-            MemoryKind::Host | MemoryKind::Unregistered
-        ))
+        Ok(match facts.memory {
+            MemoryKind::Host | MemoryKind::Unregistered => Placed::Host,
+            MemoryKind::Device if facts.device >= 0 => Placed::Device(facts.device),
+            _ => Placed::Unknown,
+        })
     }
 
     /// Copies `data` into the buffer at `offset` (a synchronous host-to-device copy).
@@ -395,27 +408,28 @@ impl Memory {
     pub(crate) fn copy_from_host(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
         let dst = self.range(offset, data.len())?;
         self.driver.in_this_process()?;
-        if self.after_null_stream()? {
+        let gpu = self.driver.gpu();
+        let (src, len) = (data.as_ptr(), data.len());
+        let copied = match self.after_null_stream()? {
             // SAFETY: host memory of this process (vouched for by `from_raw`'s caller, who
             // keeps it readable and writable while the buffer lives), `dst..dst+len` inside
             // the buffer (checked above), and `data` a live slice that cannot overlap memory
             // the buffer lends out only through `&mut`.
             #[allow(unsafe_code)]
-            unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), dst.0 as *mut u8, data.len());
-            }
-            return Ok(());
-        }
-        // SAFETY: `dst..dst+len` lies inside this buffer (checked above), which is device
-        // memory of the driver's runtime (owned, or vouched for by `from_raw`'s caller), and
-        // `data` is a live slice for the synchronous copy.
-        #[allow(unsafe_code)]
-        unsafe {
-            self.driver
-                .gpu()
-                .copy_to_device(dst, data.as_ptr(), data.len())
-        }
-        .map_err(Error::Runtime)
+            Placed::Host => unsafe {
+                std::ptr::copy_nonoverlapping(src, dst.0 as *mut u8, len);
+                Ok(())
+            },
+            // SAFETY: `dst..dst+len` lies inside this buffer (checked above), device memory
+            // of the driver's runtime on `device` (owned, or vouched for by `from_raw`'s
+            // caller), and `data` is a live slice for the synchronous copy.
+            #[allow(unsafe_code)]
+            Placed::Device(device) => unsafe { gpu.copy_to_device_of(device, dst, src, len) },
+            // SAFETY: as above; the runtime finds the memory's device itself.
+            #[allow(unsafe_code)]
+            Placed::Unknown => unsafe { gpu.copy_to_device(dst, src, len) },
+        };
+        copied.map_err(Error::Runtime)
     }
 
     /// Copies `out.len()` bytes from the buffer at `offset` into `out` (synchronous).
@@ -426,23 +440,25 @@ impl Memory {
     fn copy_to_host(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let src = self.range(offset, out.len())?;
         self.driver.in_this_process()?;
-        if self.after_null_stream()? {
-            // SAFETY: as in `copy_from_host`'s host branch, with `out` a live, exclusively
+        let gpu = self.driver.gpu();
+        let (dst, len) = (out.as_mut_ptr(), out.len());
+        let copied = match self.after_null_stream()? {
+            // SAFETY: as in `copy_from_host`'s host arm, with `out` a live, exclusively
             // borrowed slice.
             #[allow(unsafe_code)]
-            unsafe {
-                std::ptr::copy_nonoverlapping(src.0 as *const u8, out.as_mut_ptr(), out.len());
-            }
-            return Ok(());
-        }
-        // SAFETY: as in `copy_from_host`, with `out` a live, exclusively borrowed slice.
-        #[allow(unsafe_code)]
-        unsafe {
-            self.driver
-                .gpu()
-                .copy_to_host(out.as_mut_ptr(), src, out.len())
-        }
-        .map_err(Error::Runtime)
+            Placed::Host => unsafe {
+                std::ptr::copy_nonoverlapping(src.0 as *const u8, dst, len);
+                Ok(())
+            },
+            // SAFETY: as in `copy_from_host`'s device arm, with `out` a live, exclusively
+            // borrowed slice.
+            #[allow(unsafe_code)]
+            Placed::Device(device) => unsafe { gpu.copy_to_host_of(device, dst, src, len) },
+            // SAFETY: as above; the runtime finds the memory's device itself.
+            #[allow(unsafe_code)]
+            Placed::Unknown => unsafe { gpu.copy_to_host(dst, src, len) },
+        };
+        copied.map_err(Error::Runtime)
     }
 
     fn range(&self, offset: usize, len: usize) -> Result<DevicePtr, Error> {
