@@ -268,6 +268,13 @@ impl Engine {
         self.start_threads(queued);
     }
 
+    /// Whether as many requests are queued as may run at once: the threads have work for a
+    /// while, so that a request submitted now can wait to be ordered with others
+    /// (`null_stream.rs`).
+    pub(crate) fn backlogged(&self) -> bool {
+        lock(&self.shared.queue).requests.len() >= self.shared.requests
+    }
+
     /// Starts another request thread while requests wait and fewer than `threads` run, so
     /// that a driver used only synchronously starts none.
     pub(crate) fn start_threads(&self, queued: usize) {

@@ -14,12 +14,13 @@
 //! - a synchronous request waits on its caller's thread until the null stream of its
 //!   buffer's device has done the work queued on it before the call: one query when the
 //!   stream is idle (the common case), else an event recorded on it and waited for;
-//! - a request that does not block its caller (a future, a batch entry) is handed at its
-//!   submission to the engine's orderer of its device, which asks once for all the requests
-//!   submitted since it last asked: it queues them on the engine when the null stream is
-//!   idle, and otherwise from a host function queued on that stream, which runs once the
-//!   stream has done the work queued before it; where neither can be done, each request
-//!   waits on its engine thread, when it starts, as a synchronous one does;
+//! - a request that does not block its caller (a future, a batch entry) is queued on the
+//!   engine when the null stream is idle, and otherwise from a host function queued on that
+//!   stream, which runs once the stream has done the work queued before it; while the
+//!   engine has requests queued, the engine's orderer of the device asks once for all the
+//!   requests submitted since it last asked, and otherwise the submitter asks itself; where
+//!   neither can be done, each request waits on its engine thread, when it starts, as a
+//!   synchronous one does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
 //!   stream itself).
 //!
@@ -507,10 +508,14 @@ impl NullStreams {
 
     /// Queues `slot` on `engine`, a request on a buffer of `device` (`None` when its buffer
     /// could not be looked at: its request fails when it runs), once the null stream has
-    /// done the work queued on it before this call. The request goes to the engine's orderer
-    /// of the device ([`Orders::order`]), started here when none is queued or running: the
-    /// caller makes no runtime call, and one query answers for every request submitted
-    /// while the orderer waited for a thread or asked the last time.
+    /// done the work queued on it before this call.
+    ///
+    /// While the engine has as many requests queued as may run at once, the request goes to
+    /// the engine's orderer of the device ([`Orders::order`]), started here when none is
+    /// pending: the caller makes no runtime call, and one query answers for every request
+    /// submitted before the orderer asks. Otherwise, with no orderer pending, the threads
+    /// would soon wait for this request: the caller asks itself, which spares the request a
+    /// hand-off ([`NullStreams::order_now`]).
     pub(crate) fn queue_after(
         &self,
         engine: &Engine,
@@ -522,6 +527,7 @@ impl NullStreams {
             engine.queue(slot);
             return;
         };
+        let backlogged = engine.backlogged();
         let start = {
             let mut unordered = lock(&self.orders.unordered);
             let at = match unordered.iter().position(|u| u.device == device) {
@@ -536,6 +542,11 @@ impl NullStreams {
                 }
             };
             let u = &mut unordered[at];
+            if !backlogged && !u.ordering {
+                drop(unordered);
+                self.order_now(engine, device, slot, point);
+                return;
+            }
             u.requests.push((slot, Arc::clone(point)));
             !std::mem::replace(&mut u.ordering, true)
         };
@@ -544,6 +555,28 @@ impl NullStreams {
         } else {
             // The request waits for the orderer: start a thread for it as queueing it would.
             engine.start_threads(1);
+        }
+    }
+
+    /// Orders one request on the caller's thread: queued at once when the null stream of
+    /// `device` is idle (a query shared with the callers that ask meanwhile), else from a
+    /// host function queued on it; where neither can be done, queued to wait for the stream
+    /// itself when it starts.
+    fn order_now(&self, engine: &Engine, device: i32, slot: Arc<Slot>, point: &Arc<OrderPoint>) {
+        match self.orders.idle(device) {
+            Ok(true) => {
+                point.take();
+                engine.queue(slot);
+            }
+            Ok(false) => {
+                let batch = Batch {
+                    requests: vec![(slot, Arc::clone(point))],
+                    queue: engine.queue_handle(),
+                };
+                self.orders.after_host_function(device, batch);
+                engine.start_threads(1);
+            }
+            Err(_) => engine.queue(slot),
         }
     }
 
@@ -774,26 +807,34 @@ mod tests {
             slot
         }
 
-        /// Holds the engine's only thread until the returned sender sends or is dropped.
-        fn hold(engine: &Engine) -> mpsc::Sender<()> {
-            let (tx, rx) = mpsc::channel::<()>();
+        /// An engine of two threads that runs one request at a time, with one request
+        /// running and one queued, both held until `release` sends twice (or is dropped):
+        /// requests submitted now go to the orderer, which its spare thread runs once the
+        /// first held request ends.
+        fn backlogged() -> (Engine, mpsc::Sender<()>) {
+            let engine = Engine::new(2, 1);
+            let (release, rx) = mpsc::channel::<()>();
+            let rx = Arc::new(Mutex::new(rx));
             let (started_tx, started) = mpsc::channel();
-            let job = Box::new(move || {
-                started_tx.send(()).unwrap();
-                let _ = rx.recv();
-                done()
-            });
-            engine.queue(Engine::slot(Op::Read, job, None));
+            for _ in 0..2 {
+                let (rx, started_tx) = (Arc::clone(&rx), started_tx.clone());
+                let job = Box::new(move || {
+                    let _ = started_tx.send(());
+                    let _ = lock(&rx).recv();
+                    done()
+                });
+                engine.queue(Engine::slot(Op::Read, job, None));
+            }
             started.recv().unwrap();
-            tx
+            assert!(engine.backlogged());
+            (engine, release)
         }
 
         #[test]
-        fn requests_submitted_while_no_thread_is_free_share_one_query() {
-            let engine = Engine::new(1, 1);
+        fn requests_submitted_while_the_engine_is_backlogged_share_one_query() {
+            let (engine, release) = backlogged();
             let count = Arc::new(AtomicUsize::new(0));
             let null = null_streams(counted(&count, true));
-            let held = hold(&engine);
             let seen = Arc::new(Mutex::new(Vec::new()));
             let slots: Vec<_> = (0..5).map(|_| submit(&null, &engine, &seen)).collect();
             assert_eq!(
@@ -801,7 +842,7 @@ mod tests {
                 0,
                 "the submitting thread asked the runtime"
             );
-            drop(held);
+            drop(release);
             for s in &slots {
                 s.wait_ended();
                 assert_eq!(s.phase(), IoState::Finished);
@@ -811,8 +852,20 @@ mod tests {
         }
 
         #[test]
+        fn with_no_request_queued_the_submitter_orders_its_request_itself() {
+            let engine = Engine::new(1, 1);
+            let count = Arc::new(AtomicUsize::new(0));
+            let null = null_streams(counted(&count, true));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let slot = submit(&null, &engine, &seen);
+            assert_eq!(count.load(Ordering::SeqCst), 1);
+            slot.wait_ended();
+            assert_eq!(*lock(&seen), [Order::Taken]);
+        }
+
+        #[test]
         fn a_request_submitted_while_the_orderer_asks_waits_for_the_next_query() {
-            let engine = Engine::new(2, 2);
+            let (engine, release) = backlogged();
             let count = Arc::new(AtomicUsize::new(0));
             let (answer, answers) = mpsc::channel();
             let answers = Mutex::new(answers);
@@ -823,14 +876,17 @@ mod tests {
             });
             let seen = Arc::new(Mutex::new(Vec::new()));
             let first = submit(&null, &engine, &seen);
+            // The first held request ends, the second runs: the orderer's query starts.
+            release.send(()).unwrap();
             while count.load(Ordering::SeqCst) == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
             // The first query runs: the second request was not submitted when it began.
             let second = submit(&null, &engine, &seen);
             answer.send(true).unwrap();
-            first.wait_ended();
             answer.send(true).unwrap();
+            drop(release);
+            first.wait_ended();
             second.wait_ended();
             assert_eq!(count.load(Ordering::SeqCst), 2);
             assert_eq!(*lock(&seen), [Order::Taken; 2]);
@@ -838,13 +894,12 @@ mod tests {
 
         #[test]
         fn a_busy_stream_without_host_functions_leaves_each_request_to_wait_itself() {
-            let engine = Engine::new(1, 1);
+            let (engine, release) = backlogged();
             let count = Arc::new(AtomicUsize::new(0));
             let null = null_streams(counted(&count, false));
-            let held = hold(&engine);
             let seen = Arc::new(Mutex::new(Vec::new()));
             let slots: Vec<_> = (0..3).map(|_| submit(&null, &engine, &seen)).collect();
-            drop(held);
+            drop(release);
             for s in &slots {
                 s.wait_ended();
             }
@@ -854,27 +909,31 @@ mod tests {
 
         #[test]
         fn after_a_panicking_query_the_requests_wait_themselves_and_a_new_orderer_may_start() {
-            let engine = Engine::new(1, 1);
+            let (engine, release) = backlogged();
             let null = null_streams(|| panic!("a query that panics"));
-            let held = hold(&engine);
             let seen = Arc::new(Mutex::new(Vec::new()));
             let slots: Vec<_> = (0..2).map(|_| submit(&null, &engine, &seen)).collect();
-            drop(held);
+            drop(release);
             for s in &slots {
                 s.wait_ended();
                 assert_eq!(s.phase(), IoState::Finished);
             }
             assert_eq!(*lock(&seen), [Order::AfterNullStream; 2]);
+            // The orderer's job ends its unwinding after its requests were queued.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while lock(&null.orders.unordered)[0].ordering && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             assert!(!lock(&null.orders.unordered)[0].ordering);
         }
 
         #[test]
         fn requests_whose_orderer_never_runs_fail_with_a_reason() {
-            let engine = Engine::new(1, 1);
+            let (engine, release) = backlogged();
             let null = null_streams(|| Ok(true));
             let seen = Arc::new(Mutex::new(Vec::new()));
-            // Two requests wait for an orderer that is cancelled before a thread takes it.
-            let held = hold(&engine);
+            // Two requests wait for an orderer; another one, cancelled before a thread takes
+            // it, ends them.
             let slots: Vec<_> = (0..2).map(|_| submit(&null, &engine, &seen)).collect();
             let orderer = null.orders.orderer(0, engine.queue_handle());
             assert!(orderer.cancel());
@@ -885,7 +944,7 @@ mod tests {
             }
             assert!(lock(&seen).is_empty());
             assert!(!lock(&null.orders.unordered)[0].ordering);
-            drop(held);
+            drop(release);
         }
     }
 }
