@@ -527,6 +527,16 @@ impl Driver {
             .queue_after(self.engine(), device, slot, point);
     }
 
+    /// Queues requests submitted together on the engine once the null streams of their
+    /// buffers' devices have done the work queued on them so far
+    /// ([`NullStreams::queue_all_after`]).
+    pub(crate) fn queue_all_after_null_stream(
+        &self,
+        requests: Vec<(Option<i32>, Arc<Slot>, Arc<OrderPoint>)>,
+    ) {
+        self.null_streams().queue_all_after(self.engine(), requests);
+    }
+
     /// Counts a request that failed; `device` when its buffer was known.
     pub(crate) fn count_failed(&self, op: Op, device: Option<i32>) {
         self.inner.stats.failed(op, device);

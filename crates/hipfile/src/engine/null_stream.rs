@@ -201,10 +201,13 @@ struct Orders {
     unordered: Mutex<Vec<Unordered>>,
 }
 
+/// A request that waits for its order point, with that point.
+type Waiting = (Arc<Slot>, Arc<OrderPoint>);
+
 /// The requests of one device that wait for their order point.
 struct Unordered {
     device: i32,
-    requests: Vec<(Arc<Slot>, Arc<OrderPoint>)>,
+    requests: Vec<Waiting>,
     /// Whether an orderer of this device is queued on the engine or runs: it takes every
     /// request added before it finds none left.
     ordering: bool,
@@ -286,7 +289,7 @@ impl Orders {
 
     /// The requests of `device` waiting for their order point, or `None` (and no orderer
     /// runs any more) when there are none.
-    fn take_unordered(&self, device: i32) -> Option<Vec<(Arc<Slot>, Arc<OrderPoint>)>> {
+    fn take_unordered(&self, device: i32) -> Option<Vec<Waiting>> {
         let mut unordered = lock(&self.unordered);
         let u = unordered.iter_mut().find(|u| u.device == device)?;
         if u.requests.is_empty() {
@@ -314,7 +317,7 @@ impl Orders {
 /// otherwise, when it is dropped (the query failed, the host function was refused or never
 /// ran, a panic), queued as they are, to wait for the null stream when they start.
 struct Batch {
-    requests: Vec<(Arc<Slot>, Arc<OrderPoint>)>,
+    requests: Vec<Waiting>,
     queue: QueueHandle,
 }
 
@@ -544,7 +547,7 @@ impl NullStreams {
             let u = &mut unordered[at];
             if !backlogged && !u.ordering {
                 drop(unordered);
-                self.order_now(engine, device, slot, point);
+                self.order_now(engine, device, vec![(slot, Arc::clone(point))]);
                 return;
             }
             u.requests.push((slot, Arc::clone(point)));
@@ -558,25 +561,57 @@ impl NullStreams {
         }
     }
 
-    /// Orders one request on the caller's thread: queued at once when the null stream of
-    /// `device` is idle (a query shared with the callers that ask meanwhile), else from a
+    /// Queues requests submitted together (a batch's), each on a buffer of its device
+    /// (`None` as for [`NullStreams::queue_after`]), once the null streams have done the
+    /// work queued on them before this call: one order for all the requests of a device,
+    /// taken on the caller's thread ([`NullStreams::order_now`]).
+    pub(crate) fn queue_all_after(
+        &self,
+        engine: &Engine,
+        requests: Vec<(Option<i32>, Arc<Slot>, Arc<OrderPoint>)>,
+    ) {
+        let mut devices: Vec<(i32, Vec<Waiting>)> = Vec::new();
+        for (device, slot, point) in requests {
+            let Some(device) = device.and_then(|d| self.ordering_device(d).ok()) else {
+                engine.queue(slot);
+                continue;
+            };
+            match devices.iter_mut().find(|(d, _)| *d == device) {
+                Some((_, group)) => group.push((slot, point)),
+                None => devices.push((device, vec![(slot, point)])),
+            }
+        }
+        for (device, group) in devices {
+            self.order_now(engine, device, group);
+        }
+    }
+
+    /// Orders requests of `device` on the caller's thread: queued at once when its null
+    /// stream is idle (a query shared with the callers that ask meanwhile), else from one
     /// host function queued on it; where neither can be done, queued to wait for the stream
-    /// itself when it starts.
-    fn order_now(&self, engine: &Engine, device: i32, slot: Arc<Slot>, point: &Arc<OrderPoint>) {
+    /// themselves when they start.
+    fn order_now(&self, engine: &Engine, device: i32, requests: Vec<Waiting>) {
         match self.orders.idle(device) {
             Ok(true) => {
-                point.take();
-                engine.queue(slot);
+                for (slot, point) in requests {
+                    point.take();
+                    engine.queue(slot);
+                }
             }
             Ok(false) => {
+                let n = requests.len();
                 let batch = Batch {
-                    requests: vec![(slot, Arc::clone(point))],
+                    requests,
                     queue: engine.queue_handle(),
                 };
                 self.orders.after_host_function(device, batch);
-                engine.start_threads(1);
+                engine.start_threads(n);
             }
-            Err(_) => engine.queue(slot),
+            Err(_) => {
+                for (slot, _) in requests {
+                    engine.queue(slot);
+                }
+            }
         }
     }
 
@@ -861,6 +896,48 @@ mod tests {
             assert_eq!(count.load(Ordering::SeqCst), 1);
             slot.wait_ended();
             assert_eq!(*lock(&seen), [Order::Taken]);
+        }
+
+        #[test]
+        fn requests_submitted_together_are_ordered_by_one_query_of_their_call() {
+            let engine = Engine::new(2, 2);
+            let count = Arc::new(AtomicUsize::new(0));
+            let null = null_streams(counted(&count, true));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let mut requests = Vec::new();
+            let mut slots = Vec::new();
+            for device in [Some(0), Some(0), None, Some(0)] {
+                let point = Arc::new(OrderPoint::default());
+                let (order, seen) = (Arc::clone(&point), Arc::clone(&seen));
+                let slot = Engine::slot(
+                    Op::Read,
+                    Box::new(move || {
+                        lock(&seen).push(order.order());
+                        done()
+                    }),
+                    None,
+                );
+                slots.push(Arc::clone(&slot));
+                requests.push((device, slot, point));
+            }
+            null.queue_all_after(&engine, requests);
+            assert_eq!(count.load(Ordering::SeqCst), 1, "one query for the call");
+            for s in &slots {
+                s.wait_ended();
+            }
+            let mut seen = lock(&seen).clone();
+            seen.sort_by_key(|o| *o == Order::Taken);
+            // The request whose buffer could not be looked at fails when it runs; the
+            // others are ordered.
+            assert_eq!(
+                seen,
+                [
+                    Order::AfterNullStream,
+                    Order::Taken,
+                    Order::Taken,
+                    Order::Taken
+                ]
+            );
         }
 
         #[test]

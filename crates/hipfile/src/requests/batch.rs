@@ -216,6 +216,9 @@ impl<'a> Batch<'a> {
                 ),
             });
         }
+        // The requests of one driver, in the order given, to be ordered after the null
+        // streams together: one order for all of a device's, as of this call.
+        let mut together: Vec<(Driver, Vec<_>)> = Vec::new();
         for io in ios {
             let id = NEXT_ENTRY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ended = Arc::clone(&self.ended);
@@ -244,9 +247,15 @@ impl<'a> Batch<'a> {
             let order = Arc::clone(&point);
             let job = Box::new(move || entered?.serve(op, &memory, Ok(request), order.order()));
             let slot = Engine::slot(op, job, Some(listener));
-            file.driver()
-                .queue_after_null_stream(device, Arc::clone(&slot), &point);
+            let request = (device, Arc::clone(&slot), point);
+            match together.iter_mut().find(|(d, _)| d.same_as(file.driver())) {
+                Some((_, requests)) => requests.push(request),
+                None => together.push((file.driver().clone(), vec![request])),
+            }
             self.entries.push(Entry { id, cookie, slot });
+        }
+        for (driver, requests) in together {
+            driver.queue_all_after_null_stream(requests);
         }
         Ok(())
     }
