@@ -16,9 +16,10 @@
 //!   stream is idle (the common case), else an event recorded on it and waited for;
 //! - a request that does not block its caller (a future, a batch entry) is queued on the
 //!   engine when the null stream is idle, and otherwise from a host function queued on that
-//!   stream, which runs once the stream has done the work queued before it; while the
+//!   stream, which runs once the stream has done the work queued before it. The entries of
+//!   one batch submission are asked for once, by their submitter. For a future, while the
 //!   engine has requests queued, the engine's orderer of the device asks once for all the
-//!   requests submitted since it last asked, and otherwise the submitter asks itself; where
+//!   futures submitted since it last asked, and otherwise the submitter asks itself. Where
 //!   neither can be done, each request waits on its engine thread, when it starts, as a
 //!   synchronous one does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
