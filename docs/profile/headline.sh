@@ -14,8 +14,9 @@
 # there) and the bench files. PARTs, in the order given (all by default):
 #   loads    `hipfile load`, three fresh processes of three loads each
 #   limits   bench against its limits: 1 GiB, 64 MiB 8 deep, 4 and 64 KiB random 32 deep
-#            (then 2 callers of 16 and 32 synchronous callers, and small_copies.cu: a 4 KiB
-#            staged read's runtime calls, variant by variant),
+#            (then 2 callers of 16, 32 synchronous callers, batches of 32, 1 and 4 in
+#            flight, and small_copies.cu: a 4 KiB staged read's runtime calls, variant by
+#            variant),
 #            durable writes; the raw staged pipeline (pagecache_dma.cu), loads after it
 #   clients  bench 4 MiB at 1, 4 and 16 threads; KvikIO's CuFile.read with the same
 #   torch    hipfile_torch beside `hipfile load` and the peer loaders, hot; first loads
@@ -71,9 +72,13 @@ for part in $PARTS; do
         b --file /tmp/F --size 8GiB --io-size 64MiB --api async --queue-depth 8 --hot --runs 3 --limits
         echo "== 4 KiB random, async, 32 deep, hot"
         b --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --queue-depth 32 --pattern random --hot --runs 5 --limits
-        echo "== 4 KiB random, hot, the same 32 in flight from 2 callers, and from 32 synchronous callers"
+        echo "== 4 KiB random, hot, the same 32 in flight from 2 callers, from 32 synchronous callers, as batches"
         b --file /tmp/F4 --size 256MiB --io-size 4KiB --api async --threads 2 --queue-depth 16 --pattern random --hot --runs 5
         b --file /tmp/F4 --size 256MiB --io-size 4KiB --threads 32 --pattern random --hot --runs 5
+        b --file /tmp/F4 --size 256MiB --io-size 4KiB --api batch --queue-depth 32 --pattern random --hot --runs 5
+        echo "== 4 KiB random, async, 1 and 4 in flight, hot"
+        b --file /tmp/F4s --size 64MiB --io-size 4KiB --api async --queue-depth 1 --pattern random --hot --runs 3
+        b --file /tmp/F4s --size 64MiB --io-size 4KiB --api async --queue-depth 4 --pattern random --hot --runs 5
         echo "== 4 KiB random, the runtime calls of a small staged read (small_copies.cu), 32 threads"
         nvcc -O2 -o /tmp/small_copies "$GPU/small_copies.cu" -lpthread && /tmp/small_copies /tmp/F4 32
         echo "== 64 KiB random, async, 32 deep, hot"
