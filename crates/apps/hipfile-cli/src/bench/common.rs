@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 /// Request size of the raw `pread`/`pwrite` limits, and of the pattern writes.
-pub(super) const RAW_IO: u64 = 16 << 20;
+pub(crate) const RAW_IO: u64 = 16 << 20;
 /// Thread counts the raw limits are measured with; the best counts.
 pub(crate) const RAW_THREADS: [usize; 4] = [1, 4, 8, 16];
 /// Thread counts the raw `O_DIRECT` limit of cold reads is measured with; the best counts.
@@ -168,14 +168,14 @@ pub(super) fn alloc(
 /// the start: the raw limits time their reads and copies alone, not the kernel faulting in
 /// fresh pages under the first `pread` (which held bench's `pread` limit well below what
 /// the page cache gives).
-pub(super) struct HostBuf {
+pub(crate) struct HostBuf {
     pub(super) v: Vec<u8>,
     pub(super) start: usize,
     pub(super) len: usize,
 }
 
 impl HostBuf {
-    pub(super) fn new(len: usize) -> HostBuf {
+    pub(crate) fn new(len: usize) -> HostBuf {
         // Not zeros: zeroed memory comes from the kernel unmapped, and its pages would be
         // faulted in by the first use. Filling it brings every page in now.
         let v = vec![0xa5u8; len + PAGE];
@@ -189,7 +189,7 @@ impl HostBuf {
         &self.v[self.start..self.start + self.len]
     }
 
-    pub(super) fn get_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn get_mut(&mut self) -> &mut [u8] {
         &mut self.v[self.start..self.start + self.len]
     }
 }

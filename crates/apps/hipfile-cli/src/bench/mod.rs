@@ -35,7 +35,7 @@ mod testfile;
 // What `hipfile load --limits` measures with: the raw reads of bench's own limits.
 pub(crate) use args::Cache;
 pub(crate) use common::{
-    RAW_DIRECT_THREADS, RAW_THREADS, gbps, parallel, partition, raw_io, spread,
+    HostBuf, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, gbps, parallel, partition, spread,
 };
 pub(crate) use limits::{fastest, raw_direct_read};
 pub(crate) use testfile::set_cache;
