@@ -4,12 +4,13 @@
 //! After each load, in the cache state the load found: one raw parallel `pread` of every
 //! shard, whole (the threads take 16 MiB pieces of any shard from one list, with no wait at
 //! the end of a shard), and for a cold load also one of `O_DIRECT` reads, shard by shard
-//! (each from a cold cache; the shards are left uncached for the next load). The thread counts are chosen after the
-//! first load, each count tried once and the fastest kept, as bench does. Once, after the
-//! first load: copies from pinned host memory to the device with one thread and with as
-//! many threads as the load had requests in flight, the faster kept. The file-side limit is
-//! the median of its runs (the better of buffered and `O_DIRECT` for a cold load); the ratio
-//! is the median of the loads over the lower of that limit and the copies'.
+//! (each from a cold cache; the shards are left uncached for the next load). The thread
+//! counts are chosen after the first load, each count tried once and the fastest kept, as
+//! bench does. Once, after the first load: copies from pinned host memory to the device
+//! with one thread and with as many threads as the load had requests in flight, the faster
+//! kept. The file-side limit is the median of its runs (the better of buffered and
+//! `O_DIRECT` for a cold load); the ratio is the median of the loads over the lower of that
+//! limit and the copies'.
 
 use crate::bench::{
     Cache, HostBuf, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, fastest, gbps, parallel, partition,
@@ -106,7 +107,8 @@ impl Shards {
                                 .0
                                 .read_exact_at(&mut buf.get_mut()[..len], at)
                                 .map_err(|e| {
-                                    format!("raw pread of shard {k} at {at} failed: {e}")
+                                    let (n, of) = (k + 1, self.0.len());
+                                    format!("raw pread of shard {n} of {of} at {at} failed: {e}")
                                 })?;
                             bytes += len as u64;
                         }
