@@ -2,9 +2,9 @@
 //! over the checkpoint's own shard files, as `bench --limits` measures one file.
 //!
 //! After each load, in the cache state the load found: one raw parallel `pread` of every
-//! shard, whole (the threads take 16 MiB pieces of any shard from one list, with no wait at
-//! the end of a shard), and for a cold load also one of `O_DIRECT` reads, shard by shard
-//! (each from a cold cache; the shards are left uncached for the next load). The thread
+//! shard, whole (the threads take the shards' parts from one list, with no wait at the end
+//! of a shard), and for a cold load also one of `O_DIRECT` reads (each from a cold cache;
+//! the shards are left uncached for the next load). The thread
 //! counts are chosen after the first load, each count tried once and the fastest kept, as
 //! bench does. Once, after the first load: copies from pinned host memory to the device
 //! with one thread and with as many threads as the load had requests in flight, the faster
@@ -13,15 +13,13 @@
 //! limit and the copies'.
 
 use crate::bench::{
-    Cache, HostBuf, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, fastest, gbps, parallel, partition,
-    raw_direct_read, set_cache, spread,
+    Cache, RAW_DIRECT_THREADS, RAW_THREADS, fastest, gbps, parallel, partition, raw_direct_read,
+    raw_io, set_cache, spread,
 };
-use hipfile::Driver;
+use hipfile::{Driver, Op};
 use serde_json::{Value, json};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Bytes per copy of the copy limit: the loader's hot request size.
@@ -58,6 +56,11 @@ impl Shards {
         Ok(())
     }
 
+    /// The shards as bench's raw reads take them.
+    fn files(&self) -> Vec<(&File, u64)> {
+        self.0.iter().map(|(file, size)| (file, *size)).collect()
+    }
+
     /// One buffered read of every shard with `threads` threads, from a cold cache when
     /// `cold` (and left cold); GB/s.
     fn buffered(&self, threads: usize, cold: bool) -> Result<f64, String> {
@@ -71,79 +74,19 @@ impl Shards {
         Ok(gbps(bytes, seconds))
     }
 
-    /// Reads every shard whole with `threads` threads, each through a buffer of its own
-    /// (in memory before the clock starts), taking the next [`RAW_IO`] bytes of any shard
-    /// from one list in file order: no thread waits at the end of a shard for the others,
-    /// as none does in a load. The seconds taken and the bytes read.
+    /// Reads every shard whole with `threads` threads ([`raw_io`]: the threads take the
+    /// shards' parts from one list, so none waits at the end of a shard for the others, as
+    /// none does in a load). The seconds taken and the bytes read.
     fn read_all(&self, threads: usize) -> Result<(f64, u64), String> {
-        let pieces: Vec<(usize, u64, usize)> = self
-            .0
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &(_, size))| {
-                (0..size.div_ceil(RAW_IO)).map(move |i| {
-                    let at = i * RAW_IO;
-                    (k, at, (size - at).min(RAW_IO) as usize)
-                })
-            })
-            .collect();
-        let threads = threads.clamp(1, pieces.len().max(1));
-        let mut bufs: Vec<HostBuf> = (0..threads)
-            .map(|_| HostBuf::new(RAW_IO as usize))
-            .collect();
-        let next = AtomicUsize::new(0);
-        let start = Instant::now();
-        let read: Vec<Result<u64, String>> = std::thread::scope(|s| {
-            let workers: Vec<_> = bufs
-                .iter_mut()
-                .map(|buf| {
-                    let (pieces, next) = (&pieces, &next);
-                    s.spawn(move || {
-                        let mut bytes = 0u64;
-                        while let Some(&(k, at, len)) =
-                            pieces.get(next.fetch_add(1, Ordering::Relaxed))
-                        {
-                            self.0[k]
-                                .0
-                                .read_exact_at(&mut buf.get_mut()[..len], at)
-                                .map_err(|e| {
-                                    let (n, of) = (k + 1, self.0.len());
-                                    format!("raw pread of shard {n} of {of} at {at} failed: {e}")
-                                })?;
-                            bytes += len as u64;
-                        }
-                        Ok(bytes)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| Err("a raw-read thread panicked".into()))
-                })
-                .collect()
-        });
-        let seconds = start.elapsed().as_secs_f64();
-        let mut bytes = 0;
-        for r in read {
-            bytes += r?;
-        }
-        Ok((seconds, bytes))
+        raw_io(&self.files(), Op::Read, threads, false)
     }
 
     /// One `O_DIRECT` read of every shard with `threads` threads, from a cold cache; GB/s,
     /// or `None` when a shard's file system does no direct I/O.
     fn direct(&self, threads: usize) -> Result<Option<f64>, String> {
         self.evict()?;
-        let mut seconds = 0.0;
-        for (file, size) in &self.0 {
-            match raw_direct_read(file, *size, threads)? {
-                Some(s) => seconds += s,
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(gbps(self.bytes(), seconds)))
+        let seconds = raw_direct_read(&self.files(), threads)?;
+        Ok(seconds.map(|s| gbps(self.bytes(), s)))
     }
 }
 
@@ -289,6 +232,7 @@ fn copies(driver: &Driver, device: Option<i32>, bytes: u64, threads: usize) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::RAW_IO;
 
     #[test]
     fn the_raw_read_takes_every_byte_of_every_shard_once() {

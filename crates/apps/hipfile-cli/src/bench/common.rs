@@ -10,6 +10,7 @@ use super::args::{BackendChoice, BenchArgs, Pattern};
 use hipfile::{ConfigBuilder, DeviceBuffer, Driver, FileHandle, Op};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Request size of the raw `pread`/`pwrite` limits, and of the pattern writes.
@@ -168,14 +169,14 @@ pub(super) fn alloc(
 /// the start: the raw limits time their reads and copies alone, not the kernel faulting in
 /// fresh pages under the first `pread` (which held bench's `pread` limit well below what
 /// the page cache gives).
-pub(crate) struct HostBuf {
+pub(super) struct HostBuf {
     pub(super) v: Vec<u8>,
     pub(super) start: usize,
     pub(super) len: usize,
 }
 
 impl HostBuf {
-    pub(crate) fn new(len: usize) -> HostBuf {
+    pub(super) fn new(len: usize) -> HostBuf {
         // Not zeros: zeroed memory comes from the kernel unmapped, and its pages would be
         // faulted in by the first use. Filling it brings every page in now.
         let v = vec![0xa5u8; len + PAGE];
@@ -189,7 +190,7 @@ impl HostBuf {
         &self.v[self.start..self.start + self.len]
     }
 
-    pub(crate) fn get_mut(&mut self) -> &mut [u8] {
+    pub(super) fn get_mut(&mut self) -> &mut [u8] {
         &mut self.v[self.start..self.start + self.len]
     }
 }
@@ -207,58 +208,94 @@ pub(super) fn fill_pattern(buf: &mut [u8], offset: u64) {
     }
 }
 
-/// Raw parallel `pread` or `pwrite` (+ one `fdatasync`) of the whole file in [`RAW_IO`]
-/// requests with `threads` threads; returns the seconds taken. `direct`: `file` was opened
-/// with `O_DIRECT`, for reads only, so requests are whole pages into page-aligned memory.
+/// Raw parallel `pread` or `pwrite` (+ one `fdatasync` per file) of whole files in
+/// [`RAW_IO`] requests with `threads` threads; returns the seconds taken and the bytes
+/// moved. Each file is cut into one contiguous part per thread, and the threads take the
+/// parts of all the files from one list in order, so that with one file each thread has
+/// one part, and with several no thread waits at the end of a file for the others.
+/// `direct`: the files were opened with `O_DIRECT`, for reads only, so requests are whole
+/// pages into page-aligned memory.
 pub(crate) fn raw_io(
-    file: &File,
+    files: &[(&File, u64)],
     op: Op,
-    size: u64,
     threads: usize,
     direct: bool,
-) -> Result<f64, String> {
-    let parts = partition(size, RAW_IO, threads);
+) -> Result<(f64, u64), String> {
+    let parts: Vec<(&File, u64, u64)> = files
+        .iter()
+        .flat_map(|&(file, size)| {
+            partition(size, RAW_IO, threads)
+                .into_iter()
+                .map(move |(from, to)| (file, from, to))
+        })
+        .collect();
     // Direct reads move whole pages: the last one is rounded up and comes back short.
     let page = if direct { PAGE } else { 1 };
-    let io = RAW_IO.min(size.div_ceil(page as u64) * page as u64) as usize;
-    let mut bufs: Vec<HostBuf> = parts.iter().map(|_| HostBuf::new(io)).collect();
+    let largest = files.iter().map(|&(_, size)| size).max().unwrap_or(0);
+    let io = RAW_IO.min(largest.div_ceil(page as u64) * page as u64) as usize;
+    let workers = threads.clamp(1, parts.len().max(1));
+    let mut bufs: Vec<HostBuf> = (0..workers).map(|_| HostBuf::new(io)).collect();
     if op == Op::Write {
-        for (b, &(start, _)) in bufs.iter_mut().zip(&parts) {
+        for (b, &(_, start, _)) in bufs.iter_mut().zip(&parts) {
             fill_pattern(b.get_mut(), start);
         }
     }
-    let bufs: Vec<std::sync::Mutex<HostBuf>> =
-        bufs.into_iter().map(std::sync::Mutex::new).collect();
+    let next = AtomicUsize::new(0);
     let start = Instant::now();
-    parallel(&parts, |i, from, to| {
-        let mut guard = bufs[i]
-            .lock()
-            .map_err(|_| "a host buffer is unusable".to_owned())?;
-        let buf = guard.get_mut();
-        let mut at = from;
-        while at < to {
-            let n = ((to - at).min(buf.len() as u64) as usize).div_ceil(page) * page;
-            let moved = match op {
-                Op::Read if direct => file.read_at(&mut buf[..n], at),
-                Op::Read => file.read_exact_at(&mut buf[..n], at).map(|()| n),
-                Op::Write => file.write_all_at(&buf[..n], at).map(|()| n),
-            }
-            .map_err(|e| {
-                let how = if direct { " (O_DIRECT)" } else { "" };
-                format!("raw {}{how} at {at} failed: {e}", op_call(op))
-            })?;
-            if moved == 0 {
-                break;
-            }
-            at += moved as u64;
-        }
-        Ok(())
-    })?;
-    if op == Op::Write {
-        file.sync_data()
-            .map_err(|e| format!("fdatasync of the test file failed: {e}"))?;
+    let moved: Vec<Result<u64, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = bufs
+            .iter_mut()
+            .map(|buf| {
+                let (parts, next) = (&parts, &next);
+                s.spawn(move || {
+                    let buf = buf.get_mut();
+                    let mut bytes = 0u64;
+                    while let Some(&(file, from, to)) =
+                        parts.get(next.fetch_add(1, Ordering::Relaxed))
+                    {
+                        let mut at = from;
+                        while at < to {
+                            let n =
+                                ((to - at).min(buf.len() as u64) as usize).div_ceil(page) * page;
+                            let moved = match op {
+                                Op::Read if direct => file.read_at(&mut buf[..n], at),
+                                Op::Read => file.read_exact_at(&mut buf[..n], at).map(|()| n),
+                                Op::Write => file.write_all_at(&buf[..n], at).map(|()| n),
+                            }
+                            .map_err(|e| {
+                                let how = if direct { " (O_DIRECT)" } else { "" };
+                                format!("raw {}{how} at {at} failed: {e}", op_call(op))
+                            })?;
+                            if moved == 0 {
+                                break;
+                            }
+                            at += moved as u64;
+                            bytes += moved as u64;
+                        }
+                    }
+                    Ok(bytes)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err("a raw I/O thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut bytes = 0;
+    for m in moved {
+        bytes += m?;
     }
-    Ok(start.elapsed().as_secs_f64())
+    if op == Op::Write {
+        for &(file, _) in files {
+            file.sync_data()
+                .map_err(|e| format!("fdatasync of the test file failed: {e}"))?;
+        }
+    }
+    Ok((start.elapsed().as_secs_f64(), bytes))
 }
 
 pub(super) fn op_call(op: Op) -> &'static str {

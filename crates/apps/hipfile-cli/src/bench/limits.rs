@@ -143,29 +143,33 @@ impl Host {
     }
 }
 
-/// Raw parallel `O_DIRECT` reads of the whole of `file` in [`RAW_IO`] requests with
-/// `threads` threads into page-aligned memory; returns the seconds taken. The last request
-/// is rounded up to the page and may come back short at the end of the file. `None` when
-/// the file system does no direct I/O. The file is reopened through its descriptor
-/// (`/proc/self/fd/N`), which works for a test file without a name too.
+/// Raw parallel `O_DIRECT` reads of the whole of `files` in [`RAW_IO`] requests with
+/// `threads` threads into page-aligned memory, as [`raw_io`] reads them; returns the
+/// seconds taken. The last request of a file is rounded up to the page and may come back
+/// short at its end. `None` when a file's file system does no direct I/O. Each file is
+/// reopened through its descriptor (`/proc/self/fd/N`), which works for a test file without
+/// a name too.
 pub(crate) fn raw_direct_read(
-    file: &File,
-    size: u64,
+    files: &[(&File, u64)],
     threads: usize,
 ) -> Result<Option<f64>, String> {
-    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    let direct = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-            return Ok(None);
+    let mut direct = Vec::with_capacity(files.len());
+    for &(file, size) in files {
+        let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(&path)
+        {
+            Ok(f) => direct.push((f, size)),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(format!("cannot reopen the test file with O_DIRECT: {e}")),
         }
-        Err(e) => return Err(format!("cannot reopen the test file with O_DIRECT: {e}")),
-    };
-    raw_io(&direct, Op::Read, size, threads, true).map(Some)
+    }
+    let direct: Vec<(&File, u64)> = direct.iter().map(|(f, size)| (f, *size)).collect();
+    raw_io(&direct, Op::Read, threads, true).map(|(seconds, _)| Some(seconds))
 }
 
 impl Case<'_> {
@@ -173,7 +177,7 @@ impl Case<'_> {
     pub(super) fn raw_run(&self, threads: usize) -> Result<f64, String> {
         let size = self.args.size;
         set_cache(self.file, size, self.args.cache())?;
-        let seconds = raw_io(self.file, self.args.op, size, threads, false)?;
+        let (seconds, _) = raw_io(&[(self.file, size)], self.args.op, threads, false)?;
         Ok(gbps(size, seconds))
     }
 
@@ -182,7 +186,7 @@ impl Case<'_> {
     pub(super) fn raw_direct_run(&self, threads: usize) -> Result<Option<f64>, String> {
         let size = self.args.size;
         set_cache(self.file, size, Cache::Cold)?;
-        Ok(raw_direct_read(self.file, size, threads)?.map(|s| gbps(size, s)))
+        Ok(raw_direct_read(&[(self.file, size)], threads)?.map(|s| gbps(size, s)))
     }
 
     pub(super) fn limits(

@@ -34,8 +34,10 @@ mod testfile;
 
 // What `hipfile load --limits` measures with: the raw reads of bench's own limits.
 pub(crate) use args::Cache;
+#[cfg(test)]
+pub(crate) use common::RAW_IO;
 pub(crate) use common::{
-    HostBuf, RAW_DIRECT_THREADS, RAW_IO, RAW_THREADS, gbps, parallel, partition, spread,
+    RAW_DIRECT_THREADS, RAW_THREADS, gbps, parallel, partition, raw_io, spread,
 };
 pub(crate) use limits::{fastest, raw_direct_read};
 pub(crate) use testfile::set_cache;

@@ -247,6 +247,6 @@ pub(crate) fn set_cache(file: &File, size: u64, cache: Cache) -> Result<(), Stri
             }
             Ok(())
         }
-        Cache::Hot => raw_io(file, Op::Read, size, WARM_THREADS, false).map(|_| ()),
+        Cache::Hot => raw_io(&[(file, size)], Op::Read, WARM_THREADS, false).map(|_| ()),
     }
 }
