@@ -8,6 +8,8 @@
 //
 //   nvcc -O2 -o /tmp/pagecache_dma pagecache_dma.cu -lpthread && /tmp/pagecache_dma FILE
 //   /tmp/pagecache_dma FILE together    # pread and copies at once; the raw staged pipeline
+//   /tmp/pagecache_dma FILE together MIB THREADS   # the pipeline with other chunks and lanes
+//                                       # (default 8 MiB chunks, 16 threads)
 //
 // Not run by CI (it needs a GPU); the figures are in docs/BENCHMARKS.md.
 #include "cuda_check.h"
@@ -178,8 +180,8 @@ static void windows(const char *map, char *dev, size_t size, size_t window, int 
 // gets while the other runs, the bound of a pipeline that does both. Then the raw staged
 // pipeline: 16 threads, each a pread of 8 MiB into pinned memory and its copy, alternating
 // two buffers so that the pread of one overlaps the copy of the other.
-static void together(int fd, char *dev, size_t size, double seconds) {
-    const size_t chunk = 8 << 20, big = 64 << 20;
+static void together(int fd, char *dev, size_t size, double seconds, size_t chunk, int threads) {
+    const size_t big = 64 << 20;
     std::atomic<bool> stop{false};
     std::atomic<size_t> read_bytes{0}, copied{0};
     std::vector<std::thread> ts;
@@ -232,7 +234,7 @@ static void together(int fd, char *dev, size_t size, double seconds) {
         cudaEvent_t done[2];
         cudaStream_t s;
     };
-    std::vector<Lane> lanes(16);
+    std::vector<Lane> lanes((size_t)threads);
     for (auto &l : lanes) {
         CHECK(cudaStreamCreateWithFlags(&l.s, cudaStreamNonBlocking));
         for (int k = 0; k < 2; k++) {
@@ -264,8 +266,8 @@ static void together(int fd, char *dev, size_t size, double seconds) {
         });
     }
     for (auto &t : ws) t.join();
-    printf("{\"case\": \"staged\", \"threads\": 16, \"chunk_mib\": 8, \"gbps\": %.2f}\n",
-           size / (now() - s0) / 1e9);
+    printf("{\"case\": \"staged\", \"threads\": %d, \"chunk_mib\": %zu, \"gbps\": %.2f}\n",
+           threads, chunk >> 20, size / (now() - s0) / 1e9);
     for (auto &l : lanes) {
         for (int k = 0; k < 2; k++) {
             CHECK(cudaFreeHost(l.host[k]));
@@ -290,7 +292,13 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc((void **)&dev, size));
     pread_rate(fd, size, 16);  // hot from here on
     if (argc > 2 && strcmp(argv[2], "together") == 0) {
-        for (int round = 0; round < 3; round++) together(fd, dev, size, 1.0);
+        size_t mib = argc > 3 ? strtoul(argv[3], nullptr, 10) : 8;
+        int threads = argc > 4 ? atoi(argv[4]) : 16;
+        if (mib < 1 || mib > 256 || threads < 1 || threads > 256) {
+            fprintf(stderr, "together: MIB 1..256, THREADS 1..256\n");
+            return 2;
+        }
+        for (int round = 0; round < 3; round++) together(fd, dev, size, 1.0, mib << 20, threads);
         CHECK(cudaFree(dev));
         close(fd);
         return 0;
