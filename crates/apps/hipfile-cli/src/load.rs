@@ -73,7 +73,8 @@ pub struct LoadArgs {
     /// Print one JSON object: shards, tensors, bytes, bytes_read, seconds, gbps,
     /// fastpath_bytes, fallback_bytes, requests, in_flight, request_size, cache,
     /// peak_rss_bytes (the process's peak resident memory during the load, or null), runs
-    /// (each load's seconds, gbps and peak_rss_bytes; the figures above are the first's),
+    /// (each load's seconds, gbps, read_seconds (the part spent reading, after the headers,
+    /// the plan and the allocations) and peak_rss_bytes; the figures above are the first's),
     /// with --verify mismatches and crc32 (by tensor name), and with --limits limits and
     /// ratio
     #[arg(long)]
@@ -254,7 +255,14 @@ pub fn run(args: &LoadArgs) -> Result<u8, Failure> {
                 }
             ))
         })?);
-        runs.push(Timing { seconds, peak });
+        let read_seconds = checkpoint
+            .as_ref()
+            .map_or(0.0, |ck| ck.report().read_time.as_secs_f64());
+        runs.push(Timing {
+            seconds,
+            read_seconds,
+            peak,
+        });
         if let (true, Some(ck)) = (args.limits, &checkpoint) {
             let (shards, figures) = match limits.as_mut() {
                 Some((shards, figures)) => (&*shards, figures),
@@ -340,10 +348,12 @@ fn first(runs: &[Timing]) -> (f64, Option<u64>) {
     runs.first().map_or((0.0, None), |t| (t.seconds, t.peak))
 }
 
-/// One load's time, and the process's peak resident memory during it (when the kernel let
-/// the peak be reset).
+/// One load's time, the part of it spent reading (the rest went to the headers, the plan
+/// and the allocations), and the process's peak resident memory during it (when the kernel
+/// let the peak be reset).
 struct Timing {
     seconds: f64,
+    read_seconds: f64,
     peak: Option<u64>,
 }
 
@@ -442,6 +452,7 @@ fn to_json(shown: Shown<'_>) -> String {
             .map(|t| json!({
                 "seconds": t.seconds,
                 "gbps": gbps(ck.tensor_bytes(), t.seconds),
+                "read_seconds": t.read_seconds,
                 "peak_rss_bytes": t.peak,
             }))
             .collect::<Vec<_>>(),
@@ -541,10 +552,11 @@ fn to_text(shown: Shown<'_>) -> String {
     if runs.len() > 1 {
         for (i, t) in runs.iter().enumerate() {
             out.push_str(&format!(
-                "\nrun {}: {:.3} s, {:.2} GB/s",
+                "\nrun {}: {:.3} s, {:.2} GB/s (reading {:.3} s)",
                 i + 1,
                 t.seconds,
-                gbps(ck.tensor_bytes(), t.seconds)
+                gbps(ck.tensor_bytes(), t.seconds),
+                t.read_seconds
             ));
         }
     }

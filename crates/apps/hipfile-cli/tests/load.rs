@@ -148,6 +148,9 @@ fn runs_load_the_checkpoint_again_in_the_same_process() {
     );
     for r in runs {
         assert!(r["gbps"].as_f64().is_some_and(|g| g > 0.0), "{v}");
+        // The reads are part of the load, and take some of its time.
+        let (all, read) = (r["seconds"].as_f64().unwrap(), r["read_seconds"].as_f64());
+        assert!(read.is_some_and(|s| s > 0.0 && s <= all), "{v}");
     }
     // The last load is the one verified, and it holds every tensor.
     assert_eq!(v["tensors"], 4 + 8 * 2, "{v}");
@@ -156,6 +159,7 @@ fn runs_load_the_checkpoint_again_in_the_same_process() {
     let run = load(&["--runs", "2"], &shards, &[]);
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert!(run.stdout.contains("\nrun 1: "), "{}", run.stdout);
+    assert!(run.stdout.contains(" (reading 0."), "{}", run.stdout);
     assert!(run.stdout.contains("\nrun 2: "), "{}", run.stdout);
 
     let run = load(&["--runs", "0"], &shards, &[]);

@@ -88,5 +88,7 @@ pub(crate) fn read_extents(
         cold: false,
         request_size,
         in_flight,
+        // The caller, which started the clock, fills it in.
+        read_time: std::time::Duration::ZERO,
     })
 }

@@ -12,6 +12,7 @@ use hipfile::{BackendKind, DeviceBuffer, DeviceSlice, Driver, FileHandle, Io};
 use safetensors::Dtype;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Bytes per request for a hot checkpoint unless [`Loader::request_size`] says otherwise:
 /// 64 MiB.
@@ -449,9 +450,13 @@ impl<'a> Loader<'a> {
                 source: Box::new(source),
             }
         };
+        let started = Instant::now();
         #[cfg(feature = "remote")]
         if shards.iter().any(|s| matches!(s.source, Source::Remote(_))) {
-            return crate::fetch::read_extents(shards, extents, buffers, self.progress.as_mut());
+            let mut report =
+                crate::fetch::read_extents(shards, extents, buffers, self.progress.as_mut())?;
+            report.read_time = started.elapsed();
+            return Ok(report);
         }
         // Only the shards something is read from: a tensor read alone registers one file.
         // Each read registers a descriptor of its own, a duplicate of the shard's, which it
@@ -556,6 +561,7 @@ impl<'a> Loader<'a> {
             cold,
             request_size: request,
             in_flight: depth,
+            read_time: started.elapsed(),
         })
     }
 }

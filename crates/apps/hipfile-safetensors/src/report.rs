@@ -1,6 +1,8 @@
 //! What a load tells its caller: [`Progress`] as it goes, [`LoadReport`] at the end. Below
 //! the ways of reading, so that each fills them without importing the loader.
 
+use std::time::Duration;
+
 /// Bytes read so far and in all, as the progress callback gets them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
@@ -35,4 +37,8 @@ pub struct LoadReport {
     pub request_size: u64,
     /// Requests in flight at once.
     pub in_flight: usize,
+    /// How long the reads took, from registering the shards to the last byte in place:
+    /// the load's time without reading the headers, planning and allocating (device memory
+    /// and pinned staging), which come before.
+    pub read_time: Duration,
 }
