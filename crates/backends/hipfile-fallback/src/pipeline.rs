@@ -15,7 +15,7 @@
 //! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
 //! as it is written (the request's one `fdatasync` comes after every task). Before a buffer
 //! is reused its event is waited for. A task is reported done only once its copies have
-//! run: at the end of a write task, or of a read task with no read of the same file queued
+//! run: at the end of a write task, or of a read task with no read from the same file system queued
 //! for the same device, the stream is synchronised before the buffers go back; a read task
 //! with such a read queued behind it keeps its buffers and stream for that one (a `Tail`),
 //! whose first chunk is read while the last copies run, and is reported once their events
@@ -586,12 +586,12 @@ fn worker(shared: &Shared) {
             report.send(Outcome::Foreign);
             continue;
         }
-        // A read of the same file on the tail's stream goes on from the tail; anything else
-        // waits for it.
+        // A read from the same file system on the tail's stream goes on from the tail;
+        // anything else waits for it.
         let carried = match tail.take() {
             Some(t)
                 if task.op == Op::Read
-                    && task.expect.fd.same_file(&t.file)
+                    && task.expect.fd.same_file_system(&t.file)
                     && gpus.stream_of(task.gpu) == Some(t.flight.stream) =>
             {
                 Some(t)
@@ -651,9 +651,9 @@ struct Identity {
 }
 
 impl Identity {
-    /// Whether both are the same file, whatever the flags of their descriptors.
-    fn same_file(&self, other: &Identity) -> bool {
-        (self.dev, self.ino) == (other.dev, other.ino)
+    /// Whether both files are on the same file system.
+    fn same_file_system(&self, other: &Identity) -> bool {
+        self.dev == other.dev
     }
 
     /// What `fd` is in the calling thread's descriptor table; `None` when it is not open.
@@ -757,12 +757,13 @@ enum Served<'a> {
 
 /// A read task whose last copies may still be running, with the buffers and stream they
 /// run from (its report is the flight's `previous`). Its worker keeps them for the next
-/// queued read of the same file on the same stream, reads that task's first chunk while the
-/// copies finish, then waits for them and reports the task: a worker's reads never idle for
-/// the copy at the end of a task while more tasks of the file wait. With no such task, it
-/// waits for the stream and reports the task at once. Only the same file: the report waits
-/// for the next task's first read, which must not make one caller's request wait on
-/// another's file (a stalled network mount, a slow disk).
+/// queued read from the same file system on the same stream, reads that task's first chunk
+/// while the copies finish, then waits for them and reports the task: a worker's reads never
+/// idle for the copy at the end of a task while more reads wait, a loader's interleaved
+/// shards included. With no such task, it waits for the stream and reports the task at
+/// once. Only the same file system: the report waits for the next task's first read, which
+/// must not make one caller's request wait on a file elsewhere (a stalled network mount, a
+/// slow disk); on the same one, a stall holds both anyway.
 struct Tail<'a> {
     flight: InFlight<'a>,
     gpu: i32,

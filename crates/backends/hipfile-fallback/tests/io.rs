@@ -1210,13 +1210,44 @@ fn a_read_task_queued_behind_another_starts_before_the_others_last_copy_is_waite
     assert_pool_idle(&fb);
 }
 
-/// A read of another file queued behind does not go on from the task before it: that
-/// task's report would wait for the other file's first read (a stalled mount would hold an
-/// unrelated caller), so the thread waits for its stream between the two.
+/// A read of another file on the same file system queued behind goes on from the task
+/// before it, as a read of the same file does: a loader interleaves its shards' requests, so
+/// a worker's next task is often of another shard.
 #[test]
-fn a_read_of_another_file_does_not_go_on_from_the_task_before_it() {
-    let dir = TempDir::new("fallback-pipe-tail-other");
+fn a_read_of_another_file_on_the_same_file_system_goes_on_from_the_task_before_it() {
+    let dir = TempDir::new("fallback-pipe-tail-same-fs");
     let (one_path, two_path) = (dir.path().join("one"), dir.path().join("two"));
+    let (one_data, two_data) = (pattern(2 * TASK, 26), pattern(2 * TASK, 27));
+    std::fs::write(&one_path, &one_data).unwrap();
+    std::fs::write(&two_path, &two_data).unwrap();
+    let (one_file, two_file) = (
+        File::open(&one_path).unwrap(),
+        File::open(&two_path).unwrap(),
+    );
+    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
+    let fb = one_io_thread(&rt);
+    let (a, b) = (device(&rt, TASK), device(&rt, TASK));
+    let (one, two) = two_reads_in_a_row(&rt, &fb, (&one_file, a, TASK), (&two_file, b));
+    assert_eq!((one.unwrap(), two.unwrap()), (TASK as u64, TASK as u64));
+    assert!(rt.read_device(a, TASK) == one_data[..TASK]);
+    assert!(rt.read_device(b, TASK) == two_data[TASK..]);
+    assert_eq!(
+        rt.calls(Call::StreamSynchronize),
+        1,
+        "the thread waited for its stream between the two tasks"
+    );
+    assert_pool_idle(&fb);
+}
+
+/// A read of a file on another file system queued behind does not go on from the task
+/// before it: that task's report would wait for the other file's first read (a stalled
+/// mount would hold an unrelated caller), so the thread waits for its stream between the
+/// two.
+#[test]
+fn a_read_from_another_file_system_does_not_go_on_from_the_task_before_it() {
+    let dir = TempDir::new("fallback-pipe-tail-other");
+    let fs = require!(MountedFs::tmpfs(1));
+    let (one_path, two_path) = (dir.path().join("one"), fs.path().join("two"));
     let (one_data, two_data) = (pattern(2 * TASK, 24), pattern(2 * TASK, 25));
     std::fs::write(&one_path, &one_data).unwrap();
     std::fs::write(&two_path, &two_data).unwrap();
