@@ -268,11 +268,14 @@ impl Engine {
         self.start_threads(queued);
     }
 
-    /// Whether as many requests are queued as may run at once: the threads have work for a
-    /// while, so that a request submitted now can wait to be ordered with others
-    /// (`null_stream.rs`).
+    /// Whether as many requests are running or queued as may run at once: the threads have
+    /// work for a while, so that a request submitted now can wait to be ordered with others
+    /// (`null_stream.rs`). Running ones count: a request is queued only once it is ordered,
+    /// and idle threads take it at once, so the queue alone stays short however many
+    /// requests a caller keeps in flight.
     pub(crate) fn backlogged(&self) -> bool {
-        lock(&self.shared.queue).requests.len() >= self.shared.requests
+        let queue = lock(&self.shared.queue);
+        queue.running + queue.requests.len() >= self.shared.requests
     }
 
     /// Starts another request thread while requests wait and fewer than `threads` run, so
@@ -724,5 +727,33 @@ mod tests {
         release.send(()).unwrap();
         first.wait_ended();
         second.wait_ended();
+    }
+
+    #[test]
+    fn the_engine_is_backlogged_while_as_many_requests_run_as_may() {
+        // One request at a time: the first one running, none queued, fills the engine.
+        let engine = Engine::new(2, 1);
+        assert!(!engine.backlogged(), "nothing is queued or running yet");
+        let (running, most) = (Arc::default(), Arc::default());
+        let (release, rx) = mpsc::channel();
+        let rx = Arc::new(Mutex::new(rx));
+        let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
+        engine.queue(Arc::clone(&first));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while running.load(Ordering::SeqCst) < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            engine.backlogged(),
+            "a request runs on the only request slot, with nothing queued"
+        );
+        release.send(()).unwrap();
+        first.wait_ended();
+        // The slot is free again once the thread has taken its next look at the queue.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while engine.backlogged() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!engine.backlogged(), "the request ended");
     }
 }
