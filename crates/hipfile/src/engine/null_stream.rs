@@ -18,8 +18,9 @@
 //!   engine when the null stream is idle, and otherwise from a host function queued on that
 //!   stream, which runs once the stream has done the work queued before it. The entries of
 //!   one batch submission are asked for once, by their submitter. For a future, while the
-//!   engine has requests queued, the engine's orderer of the device asks once for all the
-//!   futures submitted since it last asked, and otherwise the submitter asks itself. Where
+//!   engine has as many requests running or queued as may run, the engine's orderer of the
+//!   device asks once for all the futures submitted since it last asked, and otherwise the
+//!   submitter asks itself. Where
 //!   neither can be done, each request waits on its engine thread, when it starts, as a
 //!   synchronous one does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
@@ -514,7 +515,8 @@ impl NullStreams {
     /// could not be looked at: its request fails when it runs), once the null stream has
     /// done the work queued on it before this call.
     ///
-    /// While the engine has as many requests queued as may run at once, the request goes to
+    /// While the engine has as many requests running or queued as may run at once
+    /// ([`Engine::backlogged`]), the request goes to
     /// the engine's orderer of the device ([`Orders::order`]), started here when none is
     /// pending: the caller makes no runtime call, and one query answers for every request
     /// submitted before the orderer asks. Otherwise, with no orderer pending, the threads
