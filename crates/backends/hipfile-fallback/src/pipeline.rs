@@ -15,9 +15,10 @@
 //! the device while chunk i is written, and chunk i's writeback to the disk is started as soon
 //! as it is written (the request's one `fdatasync` comes after every task). Before a buffer
 //! is reused its event is waited for. A task is reported done only once its copies have
-//! run: at the end of a write task, or of a read task with no read from the same file system queued
-//! for the same device, the stream is synchronised before the buffers go back; a read task
-//! with such a read queued behind it keeps its buffers and stream for that one (a `Tail`),
+//! run: at the end of a write task, or of a read task with no read from the same file
+//! system queued for the same device, the stream is synchronised before the buffers go
+//! back; a read task with such a read queued behind it keeps its buffers and stream for
+//! that one (a `Tail`),
 //! whose first chunk is read while the last copies run, and is reported once their events
 //! have been waited for, so that a worker's reads go on without a pause between tasks.
 //!

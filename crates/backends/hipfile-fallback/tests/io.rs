@@ -1216,27 +1216,11 @@ fn a_read_task_queued_behind_another_starts_before_the_others_last_copy_is_waite
 #[test]
 fn a_read_of_another_file_on_the_same_file_system_goes_on_from_the_task_before_it() {
     let dir = TempDir::new("fallback-pipe-tail-same-fs");
-    let (one_path, two_path) = (dir.path().join("one"), dir.path().join("two"));
-    let (one_data, two_data) = (pattern(2 * TASK, 26), pattern(2 * TASK, 27));
-    std::fs::write(&one_path, &one_data).unwrap();
-    std::fs::write(&two_path, &two_data).unwrap();
-    let (one_file, two_file) = (
-        File::open(&one_path).unwrap(),
-        File::open(&two_path).unwrap(),
-    );
-    let rt = Arc::new(HostMemRuntime::builder().deferred().build());
-    let fb = one_io_thread(&rt);
-    let (a, b) = (device(&rt, TASK), device(&rt, TASK));
-    let (one, two) = two_reads_in_a_row(&rt, &fb, (&one_file, a, TASK), (&two_file, b));
-    assert_eq!((one.unwrap(), two.unwrap()), (TASK as u64, TASK as u64));
-    assert!(rt.read_device(a, TASK) == one_data[..TASK]);
-    assert!(rt.read_device(b, TASK) == two_data[TASK..]);
     assert_eq!(
-        rt.calls(Call::StreamSynchronize),
+        syncs_between_files(dir.path(), dir.path()),
         1,
         "the thread waited for its stream between the two tasks"
     );
-    assert_pool_idle(&fb);
 }
 
 /// A read of a file on another file system queued behind does not go on from the task
@@ -1247,7 +1231,14 @@ fn a_read_of_another_file_on_the_same_file_system_goes_on_from_the_task_before_i
 fn a_read_from_another_file_system_does_not_go_on_from_the_task_before_it() {
     let dir = TempDir::new("fallback-pipe-tail-other");
     let fs = require!(MountedFs::tmpfs(1));
-    let (one_path, two_path) = (dir.path().join("one"), fs.path().join("two"));
+    assert_eq!(syncs_between_files(dir.path(), fs.path()), 2);
+}
+
+/// Reads a task of a file in `one` and, queued behind it, a task of a file in `two` on one
+/// I/O thread ([`two_reads_in_a_row`]), checks both requests' bytes, and returns the stream
+/// synchronisations made.
+fn syncs_between_files(one: &Path, two: &Path) -> usize {
+    let (one_path, two_path) = (one.join("one"), two.join("two"));
     let (one_data, two_data) = (pattern(2 * TASK, 24), pattern(2 * TASK, 25));
     std::fs::write(&one_path, &one_data).unwrap();
     std::fs::write(&two_path, &two_data).unwrap();
@@ -1262,8 +1253,8 @@ fn a_read_from_another_file_system_does_not_go_on_from_the_task_before_it() {
     assert_eq!((one.unwrap(), two.unwrap()), (TASK as u64, TASK as u64));
     assert!(rt.read_device(a, TASK) == one_data[..TASK]);
     assert!(rt.read_device(b, TASK) == two_data[TASK..]);
-    assert_eq!(rt.calls(Call::StreamSynchronize), 2);
     assert_pool_idle(&fb);
+    rt.calls(Call::StreamSynchronize)
 }
 
 /// When the task read after another fails before its first chunk (`pread` on a write-only
