@@ -18,9 +18,9 @@
 //! run: at the end of a write task, or of a read task with no read from the same file
 //! system queued for the same device, the stream is synchronised before the buffers go
 //! back; a read task with such a read queued behind it keeps its buffers and stream for
-//! that one (a `Tail`),
-//! whose first chunk is read while the last copies run, and is reported once their events
-//! have been waited for, so that a worker's reads go on without a pause between tasks.
+//! that one (a `Tail`), whose first chunk is read while the last copies run, and is
+//! reported once their events have been waited for, so that a worker's reads go on without
+//! a pause between tasks.
 //!
 //! A task that fails, or a read task that comes back short (the end of the file), makes the
 //! later tasks of its request that have not started yet skip; the earlier ones still run,
