@@ -633,6 +633,15 @@ mod tests {
         Ok(IoOutcome::new(0, BackendKind::Fallback, false))
     }
 
+    /// Polls until `done` holds or 10 seconds have passed (a guard against waiting for ever,
+    /// not a measure of speed): the caller's assertion says which.
+    fn wait_until(done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// A job that counts itself running, records the most running at once, and waits until
     /// `release` is dropped or sends.
     fn held(
@@ -664,10 +673,7 @@ mod tests {
             })
             .collect();
         // Two run and hold their threads; file I/O still gets one of the other two.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while running.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| running.load(Ordering::SeqCst) >= 2);
         let file_io = Engine::slot_with(Op::Read, Work::FileIo, Box::new(done), None, None);
         engine.queue(Arc::clone(&file_io));
         file_io.wait_ended();
@@ -705,10 +711,7 @@ mod tests {
         let rx = Arc::new(Mutex::new(rx));
         let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
         engine.queue(Arc::clone(&first));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while running.load(Ordering::SeqCst) < 1 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| running.load(Ordering::SeqCst) >= 1);
         let second = Engine::slot(Op::Read, held(&running, &most, &rx), None);
         engine.queue(Arc::clone(&second));
         let ordering = Engine::slot_with(Op::Read, Work::Ordering, Box::new(done), None, None);
@@ -739,10 +742,7 @@ mod tests {
         let rx = Arc::new(Mutex::new(rx));
         let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
         engine.queue(Arc::clone(&first));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while running.load(Ordering::SeqCst) < 1 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| running.load(Ordering::SeqCst) >= 1);
         assert!(
             engine.backlogged(),
             "a request runs on the only request slot, with nothing queued"
@@ -750,10 +750,7 @@ mod tests {
         release.send(()).unwrap();
         first.wait_ended();
         // The slot is free again once the thread has taken its next look at the queue.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while engine.backlogged() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| !engine.backlogged());
         assert!(!engine.backlogged(), "the request ended");
     }
 }
