@@ -20,9 +20,8 @@
 //!   one batch submission are asked for once, by their submitter. For a future, while the
 //!   engine has as many requests running or queued as may run, the engine's orderer of the
 //!   device asks once for all the futures submitted since it last asked, and otherwise the
-//!   submitter asks itself. Where
-//!   neither can be done, each request waits on its engine thread, when it starts, as a
-//!   synchronous one does;
+//!   submitter asks itself. Where neither can be done, each request waits on its engine
+//!   thread, when it starts, as a synchronous one does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
 //!   stream itself).
 //!
@@ -516,10 +515,9 @@ impl NullStreams {
     /// done the work queued on it before this call.
     ///
     /// While the engine has as many requests running or queued as may run at once
-    /// ([`Engine::backlogged`]), the request goes to
-    /// the engine's orderer of the device ([`Orders::order`]), started here when none is
-    /// pending: the caller makes no runtime call, and one query answers for every request
-    /// submitted before the orderer asks. Otherwise, with no orderer pending, the threads
+    /// ([`Engine::backlogged`]), the request goes to the engine's orderer of the device
+    /// ([`Orders::order`]), started here when none is pending: the caller makes no runtime
+    /// call, and one query answers for every request submitted before the orderer asks. Otherwise, with no orderer pending, the threads
     /// would soon wait for this request: the caller asks itself, which spares the request a
     /// hand-off ([`NullStreams::order_now`]).
     pub(crate) fn queue_after(
@@ -829,8 +827,8 @@ mod tests {
             }
         }
 
-        /// Submits a request through `null` whose job records how it must start.
-        fn submit(null: &NullStreams, engine: &Engine, seen: &Arc<Mutex<Vec<Order>>>) -> Arc<Slot> {
+        /// A request whose job records in `seen` how it must start, with its order point.
+        fn recording(seen: &Arc<Mutex<Vec<Order>>>) -> (Arc<Slot>, Arc<OrderPoint>) {
             let point = Arc::new(OrderPoint::default());
             let (order, seen) = (Arc::clone(&point), Arc::clone(seen));
             let slot = Engine::slot(
@@ -841,8 +839,24 @@ mod tests {
                 }),
                 None,
             );
+            (slot, point)
+        }
+
+        /// Submits a [`recording`] request through `null`.
+        fn submit(null: &NullStreams, engine: &Engine, seen: &Arc<Mutex<Vec<Order>>>) -> Arc<Slot> {
+            let (slot, point) = recording(seen);
             null.queue_after(engine, Some(0), Arc::clone(&slot), &point);
             slot
+        }
+
+        /// Lets the held requests of [`backlogged`] end, then waits until each of `slots`
+        /// has finished.
+        fn release_and_finish(release: mpsc::Sender<()>, slots: &[Arc<Slot>]) {
+            drop(release);
+            for s in slots {
+                s.wait_ended();
+                assert_eq!(s.phase(), IoState::Finished);
+            }
         }
 
         /// An engine of two threads that runs one request at a time, with one request
@@ -880,11 +894,7 @@ mod tests {
                 0,
                 "the submitting thread asked the runtime"
             );
-            drop(release);
-            for s in &slots {
-                s.wait_ended();
-                assert_eq!(s.phase(), IoState::Finished);
-            }
+            release_and_finish(release, &slots);
             assert_eq!(count.load(Ordering::SeqCst), 1, "one query for the five");
             assert_eq!(*lock(&seen), [Order::Taken; 5]);
         }
@@ -910,16 +920,7 @@ mod tests {
             let mut requests = Vec::new();
             let mut slots = Vec::new();
             for device in [Some(0), Some(0), None, Some(0)] {
-                let point = Arc::new(OrderPoint::default());
-                let (order, seen) = (Arc::clone(&point), Arc::clone(&seen));
-                let slot = Engine::slot(
-                    Op::Read,
-                    Box::new(move || {
-                        lock(&seen).push(order.order());
-                        done()
-                    }),
-                    None,
-                );
+                let (slot, point) = recording(&seen);
                 slots.push(Arc::clone(&slot));
                 requests.push((device, slot, point));
             }
@@ -979,10 +980,7 @@ mod tests {
             let null = null_streams(counted(&count, false));
             let seen = Arc::new(Mutex::new(Vec::new()));
             let slots: Vec<_> = (0..3).map(|_| submit(&null, &engine, &seen)).collect();
-            drop(release);
-            for s in &slots {
-                s.wait_ended();
-            }
+            release_and_finish(release, &slots);
             assert_eq!(count.load(Ordering::SeqCst), 1);
             assert_eq!(*lock(&seen), [Order::AfterNullStream; 3]);
         }
@@ -993,11 +991,7 @@ mod tests {
             let null = null_streams(|| panic!("a query that panics"));
             let seen = Arc::new(Mutex::new(Vec::new()));
             let slots: Vec<_> = (0..2).map(|_| submit(&null, &engine, &seen)).collect();
-            drop(release);
-            for s in &slots {
-                s.wait_ended();
-                assert_eq!(s.phase(), IoState::Finished);
-            }
+            release_and_finish(release, &slots);
             assert_eq!(*lock(&seen), [Order::AfterNullStream; 2]);
             // The orderer's job ends its unwinding after its requests were queued.
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
