@@ -642,45 +642,70 @@ mod tests {
         }
     }
 
-    /// A job that counts itself running, records the most running at once, and waits until
-    /// `release` is dropped or sends.
-    fn held(
-        running: &Arc<AtomicUsize>,
-        most: &Arc<AtomicUsize>,
-        release: &Arc<Mutex<mpsc::Receiver<()>>>,
-    ) -> Job {
-        let (running, most, release) = (running.clone(), most.clone(), release.clone());
-        Box::new(move || {
-            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(now, Ordering::SeqCst);
-            let _ = release.lock().unwrap().recv();
-            running.fetch_sub(1, Ordering::SeqCst);
-            done()
-        })
+    /// Requests whose jobs hold their threads: each counts itself running, records the most
+    /// running at once, and waits until `release` sends or is dropped.
+    struct Held {
+        running: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+        release: mpsc::Sender<()>,
+        rx: Arc<Mutex<mpsc::Receiver<()>>>,
+    }
+
+    impl Held {
+        fn new() -> Held {
+            let (release, rx) = mpsc::channel();
+            Held {
+                running: Arc::default(),
+                most: Arc::default(),
+                release,
+                rx: Arc::new(Mutex::new(rx)),
+            }
+        }
+
+        /// Queues one such request on `engine`.
+        fn queue(&self, engine: &Engine) -> Arc<Slot> {
+            let (running, most, rx) = (
+                Arc::clone(&self.running),
+                Arc::clone(&self.most),
+                Arc::clone(&self.rx),
+            );
+            let job: Job = Box::new(move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let _ = rx.lock().unwrap().recv();
+                running.fetch_sub(1, Ordering::SeqCst);
+                done()
+            });
+            let slot = Engine::slot(Op::Read, job, None);
+            engine.queue(Arc::clone(&slot));
+            slot
+        }
+
+        /// Waits until `n` of them run.
+        fn wait_running(&self, n: usize) {
+            wait_until(|| self.running.load(Ordering::SeqCst) >= n);
+        }
+
+        /// Lets one of them end.
+        fn release_one(&self) {
+            self.release.send(()).unwrap();
+        }
     }
 
     #[test]
     fn requests_run_at_most_their_limit_at_once_and_file_io_runs_beside_them() {
         let engine = Engine::new(4, 2);
-        let (running, most) = (Arc::default(), Arc::default());
-        let (release, rx) = mpsc::channel();
-        let rx = Arc::new(Mutex::new(rx));
-        let requests: Vec<_> = (0..5)
-            .map(|_| {
-                let slot = Engine::slot(Op::Read, held(&running, &most, &rx), None);
-                engine.queue(Arc::clone(&slot));
-                slot
-            })
-            .collect();
+        let held = Held::new();
+        let requests: Vec<_> = (0..5).map(|_| held.queue(&engine)).collect();
         // Two run and hold their threads; file I/O still gets one of the other two.
-        wait_until(|| running.load(Ordering::SeqCst) >= 2);
+        held.wait_running(2);
         let file_io = Engine::slot_with(Op::Read, Work::FileIo, Box::new(done), None, None);
         engine.queue(Arc::clone(&file_io));
         file_io.wait_ended();
         assert_eq!(file_io.phase(), IoState::Finished);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
-            running.load(Ordering::SeqCst),
+            held.running.load(Ordering::SeqCst),
             2,
             "more requests ran than the limit"
         );
@@ -692,13 +717,13 @@ mod tests {
             3
         );
         for _ in 0..5 {
-            release.send(()).unwrap();
+            held.release_one();
         }
         for r in &requests {
             r.wait_ended();
             assert_eq!(r.phase(), IoState::Finished);
         }
-        assert_eq!(most.load(Ordering::SeqCst), 2);
+        assert_eq!(held.most.load(Ordering::SeqCst), 2);
     }
 
     #[test]
@@ -706,14 +731,10 @@ mod tests {
         // Two threads, one request at a time: the spare thread could take the ordering job
         // at once, but a request is queued behind the running one.
         let engine = Engine::new(2, 1);
-        let (running, most) = (Arc::default(), Arc::default());
-        let (release, rx) = mpsc::channel();
-        let rx = Arc::new(Mutex::new(rx));
-        let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
-        engine.queue(Arc::clone(&first));
-        wait_until(|| running.load(Ordering::SeqCst) >= 1);
-        let second = Engine::slot(Op::Read, held(&running, &most, &rx), None);
-        engine.queue(Arc::clone(&second));
+        let held = Held::new();
+        let first = held.queue(&engine);
+        held.wait_running(1);
+        let second = held.queue(&engine);
         let ordering = Engine::slot_with(Op::Read, Work::Ordering, Box::new(done), None, None);
         engine.queue(Arc::clone(&ordering));
         std::thread::sleep(Duration::from_millis(50));
@@ -723,11 +744,11 @@ mod tests {
             "the ordering ran while a request waited for a thread"
         );
         // The first request ends; the second runs, none is queued: the ordering is due.
-        release.send(()).unwrap();
+        held.release_one();
         ordering.wait_ended();
         assert_eq!(ordering.phase(), IoState::Finished);
         assert_eq!(second.phase(), IoState::Pending);
-        release.send(()).unwrap();
+        held.release_one();
         first.wait_ended();
         second.wait_ended();
     }
@@ -737,17 +758,14 @@ mod tests {
         // One request at a time: the first one running, none queued, fills the engine.
         let engine = Engine::new(2, 1);
         assert!(!engine.backlogged(), "nothing is queued or running yet");
-        let (running, most) = (Arc::default(), Arc::default());
-        let (release, rx) = mpsc::channel();
-        let rx = Arc::new(Mutex::new(rx));
-        let first = Engine::slot(Op::Read, held(&running, &most, &rx), None);
-        engine.queue(Arc::clone(&first));
-        wait_until(|| running.load(Ordering::SeqCst) >= 1);
+        let held = Held::new();
+        let first = held.queue(&engine);
+        held.wait_running(1);
         assert!(
             engine.backlogged(),
             "a request runs on the only request slot, with nothing queued"
         );
-        release.send(()).unwrap();
+        held.release_one();
         first.wait_ended();
         // The slot is free again once the thread has taken its next look at the queue.
         wait_until(|| !engine.backlogged());
