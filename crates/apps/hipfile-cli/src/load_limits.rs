@@ -4,13 +4,12 @@
 //! After each load, in the cache state the load found: one raw parallel `pread` of every
 //! shard, whole (the threads take the shards' parts from one list, with no wait at the end
 //! of a shard), and for a cold load also one of `O_DIRECT` reads (each from a cold cache;
-//! the shards are left uncached for the next load). The thread
-//! counts are chosen after the first load, each count tried once and the fastest kept, as
-//! bench does. Once, after the first load: copies from pinned host memory to the device
-//! with one thread and with as many threads as the load had requests in flight, the faster
-//! kept. The file-side limit is the median of its runs (the better of buffered and
-//! `O_DIRECT` for a cold load); the ratio is the median of the loads over the lower of that
-//! limit and the copies'.
+//! the shards are left uncached for the next load). The thread counts are chosen after the
+//! first load, each count tried once and the fastest kept, as bench does. Once, after the
+//! first load: copies from pinned host memory to the device with one thread and with as
+//! many threads as the load had requests in flight, the faster kept. The file-side limit is
+//! the median of its runs (the better of buffered and `O_DIRECT` for a cold load); the ratio
+//! is the median of the loads over the lower of that limit and the copies'.
 
 use crate::bench::{
     Cache, RAW_DIRECT_THREADS, RAW_THREADS, fastest, gbps, parallel, partition, raw_direct_read,
