@@ -93,8 +93,8 @@ fn setup() -> Option<Setup> {
     })
 }
 
-/// 32 futures in flight from one caller, each ended one before the next is queued, as
-/// `hipfile bench --api async --queue-depth 32` keeps them; the time of `iters` requests.
+/// 32 futures in flight from one caller, the oldest waited for before another is queued,
+/// as `hipfile bench --api async --queue-depth 32` keeps them; the time of `iters` requests.
 fn futures_in_flight(s: &Setup, offsets: &mut Offsets, iters: u64) -> Duration {
     let mut bufs: Vec<DeviceBuffer> = (0..IN_FLIGHT)
         .map(|_| s.driver.alloc(IO).unwrap())
