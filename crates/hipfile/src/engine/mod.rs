@@ -36,6 +36,7 @@ use hipfile_core::stream::{IoQueue, JobHandle, QueuedJob};
 use hipfile_core::{Error, Op};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::thread::{JoinHandle, ThreadId};
@@ -68,6 +69,8 @@ struct Shared {
     ready: Condvar,
     /// The most [`Work::Request`] jobs running at once.
     requests: usize,
+    /// Handles of submitted requests that their callers still hold ([`Engine::in_flight`]).
+    in_flight: AtomicUsize,
 }
 
 /// What a job does, which decides how many may run at once (see the module's
@@ -188,6 +191,21 @@ struct SlotState {
     listener: Option<Listener>,
 }
 
+/// A request's handle counted by [`Engine::in_flight`] while this lives.
+pub(crate) struct InFlightHandle(Arc<Shared>);
+
+impl Drop for InFlightHandle {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for InFlightHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InFlightHandle")
+    }
+}
+
 impl Engine {
     /// An engine with `threads` request threads (at least one), none started yet, of which
     /// at most `requests` (at least one) run [`Work::Request`] jobs at once.
@@ -198,6 +216,7 @@ impl Engine {
                 queue: Mutex::new(Queue::default()),
                 ready: Condvar::new(),
                 requests,
+                in_flight: AtomicUsize::new(0),
             }),
             threads: threads.max(requests),
             workers: Mutex::new(Vec::new()),
@@ -273,9 +292,25 @@ impl Engine {
     /// (`null_stream.rs`). Running ones count: a request is queued only once it is ordered,
     /// and idle threads take it at once, so the queue alone stays short however many
     /// requests a caller keeps in flight.
+    ///
+    /// So do the requests whose callers still hold their handles ([`Engine::in_flight`]):
+    /// one caller that keeps many in flight is itself the slow part when it orders each
+    /// request on its own thread (a query of the null stream each), so the engine's threads
+    /// keep up with it and run fewer than may run at once, which would make it order the
+    /// next one itself again.
     pub(crate) fn backlogged(&self) -> bool {
+        if self.shared.in_flight.load(Ordering::Relaxed) >= self.shared.requests {
+            return true;
+        }
         let queue = lock(&self.shared.queue);
         queue.running + queue.requests.len() >= self.shared.requests
+    }
+
+    /// Counts a request's handle, submitted and held by its caller (a future), until the
+    /// returned guard drops; [`Engine::backlogged`] counts them.
+    pub(crate) fn in_flight(&self) -> InFlightHandle {
+        self.shared.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlightHandle(Arc::clone(&self.shared))
     }
 
     /// Starts another request thread while requests wait and fewer than `threads` run, so
@@ -770,5 +805,23 @@ mod tests {
         // The slot is free again once the thread has taken its next look at the queue.
         wait_until(|| !engine.backlogged());
         assert!(!engine.backlogged(), "the request ended");
+    }
+
+    #[test]
+    fn the_engine_is_backlogged_while_callers_hold_as_many_requests_as_may_run() {
+        // One caller keeping 2 requests in flight on an engine that runs 2 at once: ended or
+        // not, the handles it holds fill the engine, so that the next submission is ordered
+        // with others instead of by a query of its own; the count ends with the handles.
+        let engine = Engine::new(2, 2);
+        let first = engine.in_flight();
+        assert!(!engine.backlogged(), "one handle of two");
+        let second = engine.in_flight();
+        assert!(
+            engine.backlogged(),
+            "two handles held, though nothing is queued or running"
+        );
+        drop(first);
+        assert!(!engine.backlogged(), "a handle dropped");
+        drop(second);
     }
 }

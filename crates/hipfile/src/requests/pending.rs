@@ -14,7 +14,7 @@ use crate::api::file::FileHandle;
 use crate::api::view::{DeviceBuf, DeviceBufMut};
 use crate::engine::IoState;
 use crate::engine::null_stream::OrderPoint;
-use crate::engine::{Engine, Slot};
+use crate::engine::{Engine, InFlightHandle, Slot};
 use hipfile_core::IoOutcome;
 use hipfile_core::{Error, Op, Request};
 use std::future::Future;
@@ -59,6 +59,9 @@ pub struct Io<'a> {
     slot: Arc<Slot>,
     /// Set once the result is taken: dropping then has nothing to wait for.
     done: bool,
+    /// A future's place among the requests its callers keep in flight, which decides how
+    /// the next ones are ordered after the null stream (`Engine::backlogged`).
+    _in_flight: Option<InFlightHandle>,
     /// The view the request reads into or writes from, borrowed for the handle's life.
     _view: PhantomData<&'a mut ()>,
 }
@@ -68,6 +71,17 @@ impl Io<'_> {
         Io {
             slot,
             done: false,
+            _in_flight: None,
+            _view: PhantomData,
+        }
+    }
+
+    /// As [`Io::new`], counted among the requests in flight until the handle drops.
+    fn counted(slot: Arc<Slot>, in_flight: InFlightHandle) -> Self {
+        Io {
+            slot,
+            done: false,
+            _in_flight: Some(in_flight),
             _view: PhantomData,
         }
     }
@@ -171,9 +185,11 @@ impl FileHandle {
             entered.serve(op, &memory, Ok(request), order.order())
         });
         let slot = Engine::slot(op, job, None);
+        // Counted before it is queued, so that its own order sees it in flight.
+        let in_flight = self.driver().engine().in_flight();
         self.driver()
             .queue_after_null_stream(device, Arc::clone(&slot), &point);
-        Io::new(slot)
+        Io::counted(slot, in_flight)
     }
 }
 
