@@ -912,6 +912,38 @@ mod tests {
         }
 
         #[test]
+        fn a_caller_holding_as_many_requests_as_may_run_leaves_the_order_to_the_orderer() {
+            // Nothing runs or is queued, but the caller holds the handles of as many
+            // requests as may run at once: its next submission is ordered on an engine
+            // thread, not by a query on the submitting one.
+            let engine = Engine::new(2, 2);
+            let held = [engine.in_flight(), engine.in_flight()];
+            let askers = Arc::new(Mutex::new(Vec::new()));
+            let null = null_streams({
+                let askers = Arc::clone(&askers);
+                move || {
+                    lock(&askers).push(std::thread::current().id());
+                    Ok(true)
+                }
+            });
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let me = std::thread::current().id();
+            let slot = submit(&null, &engine, &seen);
+            slot.wait_ended();
+            assert_eq!(slot.phase(), IoState::Finished);
+            assert_eq!(*lock(&seen), [Order::Taken]);
+            assert!(
+                lock(&askers).len() == 1 && lock(&askers)[0] != me,
+                "the orderer asks, once"
+            );
+            drop(held);
+            // With the handles gone, the submitter asks itself again.
+            let slot = submit(&null, &engine, &seen);
+            slot.wait_ended();
+            assert_eq!(lock(&askers)[1..], [me]);
+        }
+
+        #[test]
         fn requests_submitted_together_are_ordered_by_one_query_of_their_call() {
             let engine = Engine::new(2, 2);
             let count = Arc::new(AtomicUsize::new(0));
