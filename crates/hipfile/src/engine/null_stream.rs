@@ -18,10 +18,11 @@
 //!   engine when the null stream is idle, and otherwise from a host function queued on that
 //!   stream, which runs once the stream has done the work queued before it. The entries of
 //!   one batch submission are asked for once, by their submitter. For a future, while the
-//!   engine has as many requests running or queued as may run, the engine's orderer of the
-//!   device asks once for all the futures submitted since it last asked, and otherwise the
-//!   submitter asks itself. Where neither can be done, each request waits on its engine
-//!   thread, when it starts, as a synchronous one does;
+//!   engine has as many requests running or queued as may run, or its callers hold as many
+//!   futures, the engine's orderer of the device asks once for all the futures submitted
+//!   since it last asked, and otherwise the submitter asks itself. Where neither can be
+//!   done, each request waits on its engine thread, when it starts, as a synchronous one
+//!   does;
 //! - a stream-ordered request is ordered on its own stream only (which may be the null
 //!   stream itself).
 //!
@@ -514,10 +515,11 @@ impl NullStreams {
     /// could not be looked at: its request fails when it runs), once the null stream has
     /// done the work queued on it before this call.
     ///
-    /// While the engine has as many requests running or queued as may run at once
-    /// ([`Engine::backlogged`]), the request goes to the engine's orderer of the device
-    /// ([`Orders::order`]), started here when none is pending: the caller makes no runtime
-    /// call, and one query answers for every request submitted before the orderer asks. Otherwise, with no orderer pending, the threads
+    /// While the engine has as many requests running or queued as may run at once, or its
+    /// callers hold as many futures ([`Engine::backlogged`]), the request goes to the
+    /// engine's orderer of the device ([`Orders::order`]), started here when none is
+    /// pending: the caller makes no runtime call, and one query answers for every request
+    /// submitted before the orderer asks. Otherwise, with no orderer pending, the threads
     /// would soon wait for this request: the caller asks itself, which spares the request a
     /// hand-off ([`NullStreams::order_now`]).
     pub(crate) fn queue_after(
@@ -932,10 +934,8 @@ mod tests {
             slot.wait_ended();
             assert_eq!(slot.phase(), IoState::Finished);
             assert_eq!(*lock(&seen), [Order::Taken]);
-            assert!(
-                lock(&askers).len() == 1 && lock(&askers)[0] != me,
-                "the orderer asks, once"
-            );
+            let asked = lock(&askers).clone();
+            assert!(asked.len() == 1 && asked[0] != me, "the orderer asks, once");
             drop(held);
             // With the handles gone, the submitter asks itself again.
             let slot = submit(&null, &engine, &seen);

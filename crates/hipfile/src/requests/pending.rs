@@ -78,12 +78,9 @@ impl Io<'_> {
 
     /// As [`Io::new`], counted among the requests in flight until the handle drops.
     fn counted(slot: Arc<Slot>, in_flight: InFlightHandle) -> Self {
-        Io {
-            slot,
-            done: false,
-            _in_flight: Some(in_flight),
-            _view: PhantomData,
-        }
+        let mut io = Io::new(slot);
+        io._in_flight = Some(in_flight);
+        io
     }
 
     /// Blocks until the request ends and returns what it did.
