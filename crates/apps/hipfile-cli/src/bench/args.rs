@@ -68,7 +68,8 @@ of the thread (one each: requests on one stream run one after another) and waits
 order (the same in every run). With --limits the raw staged path is also measured at the
 same concurrency: --threads x --queue-depth threads, each moving its part in --io-size
 requests through a pinned buffer of its own (pread and a synchronous copy, or a copy and
-pwrite), reported as staged with the median's ratio to it.
+pwrite), once after each of the case's runs as the file-side limits are, reported as
+staged (the median of those runs) with the case's median's ratio to it.
 
 The default request size, 1 GiB, is that of a loader reading a checkpoint shard or a large
 tensor in one call (KvikIO's own benchmark reads its whole file in one call); with smaller

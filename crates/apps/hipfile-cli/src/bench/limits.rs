@@ -17,9 +17,10 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::time::Instant;
 
-/// The file-side figures (the raw limits and upstream's serial fallback), measured between
-/// the case's runs so that a disk or page cache whose speed drifts during the bench (a
-/// virtual disk that is still writing back, say) moves them and the case alike. The thread
+/// The file-side figures (the raw limits, the raw staged path and upstream's serial
+/// fallback), measured between the case's runs so that a disk or page cache whose speed
+/// drifts during the bench (a virtual disk that is still writing back, say) moves them and
+/// the case alike. The thread
 /// counts of the raw limits are chosen before the runs: each of [`RAW_THREADS`] (and, for
 /// cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept. After each run of the case,
 /// one run of each figure; each is the median of its runs, as the case's figure is the
@@ -31,6 +32,8 @@ pub(super) struct FileLimits {
     pub(super) raw: Vec<f64>,
     pub(super) direct: Vec<f64>,
     pub(super) serial: Vec<f64>,
+    /// The raw staged path's runs, with the case's concurrency.
+    pub(super) staged: Vec<f64>,
 }
 
 /// The count of `counts` whose one run by `measure` is the fastest; `None` when `measure`
@@ -65,11 +68,12 @@ impl FileLimits {
             raw: Vec::new(),
             direct: Vec::new(),
             serial: Vec::new(),
+            staged: Vec::new(),
         })
     }
 
     /// One run of each figure, after a run of the case.
-    pub(super) fn run(&mut self, case: &mut Case<'_>) -> Result<(), String> {
+    pub(super) fn run(&mut self, case: &mut Case<'_>, driver: &Driver) -> Result<(), String> {
         self.raw.push(case.raw_run(self.threads)?);
         if let Some(n) = self.direct_threads {
             self.direct.extend(case.raw_direct_run(n)?);
@@ -77,6 +81,10 @@ impl FileLimits {
         set_cache(case.file, case.args.size, case.args.cache())?;
         self.serial
             .push(gbps(case.args.size, case.serial(case.args.op)?));
+        self.staged.push(gbps(
+            case.args.size,
+            case.staged(driver, case.staged_threads())?,
+        ));
         Ok(())
     }
 
@@ -90,6 +98,10 @@ impl FileLimits {
 
     pub(super) fn serial_gbps(&self) -> f64 {
         spread(&self.serial).0
+    }
+
+    pub(super) fn staged_gbps(&self) -> f64 {
+        spread(&self.staged).0
     }
 }
 
@@ -206,11 +218,9 @@ impl Case<'_> {
         }
         let serial_gbps = file_limits.serial_gbps();
         let latency = self.latencies(driver)?;
-        let staged_threads = self.parts.len() * self.args.queue_depth;
-        let staged_gbps = gbps(size, self.staged(driver, staged_threads)?);
         Ok(Limits {
-            staged_gbps,
-            staged_threads,
+            staged_gbps: file_limits.staged_gbps(),
+            staged_threads: self.staged_threads(),
             raw_io_gbps: raw_best,
             raw_direct_gbps,
             copy_gbps: copy_best,
@@ -291,6 +301,11 @@ impl Case<'_> {
             Ok(())
         })?;
         Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// The raw staged path's threads: as many as the case keeps requests in flight.
+    pub(super) fn staged_threads(&self) -> usize {
+        self.parts.len() * self.args.queue_depth
     }
 
     /// The raw staged path with `threads` threads (see [`Limits::staged_gbps`]); returns the
@@ -448,10 +463,12 @@ mod tests {
             raw: vec![1.9, 1.5, 1.7],
             direct: vec![2.0, 2.2, 1.0],
             serial: vec![0.4, 0.6, 0.5],
+            staged: vec![1.8, 1.6, 1.9],
         };
         assert_eq!(limits.raw_gbps(), 1.7);
         assert_eq!(limits.direct_gbps(), Some(2.0));
         assert_eq!(limits.serial_gbps(), 0.5);
+        assert_eq!(limits.staged_gbps(), 1.8);
         let buffered_only = FileLimits {
             direct_threads: None,
             direct: Vec::new(),

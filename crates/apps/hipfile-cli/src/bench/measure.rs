@@ -179,7 +179,7 @@ pub(super) fn measure(args: &BenchArgs, setup: Setup, file: &File) -> Result<Rep
         }
         served.add(s);
         if let Some(f) = file_limits.as_mut() {
-            f.run(&mut case)?;
+            f.run(&mut case, &driver)?;
         }
     }
     let device_runs = args.devices.is_some().then(|| {

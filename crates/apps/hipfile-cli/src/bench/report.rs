@@ -45,7 +45,7 @@ pub struct Limits {
     /// The raw staged path at the case's concurrency: `--threads` × `--queue-depth` threads,
     /// each moving its part in `--io-size` requests through a pinned buffer of its own
     /// (`pread` and a synchronous copy to the device, or a copy and `pwrite`, and one
-    /// `fdatasync` per thread), in the case's cache state.
+    /// `fdatasync` per thread), in the case's cache state, measured as `raw_io_gbps` is.
     pub staged_gbps: f64,
     /// The threads `staged_gbps` was measured with.
     pub staged_threads: usize,
