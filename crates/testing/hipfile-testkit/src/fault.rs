@@ -39,13 +39,14 @@ pub enum Call {
     EventDestroy,
     CopyToDevice,
     CopyToHost,
+    LaunchHostFunc,
     AmdFileRead,
     AmdFileWrite,
 }
 
 impl Call {
     /// How many kinds of call there are.
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 22;
 
     /// Both AMD file-I/O calls.
     pub const FILE_IO: [Call; 2] = [Call::AmdFileRead, Call::AmdFileWrite];
@@ -73,6 +74,7 @@ impl Call {
             Call::EventSynchronize => "hipEventSynchronize",
             Call::EventDestroy => "hipEventDestroy",
             Call::CopyToDevice | Call::CopyToHost => "hipMemcpyAsync",
+            Call::LaunchHostFunc => "hipLaunchHostFunc",
             Call::AmdFileRead => "hipAmdFileRead",
             Call::AmdFileWrite => "hipAmdFileWrite",
         }

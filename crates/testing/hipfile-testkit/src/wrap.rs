@@ -16,7 +16,8 @@
 
 use crate::fault::{Call, Effect, Faults, Site};
 use hipfile_core::runtime::{
-    AmdFileIo, EventHandle, FileIoError, HostFunctions, StreamHandle, StreamMemOps, Streams,
+    AmdFileIo, EventHandle, FileIoError, HostFunc, HostFunctions, StreamHandle, StreamMemOps,
+    Streams,
 };
 use hipfile_core::{DevicePtr, GpuRuntime, PointerInfo, RuntimeError};
 use std::os::fd::RawFd;
@@ -287,12 +288,29 @@ unsafe impl Streams for Injected {
                 .copy_to_host_async(dst, src, len, stream)
         }
     }
-    // The stream-ordering capabilities are the inner runtime's, uncounted.
+    // Host functions are counted where the inner runtime has them; the stream memory
+    // operations are the inner runtime's, uncounted.
     fn host_functions(&self) -> Option<&dyn HostFunctions> {
-        self.inner.streams()?.host_functions()
+        self.inner.streams()?.host_functions()?;
+        Some(self)
     }
     fn stream_mem_ops(&self) -> Option<&dyn StreamMemOps> {
         self.inner.streams()?.stream_mem_ops()
+    }
+}
+
+// SAFETY: the inner runtime's host functions, counted; handed out only where it has them.
+unsafe impl HostFunctions for Injected {
+    fn launch_host_func(&self, stream: StreamHandle, f: HostFunc) -> Result<(), RuntimeError> {
+        let site = Site {
+            stream: Some(stream),
+            range: None,
+        };
+        self.enter(Call::LaunchHostFunc, site)?;
+        self.inner_streams()?
+            .host_functions()
+            .ok_or_else(|| RuntimeError::unsupported("hipLaunchHostFunc"))?
+            .launch_host_func(stream, f)
     }
 }
 
