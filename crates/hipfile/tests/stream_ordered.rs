@@ -192,6 +192,34 @@ fn a_stream_ordered_request_pins_only_the_staging_it_uses() {
     );
 }
 
+#[test]
+fn a_one_piece_read_on_a_stream_queues_two_host_functions() {
+    // One to hand the read to the engine when the stream reaches it, one to return its
+    // gates and buffer and end the request: each is a costly call on a GPU's stream, and a
+    // small request pays for every one.
+    let lib = require!(emulated_runtime());
+    let config = ConfigBuilder::new()
+        .hip_library(lib)
+        .io_threads(2)
+        .force_compat_mode(true)
+        .build_with(|_| None)
+        .0;
+    let (d, injected) = injected(config);
+    let len = 4096;
+    let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-host-fns", len, 3);
+    let stream = d.create_stream().unwrap();
+    let mut buf = d.alloc(len).unwrap();
+    let before = injected.calls(Call::LaunchHostFunc);
+    let done = fh.read_on(&stream, &mut buf, 0).unwrap().wait().unwrap();
+    assert_eq!(done.bytes, len as u64);
+    assert_eq!(done.backend, hipfile::BackendKind::Fallback);
+    assert_eq!(injected.calls(Call::LaunchHostFunc) - before, 2);
+    stream.synchronize().unwrap();
+    let mut got = vec![0u8; len];
+    buf.copy_to_host(0, &mut got).unwrap();
+    assert!(got == data);
+}
+
 /// A driver on the emulated runtime that serves everything with the fallback, through a
 /// staging pool of `chunks` buffers of 4 KiB: stream-ordered requests then go through
 /// staging buffers copied on the stream, many pieces and several segments each, each

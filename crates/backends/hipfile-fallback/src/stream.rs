@@ -28,7 +28,7 @@
 //! cancelled job never leaves the stream waiting). A gate is opened once, and goes back only
 //! from a host function queued after the wait on it (or, when queuing failed, once the
 //! stream has been synchronised), so it is never reused while a stream may still wait on it.
-//! After the last segment, a host function queues the request's own job, which collects the
+//! The last segment's host function also queues the request's own job, which collects the
 //! result on a file-I/O thread: the request ends only once the stream has passed all of it,
 //! so the memory it copies into or from is never released before.
 //!
@@ -231,6 +231,61 @@ struct Queued {
     returned_by_stream: bool,
 }
 
+/// The request's own job, queued once the stream has passed the request's last segment: by
+/// the host function that returns that segment's gates when the job is made by then, else
+/// by the submitter as it makes the job. One host function fewer per request than a host
+/// function of the job's own, which a small request pays for in full (a host function is
+/// one of the costliest calls on a stream).
+struct Ending {
+    queue: Arc<dyn IoQueue>,
+    state: Mutex<EndingState>,
+}
+
+#[derive(Default)]
+struct EndingState {
+    /// The job, made and not yet queued.
+    job: Option<JobHandle>,
+    /// Whether the stream has passed the last segment.
+    passed: bool,
+}
+
+impl Ending {
+    fn new(queue: Arc<dyn IoQueue>) -> Ending {
+        Ending {
+            queue,
+            state: Mutex::new(EndingState::default()),
+        }
+    }
+
+    /// The stream has passed the last segment: the job is queued if it is made.
+    fn passed(&self) {
+        let job = {
+            let mut state = lock(&self.state);
+            state.passed = true;
+            state.job.take()
+        };
+        if let Some(job) = job {
+            self.queue.push(job);
+        }
+    }
+
+    /// The job is made: it is queued now if the stream has passed the last segment.
+    fn made(&self, job: JobHandle) {
+        let now = {
+            let mut state = lock(&self.state);
+            if state.passed {
+                Some(job)
+            } else {
+                state.job = Some(job);
+                None
+            }
+        };
+        if let Some(job) = now {
+            self.queue.push(job);
+        }
+    }
+}
+
 impl StreamOrderedIo for Fallback {
     unsafe fn queue_on_stream(
         &self,
@@ -351,6 +406,7 @@ impl Fallback {
             submission_over: Condvar::new(),
         });
         let returns = gates.returns();
+        let ending = Arc::new(Ending::new(Arc::clone(queue)));
         let mut queued: Vec<Queued> = Vec::new();
         let mut ios: Vec<JobHandle> = Vec::new();
         let mut failure = None;
@@ -395,10 +451,11 @@ impl Fallback {
                 readers,
                 durable_writes: self.durable_writes,
             };
+            let then = last_segment.then(|| Arc::clone(&ending));
             // SAFETY: the stream is live (this function's contract); the device range is the
             // validated request's, whose memory the caller holds until the request's own job
             // has ended, after the stream has passed everything queued here.
-            match unsafe { segment.queue(pieces, last_segment, &mut queued) } {
+            match unsafe { segment.queue(pieces, then, &mut queued) } {
                 Ok(io) => {
                     // Queued whole: its host functions hold its buffers now, and the next
                     // segment may need them back from the pool.
@@ -441,8 +498,9 @@ impl Fallback {
             }
             return queue.finished(op, result);
         }
-        // The request's own job: queued by the last host function on the stream, it ends the
-        // request on a file-I/O thread (where dropping the memory may call the runtime).
+        // The request's own job: queued once the stream has passed the last segment
+        // ([`Ending`]), it ends the request on a file-I/O thread (where dropping the memory
+        // may call the runtime).
         let keep = request.keep;
         let collected = Arc::clone(&progress);
         let run = Box::new(move || {
@@ -470,17 +528,7 @@ impl Fallback {
             any
         });
         let ended = queue.job(op, run, None, Some(hook));
-        let end = Arc::clone(&ended);
-        let ending = Arc::clone(queue);
-        if ordering
-            .host_functions
-            .launch_host_func(stream, Box::new(move || ending.push(end)))
-            .is_err()
-        {
-            // Queue it from here once the stream has passed the request.
-            let _ = ordering.streams.stream_synchronize(stream);
-            queue.push(Arc::clone(&ended));
-        }
+        ending.made(Arc::clone(&ended));
         drop(queued);
         ended
     }
@@ -519,12 +567,14 @@ impl Segment<'_> {
     ///
     /// As [`Fallback::submit`]; `address..address + size` is device memory that stays
     /// allocated until the stream has passed the segment.
+    /// `then` is the request's [`Ending`] for its last segment.
     unsafe fn queue(
         &self,
         pieces: Vec<Arc<Piece>>,
-        last_segment: bool,
+        then: Option<Arc<Ending>>,
         queued: &mut Vec<Queued>,
     ) -> Result<JobHandle, Error> {
+        let last_segment = then.is_some();
         let op = self.op;
         let reads = op == Op::Read;
         let mut words = Vec::new();
@@ -613,7 +663,8 @@ impl Segment<'_> {
         }
         .map_err(runtime)?;
         // One host function gives back every gate of the segment and a read's buffers, once
-        // the stream has passed all its waits and copies.
+        // the stream has passed all its waits and copies; after the last segment, it also
+        // queues the request's own job.
         let returns = Arc::clone(self.returns);
         let returned = Arc::clone(&gating);
         let reads_hold = if reads { pieces.clone() } else { Vec::new() };
@@ -625,6 +676,9 @@ impl Segment<'_> {
                 Box::new(move || {
                     drop(reads_hold);
                     returned.give_back(returns.as_ref());
+                    if let Some(ending) = then {
+                        ending.passed();
+                    }
                 }),
             )
             .is_err()
