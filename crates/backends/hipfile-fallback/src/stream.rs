@@ -562,12 +562,12 @@ struct Segment<'a> {
 impl Segment<'_> {
     /// Queues the segment's work on the stream (see the module's documentation); adds what
     /// must live until the submission is over to `queued`, and returns the segment's I/O.
+    /// `then` is the request's [`Ending`], given with its last segment.
     ///
     /// # Safety
     ///
     /// As [`Fallback::submit`]; `address..address + size` is device memory that stays
     /// allocated until the stream has passed the segment.
-    /// `then` is the request's [`Ending`] for its last segment.
     unsafe fn queue(
         &self,
         pieces: Vec<Arc<Piece>>,

@@ -20,11 +20,10 @@ use std::time::Instant;
 /// The file-side figures (the raw limits, the raw staged path and upstream's serial
 /// fallback), measured between the case's runs so that a disk or page cache whose speed
 /// drifts during the bench (a virtual disk that is still writing back, say) moves them and
-/// the case alike. The thread
-/// counts of the raw limits are chosen before the runs: each of [`RAW_THREADS`] (and, for
-/// cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept. After each run of the case,
-/// one run of each figure; each is the median of its runs, as the case's figure is the
-/// median of its own.
+/// the case alike. The thread counts of the raw limits are chosen before the runs: each of
+/// [`RAW_THREADS`] (and, for cold reads, [`RAW_DIRECT_THREADS`]) once, the fastest kept.
+/// After each run of the case, one run of each figure; each is the median of its runs, as
+/// the case's figure is the median of its own.
 pub(super) struct FileLimits {
     pub(super) threads: usize,
     /// `None`: not a cold read, or the file system does no direct I/O.
