@@ -215,6 +215,29 @@ struct Unordered {
     ordering: bool,
 }
 
+impl Unordered {
+    /// The entry of `device` in `all`, if a request of it was ever submitted.
+    fn of(all: &mut [Unordered], device: i32) -> Option<&mut Unordered> {
+        all.iter_mut().find(|u| u.device == device)
+    }
+
+    /// The entry of `device` in `all`, made empty where there is none.
+    fn of_or_new(all: &mut Vec<Unordered>, device: i32) -> &mut Unordered {
+        let at = match all.iter().position(|u| u.device == device) {
+            Some(at) => at,
+            None => {
+                all.push(Unordered {
+                    device,
+                    requests: Vec::new(),
+                    ordering: false,
+                });
+                all.len() - 1
+            }
+        };
+        &mut all[at]
+    }
+}
+
 impl Orders {
     /// Whether the null stream of `device` was idle at a moment after this call began
     /// ([`SharedQueries`]).
@@ -272,8 +295,7 @@ impl Orders {
             Err(_) => Vec::new(),
         };
         let more = {
-            let mut unordered = lock(&self.unordered);
-            match unordered.iter_mut().find(|u| u.device == device) {
+            match Unordered::of(&mut lock(&self.unordered), device) {
                 Some(u) if u.requests.is_empty() => {
                     u.ordering = false;
                     false
@@ -293,7 +315,7 @@ impl Orders {
     /// runs any more) when there are none.
     fn take_unordered(&self, device: i32) -> Option<Vec<Waiting>> {
         let mut unordered = lock(&self.unordered);
-        let u = unordered.iter_mut().find(|u| u.device == device)?;
+        let u = Unordered::of(&mut unordered, device)?;
         if u.requests.is_empty() {
             u.ordering = false;
             return None;
@@ -368,8 +390,7 @@ impl Drop for Left {
             return;
         }
         let requests = {
-            let mut unordered = lock(&self.orders.unordered);
-            match unordered.iter_mut().find(|u| u.device == self.device) {
+            match Unordered::of(&mut lock(&self.orders.unordered), self.device) {
                 Some(u) => {
                     u.ordering = false;
                     std::mem::take(&mut u.requests)
@@ -536,18 +557,7 @@ impl NullStreams {
         let backlogged = engine.backlogged();
         let start = {
             let mut unordered = lock(&self.orders.unordered);
-            let at = match unordered.iter().position(|u| u.device == device) {
-                Some(at) => at,
-                None => {
-                    unordered.push(Unordered {
-                        device,
-                        requests: Vec::new(),
-                        ordering: false,
-                    });
-                    unordered.len() - 1
-                }
-            };
-            let u = &mut unordered[at];
+            let u = Unordered::of_or_new(&mut unordered, device);
             if !backlogged && !u.ordering {
                 drop(unordered);
                 self.order_now(engine, device, vec![(slot, Arc::clone(point))]);
