@@ -162,18 +162,23 @@ fn a_read_holds_the_streams_later_work_until_its_bytes_are_in_place() {
     streams(&d).stream_destroy(stream).unwrap();
 }
 
-#[test]
-fn a_stream_ordered_request_pins_only_the_staging_it_uses() {
-    // The default staging budget (256 MiB of 4 MiB buffers), served by the fallback: an
-    // 8 MiB read on a stream needs two buffers, not the whole budget.
-    let lib = require!(emulated_runtime());
+/// [`driver`]'s, served by the fallback, with the default staging (256 MiB of 4 MiB
+/// buffers).
+fn fallback_driver() -> Result<(Driver, Arc<Injected>), Skip> {
+    let lib = emulated_runtime()?;
     let config = ConfigBuilder::new()
         .hip_library(lib)
         .io_threads(2)
         .force_compat_mode(true)
         .build_with(|_| None)
         .0;
-    let (d, injected) = injected(config);
+    Ok(injected(config))
+}
+
+#[test]
+fn a_stream_ordered_request_pins_only_the_staging_it_uses() {
+    // An 8 MiB read on a stream needs two buffers, not the whole budget.
+    let (d, injected) = require!(fallback_driver());
     let len = 8 << 20;
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-pins", len, 9);
     let stream = d.create_stream().unwrap();
@@ -197,14 +202,7 @@ fn a_one_piece_read_on_a_stream_queues_two_host_functions() {
     // One to hand the read to the engine when the stream reaches it, one to return its
     // gates and buffer and end the request: each is a costly call on a GPU's stream, and a
     // small request pays for every one.
-    let lib = require!(emulated_runtime());
-    let config = ConfigBuilder::new()
-        .hip_library(lib)
-        .io_threads(2)
-        .force_compat_mode(true)
-        .build_with(|_| None)
-        .0;
-    let (d, injected) = injected(config);
+    let (d, injected) = require!(fallback_driver());
     let len = 4096;
     let (_dir, data, _file, fh) = registered(&d, "hipfile-ordered-host-fns", len, 3);
     let stream = d.create_stream().unwrap();
