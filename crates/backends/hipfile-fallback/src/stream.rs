@@ -56,7 +56,7 @@ use hipfile_core::{
     BackendError, BackendKind, DevicePtr, Error, IoOutcome, MemoryKind, Op, Submission,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -231,61 +231,6 @@ struct Queued {
     returned_by_stream: bool,
 }
 
-/// The request's own job, queued once the stream has passed the request's last segment: by
-/// the host function that returns that segment's gates when the job is made by then, else
-/// by the submitter as it makes the job. One host function fewer per request than a host
-/// function of the job's own, which a small request pays for in full (a host function is
-/// one of the costliest calls on a stream).
-struct Ending {
-    queue: Arc<dyn IoQueue>,
-    state: Mutex<EndingState>,
-}
-
-#[derive(Default)]
-struct EndingState {
-    /// The job, made and not yet queued.
-    job: Option<JobHandle>,
-    /// Whether the stream has passed the last segment.
-    passed: bool,
-}
-
-impl Ending {
-    fn new(queue: Arc<dyn IoQueue>) -> Ending {
-        Ending {
-            queue,
-            state: Mutex::new(EndingState::default()),
-        }
-    }
-
-    /// The stream has passed the last segment: the job is queued if it is made.
-    fn passed(&self) {
-        let job = {
-            let mut state = lock(&self.state);
-            state.passed = true;
-            state.job.take()
-        };
-        if let Some(job) = job {
-            self.queue.push(job);
-        }
-    }
-
-    /// The job is made: it is queued now if the stream has passed the last segment.
-    fn made(&self, job: JobHandle) {
-        let now = {
-            let mut state = lock(&self.state);
-            if state.passed {
-                Some(job)
-            } else {
-                state.job = Some(job);
-                None
-            }
-        };
-        if let Some(job) = now {
-            self.queue.push(job);
-        }
-    }
-}
-
 impl StreamOrderedIo for Fallback {
     unsafe fn queue_on_stream(
         &self,
@@ -406,7 +351,38 @@ impl Fallback {
             submission_over: Condvar::new(),
         });
         let returns = gates.returns();
-        let ending = Arc::new(Ending::new(Arc::clone(queue)));
+        // The request's own job, made now and queued by the last segment's host function
+        // once the stream has passed all of the request: it ends the request on a file-I/O
+        // thread (where dropping the memory may call the runtime). Cancelling it cancels
+        // the segments' I/O, known once they are all queued.
+        let keep = request.keep;
+        let collected = Arc::clone(&progress);
+        let run = Box::new(move || {
+            let result = lock(&collected.result)
+                .take()
+                .unwrap_or_else(|| collected.outcome());
+            // Cancelled before its last segment ran: reported now, late rather than never.
+            if let Some(report) = lock(&collected.report).take() {
+                report(&result);
+            }
+            drop(keep);
+            result
+        });
+        let canceled = Arc::clone(&progress);
+        let segment_ios: Arc<OnceLock<Vec<JobHandle>>> = Arc::default();
+        let to_cancel = Arc::clone(&segment_ios);
+        let hook = Box::new(move || {
+            let mut any = false;
+            for io in to_cancel.get().into_iter().flatten() {
+                any |= io.cancel();
+            }
+            if any {
+                canceled.canceled.store(true, Ordering::Release);
+                canceled.stop.store(true, Ordering::Release);
+            }
+            any
+        });
+        let ended = queue.job(op, run, None, Some(hook));
         let mut queued: Vec<Queued> = Vec::new();
         let mut ios: Vec<JobHandle> = Vec::new();
         let mut failure = None;
@@ -451,7 +427,7 @@ impl Fallback {
                 readers,
                 durable_writes: self.durable_writes,
             };
-            let then = last_segment.then(|| Arc::clone(&ending));
+            let then = last_segment.then(|| Arc::clone(&ended));
             // SAFETY: the stream is live (this function's contract); the device range is the
             // validated request's, whose memory the caller holds until the request's own job
             // has ended, after the stream has passed everything queued here.
@@ -498,37 +474,7 @@ impl Fallback {
             }
             return queue.finished(op, result);
         }
-        // The request's own job: queued once the stream has passed the last segment
-        // ([`Ending`]), it ends the request on a file-I/O thread (where dropping the memory
-        // may call the runtime).
-        let keep = request.keep;
-        let collected = Arc::clone(&progress);
-        let run = Box::new(move || {
-            let result = lock(&collected.result)
-                .take()
-                .unwrap_or_else(|| collected.outcome());
-            // Cancelled before its last segment ran: reported now, late rather than never.
-            if let Some(report) = lock(&collected.report).take() {
-                report(&result);
-            }
-            drop(keep);
-            result
-        });
-        let canceled = Arc::clone(&progress);
-        let to_cancel = ios.clone();
-        let hook = Box::new(move || {
-            let mut any = false;
-            for io in &to_cancel {
-                any |= io.cancel();
-            }
-            if any {
-                canceled.canceled.store(true, Ordering::Release);
-                canceled.stop.store(true, Ordering::Release);
-            }
-            any
-        });
-        let ended = queue.job(op, run, None, Some(hook));
-        ending.made(Arc::clone(&ended));
+        let _ = segment_ios.set(ios);
         drop(queued);
         ended
     }
@@ -562,7 +508,8 @@ struct Segment<'a> {
 impl Segment<'_> {
     /// Queues the segment's work on the stream (see the module's documentation); adds what
     /// must live until the submission is over to `queued`, and returns the segment's I/O.
-    /// `then` is the request's [`Ending`], given with its last segment.
+    /// `then` is the request's own job, given with its last segment: its host function
+    /// queues it.
     ///
     /// # Safety
     ///
@@ -571,7 +518,7 @@ impl Segment<'_> {
     unsafe fn queue(
         &self,
         pieces: Vec<Arc<Piece>>,
-        then: Option<Arc<Ending>>,
+        then: Option<JobHandle>,
         queued: &mut Vec<Queued>,
     ) -> Result<JobHandle, Error> {
         let last_segment = then.is_some();
@@ -667,6 +614,7 @@ impl Segment<'_> {
         // queues the request's own job.
         let returns = Arc::clone(self.returns);
         let returned = Arc::clone(&gating);
+        let ending = then.map(|ended| (Arc::clone(self.queue), ended));
         let reads_hold = if reads { pieces.clone() } else { Vec::new() };
         if self
             .ordering
@@ -676,8 +624,8 @@ impl Segment<'_> {
                 Box::new(move || {
                     drop(reads_hold);
                     returned.give_back(returns.as_ref());
-                    if let Some(ending) = then {
-                        ending.passed();
+                    if let Some((queue, ended)) = ending {
+                        queue.push(ended);
                     }
                 }),
             )
