@@ -80,6 +80,8 @@ impl FileLimits {
         set_cache(case.file, case.args.size, case.args.cache())?;
         self.serial
             .push(gbps(case.args.size, case.serial(case.args.op)?));
+        // Its buffers are made for each run and freed after it: kept across runs, they
+        // would count in the peak resident memory of the case's later runs.
         self.staged.push(gbps(
             case.args.size,
             case.staged(driver, case.staged_threads())?,
